@@ -1,0 +1,459 @@
+// Package backends runs the MCP servers mcp-mux multiplexes: it starts each
+// one as a child process, initializes an MCP client session with it, captures
+// its stderr into the log, and stops it (with its whole process group).
+package backends
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ProtocolVersion is pinned on connect: without it the go-sdk first sends a
+// server/discover probe that makes some real stdio servers exit or hang.
+const ProtocolVersion = "2025-11-25"
+
+// Hooks receive what a backend sends on its own initiative. They are called
+// from the go-sdk's notification dispatch, one at a time per backend, so they
+// must not block: hand the work to another goroutine.
+type Hooks struct {
+	ToolsChanged     func()
+	PromptsChanged   func()
+	ResourcesChanged func()
+	ResourceUpdated  func(*mcp.ResourceUpdatedNotificationParams)
+	Progress         func(*mcp.ProgressNotificationParams)
+	// Exited is called once, when the process has exited or the connection
+	// to it broke (the process is then killed), with the reason.
+	Exited func(err error)
+}
+
+// Options configure how a backend is started and stopped.
+type Options struct {
+	Logger         *log.Logger   // required; the backend's lines are prefixed with its name
+	StartupTimeout time.Duration // start + initialize; 0 means 30s
+	// MaxMessageSize bounds one JSON-RPC line from the backend; a longer line
+	// is reported and dropped, the connection stays up. 0 means 16 MiB.
+	MaxMessageSize int
+	ClientInfo     *mcp.Implementation
+	Hooks          Hooks
+}
+
+// Backend is one running backend: its process and the MCP session with it.
+type Backend struct {
+	Spec Spec
+
+	log     *log.Logger
+	cmd     *exec.Cmd
+	stdin   *os.File
+	stdout  *os.File
+	session *mcp.ClientSession
+	init    *mcp.InitializeResult
+
+	exited   chan struct{} // closed when cmd.Wait has returned
+	exitErr  error         // cmd.Wait's error; read after exited is closed
+	done     chan struct{} // closed when the backend is fully down (process reaped, session closed)
+	stopOnce sync.Once
+	stopping chan struct{} // closed when Stop was called: the exit is expected
+
+	mu     sync.Mutex
+	stderr []string // the last stderr lines, for crash reports
+}
+
+const stderrKeep = 10
+
+// Start runs spec's command (directly, never through a shell) in its own
+// process group and initializes an MCP session with it, within
+// opts.StartupTimeout. On failure nothing is left running.
+func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
+	if opts.StartupTimeout <= 0 {
+		opts.StartupTimeout = 30 * time.Second
+	}
+	if opts.MaxMessageSize <= 0 {
+		opts.MaxMessageSize = mcp.DefaultMaxLineLength
+	}
+	if opts.ClientInfo == nil {
+		opts.ClientInfo = &mcp.Implementation{Name: "mcp-mux", Version: "dev"}
+	}
+	b := &Backend{
+		Spec:     spec,
+		log:      opts.Logger.WithPrefix(spec.Name),
+		exited:   make(chan struct{}),
+		done:     make(chan struct{}),
+		stopping: make(chan struct{}),
+	}
+	if err := b.startProcess(); err != nil {
+		return nil, err
+	}
+
+	// The session's reader sees only well-formed JSON-RPC lines: the rest is
+	// the backend's noise, logged and skipped, so one stray print does not
+	// end the connection.
+	pr, pw := io.Pipe()
+	go b.filterStdout(pw, opts.MaxMessageSize)
+
+	client := mcp.NewClient(opts.ClientInfo, b.clientOptions(opts.Hooks))
+	transport := &mcp.IOTransport{Reader: pr, Writer: b.stdin, MaxLineLength: -1}
+	cctx, cancel := context.WithTimeout(ctx, opts.StartupTimeout)
+	defer cancel()
+	type result struct {
+		cs  *mcp.ClientSession
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		cs, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+		ch <- result{cs, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-b.exited:
+		// The process died before answering: report its exit, not a timeout.
+		b.kill()
+		b.stdout.Close()
+		r = <-ch
+		if r.err == nil {
+			r.cs.Close()
+		}
+		return nil, fmt.Errorf("backend %s exited during initialize: %s%s", spec.Name, exitReason(b.exitErr), b.stderrTail())
+	}
+	if r.err != nil {
+		// A process that died closed stdout before it was reaped: its exit
+		// status explains the failure better than the EOF does.
+		select {
+		case <-b.exited:
+			b.kill()
+			b.stdout.Close()
+			return nil, fmt.Errorf("backend %s exited during initialize: %s%s", spec.Name, exitReason(b.exitErr), b.stderrTail())
+		case <-time.After(200 * time.Millisecond):
+		}
+		b.kill()
+		b.stdout.Close()
+		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("backend %s did not initialize within %s%s", spec.Name, opts.StartupTimeout, b.stderrTail())
+		}
+		return nil, fmt.Errorf("backend %s: initialize: %w%s", spec.Name, r.err, b.stderrTail())
+	}
+	b.session = r.cs
+	b.init = r.cs.InitializeResult()
+	go b.monitor(opts.Hooks.Exited)
+	return b, nil
+}
+
+func (b *Backend) startProcess() error {
+	cmd := exec.Command(b.Spec.Command, b.Spec.Args...)
+	cmd.Dir = b.Spec.Cwd
+	cmd.Env = os.Environ()
+	for k, v := range b.Spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = sysProcAttr()
+
+	// Plain os.Pipes rather than cmd.StdoutPipe: cmd.Wait must not wait for
+	// our readers, which a grandchild holding stdout open would block forever.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("backend %s: %w", b.Spec.Name, err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		return fmt.Errorf("backend %s: %w", b.Spec.Name, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		return fmt.Errorf("backend %s: %w", b.Spec.Name, err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return fmt.Errorf("backend %s: starting %q: %w", b.Spec.Name, b.Spec.Command, err)
+	}
+	closeAll(inR, outW, errW) // the child has its copies
+	b.cmd, b.stdin, b.stdout = cmd, inW, outR
+	b.log.Info("started", "pid", cmd.Process.Pid, "command", b.Spec.Command)
+
+	go b.captureStderr(errR)
+	go func() {
+		b.exitErr = cmd.Wait()
+		close(b.exited)
+	}()
+	return nil
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+func (b *Backend) clientOptions(h Hooks) *mcp.ClientOptions {
+	call := func(f func()) {
+		if f != nil {
+			f()
+		}
+	}
+	return &mcp.ClientOptions{
+		// Advertise nothing (not even the default roots): mcp-mux has no
+		// roots, sampling or elicitation of its own to offer a backend.
+		Capabilities:               &mcp.ClientCapabilities{},
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { call(h.ToolsChanged) },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { call(h.PromptsChanged) },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { call(h.ResourcesChanged) },
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			if h.ResourceUpdated != nil {
+				h.ResourceUpdated(r.Params)
+			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			if h.Progress != nil {
+				h.Progress(r.Params)
+			}
+		},
+		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			b.log.Debug("log message", "level", r.Params.Level, "logger", r.Params.Logger, "data", r.Params.Data)
+		},
+	}
+}
+
+// filterStdout copies the backend's stdout to w one JSON-RPC message per line,
+// dropping what is not one (banners, debug prints) and lines longer than max.
+func (b *Backend) filterStdout(w *io.PipeWriter, max int) {
+	defer w.Close()
+	r := bufio.NewReaderSize(b.stdout, 64*1024)
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong && len(line)+len(chunk) > max+1 {
+			tooLong = true
+			b.log.Warn("dropped a message larger than max_message_size", "limit", max)
+			line = line[:0]
+		}
+		if !tooLong {
+			line = append(line, chunk...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // the same line goes on
+		}
+		if !tooLong && len(line) > 0 {
+			if isJSONRPC(line) {
+				if _, werr := w.Write(line); werr != nil {
+					return
+				}
+			} else if s := strings.TrimSpace(string(line)); s != "" {
+				b.log.Warn("noise on stdout (not JSON-RPC), skipped", "line", truncate(s, 200))
+			}
+		}
+		line, tooLong = line[:0], false
+		if err != nil {
+			return
+		}
+	}
+}
+
+// isJSONRPC reports whether line holds one complete JSON-RPC 2.0 object.
+// json.Unmarshal validates the whole input before decoding any of it.
+func isJSONRPC(line []byte) bool {
+	var probe struct {
+		JSONRPC string `json:"jsonrpc"`
+	}
+	return json.Unmarshal(line, &probe) == nil && probe.JSONRPC == "2.0"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func (b *Backend) captureStderr(r *os.File) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		b.log.Info(line)
+		b.mu.Lock()
+		b.stderr = append(b.stderr, line)
+		if len(b.stderr) > stderrKeep {
+			b.stderr = b.stderr[len(b.stderr)-stderrKeep:]
+		}
+		b.mu.Unlock()
+	}
+}
+
+// stderrTail formats the last stderr lines for an error message.
+func (b *Backend) stderrTail() string {
+	// Give the stderr reader a moment to catch the dying words.
+	time.Sleep(20 * time.Millisecond)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.stderr) == 0 {
+		return ""
+	}
+	return "; last stderr: " + strings.Join(b.stderr, " | ")
+}
+
+// monitor waits until the process exits or the connection breaks, makes sure
+// both are down, and reports why.
+func (b *Backend) monitor(exited func(error)) {
+	sessionDone := make(chan struct{})
+	go func() {
+		b.session.Wait()
+		close(sessionDone)
+	}()
+	var reason error
+	select {
+	case <-b.exited:
+		reason = fmt.Errorf("process exited: %s", exitReason(b.exitErr))
+	case <-sessionDone:
+		// A dying process closes stdout before it is reaped: give the exit
+		// status a moment, it says more than "connection closed".
+		select {
+		case <-b.exited:
+			reason = fmt.Errorf("process exited: %s", exitReason(b.exitErr))
+		case <-time.After(200 * time.Millisecond):
+			reason = errors.New("connection closed")
+		}
+	case <-b.stopping:
+		reason = errors.New("stopped")
+	}
+	select {
+	case <-b.stopping:
+		// Stop does the orderly shutdown; wait for it.
+		<-b.exited
+	default:
+		b.kill()
+	}
+	b.stdout.Close()
+	b.session.Close()
+	select {
+	case <-b.stopping:
+		reason = ErrStopped
+	default:
+		reason = fmt.Errorf("%w%s", reason, b.stderrTail())
+		b.log.Error("backend down", "reason", reason)
+	}
+	close(b.done)
+	if exited != nil {
+		exited(reason)
+	}
+}
+
+// ErrStopped is the Exited reason of a backend that was stopped on purpose.
+var ErrStopped = errors.New("stopped")
+
+func exitReason(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by signal " + ws.Signal().String()
+		}
+	}
+	return err.Error()
+}
+
+// kill ends the whole process group at once and reaps the leader.
+func (b *Backend) kill() {
+	pid := b.cmd.Process.Pid
+	signalGroup(pid, syscall.SIGKILL)
+	<-b.exited
+	b.stdin.Close()
+	waitGroupGone(pid, time.Second)
+}
+
+// waitGroupGone polls until no process of the group is left, or d passed.
+func waitGroupGone(pid int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for groupAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Stop asks the backend to exit (stdin closed), then after grace sends
+// SIGTERM to its process group, then SIGKILL; it returns once the process is
+// reaped and the group is gone (or a last SIGKILL was sent). Safe to call more
+// than once and concurrently.
+func (b *Backend) Stop(grace time.Duration) {
+	b.stopOnce.Do(func() {
+		close(b.stopping)
+		pid := b.cmd.Process.Pid
+		b.stdin.Close()
+		select {
+		case <-b.exited:
+		case <-time.After(grace):
+			b.log.Warn("did not exit after stdin closed; sending SIGTERM", "grace", grace)
+			signalGroup(pid, syscall.SIGTERM)
+			select {
+			case <-b.exited:
+			case <-time.After(grace):
+				b.log.Warn("did not exit after SIGTERM; sending SIGKILL")
+			}
+		}
+		// The leader is gone or stubborn; whatever is left of the group
+		// (grandchildren) gets a SIGTERM, then a SIGKILL.
+		signalGroup(pid, syscall.SIGTERM)
+		waitGroupGone(pid, 200*time.Millisecond)
+		signalGroup(pid, syscall.SIGKILL)
+		<-b.exited
+		waitGroupGone(pid, time.Second)
+		b.log.Info("stopped", "pid", pid)
+	})
+	<-b.done
+}
+
+// Session is the MCP client session with the backend.
+func (b *Backend) Session() *mcp.ClientSession { return b.session }
+
+// InitializeResult is what the backend answered to initialize.
+func (b *Backend) InitializeResult() *mcp.InitializeResult { return b.init }
+
+// PID is the process id of the backend (the leader of its process group).
+func (b *Backend) PID() int { return b.cmd.Process.Pid }
+
+// Done is closed once the backend is down, stopped or crashed.
+func (b *Backend) Done() <-chan struct{} { return b.done }
+
+// Capabilities returns the backend's server capabilities, never nil.
+func (b *Backend) Capabilities() *mcp.ServerCapabilities {
+	if b.init == nil || b.init.Capabilities == nil {
+		return &mcp.ServerCapabilities{}
+	}
+	return b.init.Capabilities
+}
+
+// SupportsSubscribe reports whether the backend advertised resources.subscribe.
+func (b *Backend) SupportsSubscribe() bool {
+	c := b.Capabilities()
+	return c.Resources != nil && c.Resources.Subscribe
+}
+
+// EnvKeys lists the names (never the values) of the configured env entries,
+// for logs.
+func (s *Spec) EnvKeys() []string {
+	keys := make([]string, 0, len(s.Env))
+	for k := range s.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,248 @@
+package backends
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+var fixtureBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcp-mux-backends-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fixtureBin = filepath.Join(dir, "fixture")
+	if out, err := exec.Command("go", "build", "-o", fixtureBin, "../testdata/fixture").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the fixture: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer is a log destination tests can read while backends write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func start(t *testing.T, opts Options, args ...string) (*Backend, *syncBuffer, error) {
+	t.Helper()
+	logs := &syncBuffer{}
+	opts.Logger = log.New(logs)
+	if opts.StartupTimeout == 0 {
+		opts.StartupTimeout = 10 * time.Second
+	}
+	b, err := Start(context.Background(), Spec{Name: "fx", Command: fixtureBin, Args: append([]string{"-name", "fx"}, args...)}, opts)
+	if b != nil {
+		t.Cleanup(func() { b.Stop(time.Second) })
+	}
+	return b, logs, err
+}
+
+func call(t *testing.T, b *Backend, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return b.Session().CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+}
+
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i+2 < len(s) && s[i+2] != 'Z'
+}
+
+func TestStartInitializesAndRecordsCapabilities(t *testing.T) {
+	b, logs, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.InitializeResult(); r.ServerInfo.Name != "fx" || r.ProtocolVersion != ProtocolVersion {
+		t.Errorf("initialize result: %+v", r)
+	}
+	if !b.SupportsSubscribe() {
+		t.Error("fixture advertises resources.subscribe")
+	}
+	if !alive(b.PID()) {
+		t.Error("no process")
+	}
+	// The child's stderr lands in our log with its name as prefix.
+	deadline := time.Now().Add(2 * time.Second)
+	for !strings.Contains(logs.String(), "fx: fixture fx ready") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "fx: fixture fx ready") {
+		t.Errorf("stderr not captured with the backend's prefix:\n%s", logs)
+	}
+}
+
+func TestStartFailureReportsExitAndStderr(t *testing.T) {
+	_, _, err := start(t, Options{}, "-fail-start")
+	if err == nil || !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "failing on purpose") {
+		t.Errorf("err = %v, want the exit status and the stderr line", err)
+	}
+}
+
+func TestStartCommandNotFound(t *testing.T) {
+	_, err := Start(context.Background(), Spec{Name: "x", Command: "/nonexistent/server"}, Options{Logger: log.New(&syncBuffer{})})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/server") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestSilentBackendCostsAtMostStartupTimeout(t *testing.T) {
+	begin := time.Now()
+	_, _, err := start(t, Options{StartupTimeout: 300 * time.Millisecond}, "-silent", "-ignore-eof")
+	if err == nil || !strings.Contains(err.Error(), "did not initialize within 300ms") {
+		t.Errorf("err = %v", err)
+	}
+	if d := time.Since(begin); d > 3*time.Second {
+		t.Errorf("gave up after %v", d)
+	}
+}
+
+func TestNoiseOnStdoutIsSkipped(t *testing.T) {
+	b, logs, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(t, b, "noise", map[string]any{"text": "Starting server v1.0..."}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := call(t, b, "echo", map[string]any{"still": "here"})
+	if err != nil {
+		t.Fatalf("the connection did not survive a noise line: %v", err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != `{"still":"here"}` {
+		t.Errorf("echo = %q", got)
+	}
+	if !strings.Contains(logs.String(), "Starting server v1.0...") {
+		t.Errorf("noise not logged:\n%s", logs)
+	}
+}
+
+func TestOversizedMessageIsDroppedNotTheBackend(t *testing.T) {
+	b, logs, err := start(t, Options{MaxMessageSize: 64 * 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, err = b.Session().CallTool(ctx, &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"bytes": 200 * 1024}})
+	cancel()
+	if err == nil {
+		t.Fatal("a response over max_message_size was delivered")
+	}
+	if _, err := call(t, b, "big", map[string]any{"bytes": 1000}); err != nil {
+		t.Fatalf("the backend did not survive an oversized frame: %v", err)
+	}
+	if !strings.Contains(logs.String(), "larger than max_message_size") {
+		t.Errorf("not reported:\n%s", logs)
+	}
+}
+
+func TestBackendErrorKeepsItsCode(t *testing.T) {
+	b, _, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = call(t, b, "fail", map[string]any{"code": -32602, "message": "nope"})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != -32602 {
+		t.Errorf("err = %v, want a *jsonrpc.Error with -32602", err)
+	}
+}
+
+func TestStopEndsStubbornBackendAndGrandchild(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	b, _, err := start(t, Options{}, "-ignore-eof", "-grandchild-pidfile", pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(data))
+	grandchild, _ := strconv.Atoi(fields[1])
+	if !alive(grandchild) {
+		t.Fatal("grandchild not running")
+	}
+	begin := time.Now()
+	b.Stop(200 * time.Millisecond)
+	t.Logf("stopped in %v", time.Since(begin))
+	if alive(b.PID()) || alive(grandchild) {
+		t.Errorf("still alive after Stop: backend %v, grandchild %v", alive(b.PID()), alive(grandchild))
+	}
+	if syscall.Kill(-b.PID(), 0) == nil && alive(grandchild) {
+		t.Error("process group still has members")
+	}
+}
+
+func TestExitedHookReportsCrash(t *testing.T) {
+	reason := make(chan error, 1)
+	b, _, err := start(t, Options{Hooks: Hooks{Exited: func(err error) { reason <- err }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go call(t, b, "crash", map[string]any{"code": 7})
+	select {
+	case err := <-reason:
+		if !strings.Contains(err.Error(), "exit status 7") {
+			t.Errorf("reason = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Exited call after a crash")
+	}
+	select {
+	case <-b.Done():
+	default:
+		t.Error("Done not closed after Exited")
+	}
+}
+
+func TestExitedHookAfterStopSaysStopped(t *testing.T) {
+	reason := make(chan error, 1)
+	b, _, err := start(t, Options{Hooks: Hooks{Exited: func(err error) { reason <- err }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Stop(time.Second)
+	if err := <-reason; !errors.Is(err, ErrStopped) {
+		t.Errorf("reason = %v, want ErrStopped", err)
+	}
+}

@@ -1,0 +1,59 @@
+package backends
+
+import (
+	"fmt"
+	"time"
+)
+
+// Spec is one [[backend]] entry of the config file: what to run and how to
+// expose it. The mux package loads and validates it; this package runs it.
+type Spec struct {
+	// Name identifies the backend in logs, errors and cursors; unique, [A-Za-z0-9_-]+.
+	Name string `toml:"name"`
+	// Command is executed directly (never through a shell) with Args.
+	Command string   `toml:"command"`
+	Args    []string `toml:"args"`
+	// Env is added to mux's own environment. Values are already expanded
+	// (${VAR}, ${VAR:-default}) when the config is loaded. Never log them.
+	Env map[string]string `toml:"env"`
+	// Cwd is the working directory of the child; empty means mux's own.
+	Cwd string `toml:"cwd"`
+	// Prefix is put before tool and prompt names (with the mux's separator).
+	// nil means "use Name"; a pointer to "" exposes names unprefixed.
+	Prefix   *string `toml:"prefix"`
+	Disabled bool    `toml:"disabled"`
+	// PollInterval, when non-zero, makes the mux read each local-only
+	// subscribed resource of this backend on this interval.
+	PollInterval Duration `toml:"poll_interval"`
+	// Restart is "on-failure" (default) or "never".
+	Restart string `toml:"restart"`
+	// RequestTimeout overrides [mux] request_timeout for this backend.
+	RequestTimeout Duration `toml:"request_timeout"`
+}
+
+// EffectivePrefix returns the prefix tools and prompts of this backend get.
+func (s *Spec) EffectivePrefix() string {
+	if s.Prefix == nil {
+		return s.Name
+	}
+	return *s.Prefix
+}
+
+// Duration is a time.Duration written in config files as "30s", "1m30s".
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler for the toml decoder.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. \"30s\", \"2m\")", string(b))
+	}
+	if v < 0 {
+		return fmt.Errorf("invalid duration %q: must not be negative", string(b))
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
