@@ -1,0 +1,117 @@
+package mux
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/subs"
+)
+
+// mux's own resources, listed first with the backends' ones. Both are
+// readable and subscribable; an update is sent when what they show changes.
+const (
+	uriSubscriptions = "mcp-mux://subscriptions"
+	uriBackends      = "mcp-mux://backends"
+	// builtinBackend is the registry's backend name for mux's own
+	// resources; the parentheses keep it apart from any configured name.
+	builtinBackend = "(mcp-mux)"
+)
+
+func isBuiltin(uri string) bool { return strings.HasPrefix(uri, "mcp-mux://") }
+
+func (m *Mux) builtinResources() []*mcp.Resource {
+	return []*mcp.Resource{
+		{URI: uriSubscriptions, Name: "subscriptions", Title: "mcp-mux subscriptions", MIMEType: "application/json",
+			Description: "Every resource subscription held through mcp-mux: session, backend, URI, since, mode (forwarded or local-only)."},
+		{URI: uriBackends, Name: "backends", Title: "mcp-mux backends", MIMEType: "application/json",
+			Description: "Each backend's state, pid, restarts, last error, capabilities and catalog counts."},
+	}
+}
+
+// BackendStatus is one backend as mcp-mux://backends and `check` show it.
+type BackendStatus struct {
+	Name            string    `json:"name"`
+	State           string    `json:"state"`
+	Since           time.Time `json:"since"`
+	PID             int       `json:"pid,omitempty"`
+	Restarts        int       `json:"restarts"`
+	LastError       string    `json:"last_error,omitempty"`
+	ProtocolVersion string    `json:"protocol_version,omitempty"`
+	Server          string    `json:"server,omitempty"`
+	Subscribe       bool      `json:"subscribe"`
+	ListChanged     []string  `json:"list_changed"`
+	Resources       int       `json:"resources"`
+	Templates       int       `json:"templates"`
+	Tools           int       `json:"tools"`
+	Prompts         int       `json:"prompts"`
+}
+
+func (mem *member) status() BackendStatus {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	st := BackendStatus{
+		Name: mem.spec.Name, State: mem.state, Since: mem.since, Restarts: mem.restarts, LastError: mem.lastErr,
+		ListChanged: []string{},
+		Resources:   mem.cat.nres, Templates: len(mem.cat.templates), Tools: len(mem.cat.tools), Prompts: len(mem.cat.prompts),
+	}
+	if b := mem.b; b != nil {
+		st.PID = b.PID()
+		if r := b.InitializeResult(); r != nil {
+			st.ProtocolVersion = r.ProtocolVersion
+			if r.ServerInfo != nil {
+				st.Server = strings.TrimSpace(r.ServerInfo.Name + " " + r.ServerInfo.Version)
+			}
+		}
+		caps := b.Capabilities()
+		st.Subscribe = b.SupportsSubscribe()
+		if caps.Tools != nil && caps.Tools.ListChanged {
+			st.ListChanged = append(st.ListChanged, "tools")
+		}
+		if caps.Prompts != nil && caps.Prompts.ListChanged {
+			st.ListChanged = append(st.ListChanged, "prompts")
+		}
+		if caps.Resources != nil && caps.Resources.ListChanged {
+			st.ListChanged = append(st.ListChanged, "resources")
+		}
+	}
+	return st
+}
+
+// Status reports every enabled backend, in config order.
+func (m *Mux) Status() []BackendStatus {
+	out := make([]BackendStatus, 0, len(m.members))
+	for _, mem := range m.members {
+		out = append(out, mem.status())
+	}
+	return out
+}
+
+func (m *Mux) readBuiltin(uri string) (*mcp.ReadResourceResult, bool) {
+	var v any
+	switch uri {
+	case uriSubscriptions:
+		all := m.subs.All()
+		if all == nil {
+			all = []subs.Sub{}
+		}
+		v = map[string]any{"subscriptions": all}
+	case uriBackends:
+		v = map[string]any{"backends": m.Status()}
+	default:
+		return nil, false
+	}
+	data, _ := json.MarshalIndent(v, "", "  ")
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(data)}}}, true
+}
+
+// builtinChanged tells the sessions subscribed to one of mux's own
+// resources that it changed.
+func (m *Mux) builtinChanged(uri string) {
+	if m.subs.Count(builtinBackend, uri) == 0 {
+		return
+	}
+	m.deliverUpdated(builtinBackend, &mcp.ResourceUpdatedNotificationParams{URI: uri})
+}

@@ -1,0 +1,178 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+)
+
+// fixtureBin is testdata/fixture, built once for the package's tests.
+var fixtureBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcp-mux-mux-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fixtureBin = filepath.Join(dir, "fixture")
+	out, err := exec.Command("go", "build", "-o", fixtureBin, "../testdata/fixture").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building the fixture: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// fixture is a backend spec running the fixture server named name.
+func fixture(name string, args ...string) backends.Spec {
+	return backends.Spec{Name: name, Command: fixtureBin, Args: append([]string{"-name", name}, args...)}
+}
+
+func testConfig(specs ...backends.Spec) *Config {
+	cfg := &Config{Path: "test.toml", Backends: specs}
+	cfg.Mux.Name = "mcp-mux"
+	cfg.Mux.ToolSeparator = "__"
+	cfg.Mux.RequestTimeout.Duration = 10 * time.Second
+	cfg.Mux.StartupTimeout.Duration = 10 * time.Second
+	cfg.Mux.ShutdownGrace.Duration = time.Second
+	cfg.Mux.MaxSubscriptions = 100
+	return cfg
+}
+
+func testLogger(t testing.TB) *log.Logger {
+	if os.Getenv("MCP_MUX_TEST_LOG") != "" {
+		l := log.New(os.Stderr)
+		l.SetLevel(log.DebugLevel)
+		return l
+	}
+	return log.New(io.Discard)
+}
+
+// startMux starts a mux over specs; it is closed when the test ends.
+func startMux(t testing.TB, specs ...backends.Spec) *Mux {
+	t.Helper()
+	return startMuxConfig(t, testConfig(specs...))
+}
+
+func startMuxConfig(t testing.TB, cfg *Config) *Mux {
+	t.Helper()
+	m := New(cfg, testLogger(t), "test")
+	m.Start()
+	t.Cleanup(m.Close)
+	return m
+}
+
+// connect attaches a client session to m over in-memory transports.
+func connect(t testing.TB, m *Mux, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	if _, err := m.Connect(context.Background(), st); err != nil {
+		t.Fatalf("mux connect: %v", err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, opts)
+	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("client connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// rpcCode returns the JSON-RPC error code in err, failing if there is none.
+func rpcCode(t testing.TB, err error) *jsonrpc.Error {
+	t.Helper()
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) {
+		t.Fatalf("want a JSON-RPC error, got %T %v", err, err)
+	}
+	return je
+}
+
+func toolNames(t testing.TB, cs *mcp.ClientSession) []string {
+	t.Helper()
+	var names []string
+	for tool, err := range cs.Tools(ctxT(t), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func text(t testing.TB, content []mcp.Content) string {
+	t.Helper()
+	var sb strings.Builder
+	for _, c := range content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			sb.WriteString(tc.Text)
+		}
+	}
+	return sb.String()
+}
+
+func callText(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any) string {
+	t.Helper()
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("calling %s: tool error: %s", name, text(t, res.Content))
+	}
+	return text(t, res.Content)
+}
+
+// stats is the fixture's stats tool result.
+type stats struct {
+	Subscribe     map[string]int `json:"subscribe"`
+	Unsubscribe   map[string]int `json:"unsubscribe"`
+	ListResources int            `json:"list_resources"`
+	ListTools     int            `json:"list_tools"`
+	Cancelled     int            `json:"cancelled"`
+	PID           int            `json:"pid"`
+}
+
+func fixtureStats(t testing.TB, cs *mcp.ClientSession, tool string) stats {
+	t.Helper()
+	var s stats
+	if err := json.Unmarshal([]byte(callText(t, cs, tool, nil)), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

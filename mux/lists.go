@@ -1,0 +1,206 @@
+package mux
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// pageSize bounds the items of one page of the lists mux serves from its
+// merged catalog (tools, prompts, templates).
+const pageSize = 100
+
+// cursor is where the next page starts. It is opaque to the agent
+// (base64 of JSON) and validated on the way back in.
+type cursor struct {
+	Kind    string `json:"k"`
+	Backend string `json:"b,omitempty"` // resources: whose page comes next
+	Cursor  string `json:"c,omitempty"` // resources: that backend's own cursor
+	Offset  int    `json:"o,omitempty"` // catalog lists: index in the merged list
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor parses s for a list of kind. "" is the first page.
+func decodeCursor(s, kind string) (cursor, error) {
+	c := cursor{Kind: kind}
+	if s == "" {
+		return c, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(raw, &c)
+	}
+	if err == nil && (c.Kind != kind || c.Offset < 0) {
+		err = fmt.Errorf("cursor is for another list")
+	}
+	if err != nil {
+		return cursor{}, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q", s)}
+	}
+	return c, nil
+}
+
+// page returns the page of a catalog list that starts at cursor s.
+func page[T any](items []exposed[T], s, kind string) ([]*T, string, error) {
+	c, err := decodeCursor(s, kind)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.Offset > len(items) {
+		return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q: past the end of the list", s)}
+	}
+	end := min(c.Offset+pageSize, len(items))
+	out := make([]*T, 0, end-c.Offset)
+	for _, e := range items[c.Offset:end] {
+		out = append(out, e.item)
+	}
+	next := ""
+	if end < len(items) {
+		next = cursor{Kind: kind, Offset: end}.encode()
+	}
+	return out, next, nil
+}
+
+func (m *Mux) listTools(ctx context.Context, p *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
+	m.waitStarted(ctx)
+	items, next, err := page(m.cat.get().tools, paramsCursor(p), "tools")
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.ListToolsResult{Tools: items, NextCursor: next}, nil
+}
+
+func (m *Mux) listPrompts(ctx context.Context, p *mcp.ListPromptsParams) (*mcp.ListPromptsResult, error) {
+	m.waitStarted(ctx)
+	items, next, err := page(m.cat.get().prompts, paramsCursor(p), "prompts")
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.ListPromptsResult{Prompts: items, NextCursor: next}, nil
+}
+
+func (m *Mux) listTemplates(ctx context.Context, p *mcp.ListResourceTemplatesParams) (*mcp.ListResourceTemplatesResult, error) {
+	m.waitStarted(ctx)
+	items, next, err := page(m.cat.get().templates, paramsCursor(p), "templates")
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.ListResourceTemplatesResult{ResourceTemplates: items, NextCursor: next}, nil
+}
+
+// listResources pages through the backends' own pages, in config order: one
+// backend page per mux page, so a huge backend is never held in memory. The
+// first page also carries mux's own resources. A URI an earlier backend
+// lists too is left out (the earlier one owns it).
+func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
+	m.waitStarted(ctx)
+	c, err := decodeCursor(paramsCursor(p), "resources")
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
+	start := 0
+	if c.Backend == "" {
+		res.Resources = append(res.Resources, m.builtinResources()...)
+	} else {
+		mem, ok := m.byName[c.Backend]
+		if !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q: unknown backend", paramsCursor(p))}
+		}
+		start = mem.index
+	}
+	for i := start; i < len(m.members); i++ {
+		mem := m.members[i]
+		backendCursor := ""
+		if i == start {
+			backendCursor = c.Cursor
+		}
+		b, err := mem.backend()
+		if err != nil || b.Capabilities().Resources == nil {
+			continue // down or without resources: nothing to list
+		}
+		rctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
+		r, err := b.Session().ListResources(rctx, &mcp.ListResourcesParams{Cursor: backendCursor})
+		cancel()
+		if err != nil {
+			if backendCursor != "" {
+				// The backend rejected its own cursor (it restarted, or the
+				// agent made one up): that is the agent's cursor being stale.
+				return nil, toAgentError(mem, err)
+			}
+			mem.log.Warn("listing resources failed; skipped in this list", "err", err)
+			continue
+		}
+		for _, r := range r.Resources {
+			if !m.shadowed(mem, r.URI) {
+				res.Resources = append(res.Resources, r)
+			}
+		}
+		if r.NextCursor != "" {
+			res.NextCursor = cursor{Kind: "resources", Backend: mem.spec.Name, Cursor: r.NextCursor}.encode()
+			return res, nil
+		}
+		if len(res.Resources) > 0 {
+			// End this page with the backend's last page; the next one
+			// starts at the following backend.
+			if nextMem := m.nextWithResources(i + 1); nextMem != nil {
+				res.NextCursor = cursor{Kind: "resources", Backend: nextMem.spec.Name}.encode()
+			}
+			return res, nil
+		}
+	}
+	return res, nil
+}
+
+// nextWithResources is the first backend from index i on that can list
+// resources now.
+func (m *Mux) nextWithResources(i int) *member {
+	for ; i < len(m.members); i++ {
+		if b, err := m.members[i].backend(); err == nil && b.Capabilities().Resources != nil {
+			return m.members[i]
+		}
+	}
+	return nil
+}
+
+// shadowed reports whether an earlier backend lists uri too (and owns it).
+func (m *Mux) shadowed(mem *member, uri string) bool {
+	for _, other := range m.members[:mem.index] {
+		if other.listsURI(uri) {
+			return true
+		}
+	}
+	return false
+}
+
+// paramsCursor reads the cursor of any list request's params, which may be nil.
+func paramsCursor[P interface {
+	*mcp.ListToolsParams | *mcp.ListPromptsParams | *mcp.ListResourcesParams | *mcp.ListResourceTemplatesParams
+}](p P) string {
+	switch p := any(p).(type) {
+	case *mcp.ListToolsParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListPromptsParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListResourcesParams:
+		if p != nil {
+			return p.Cursor
+		}
+	case *mcp.ListResourceTemplatesParams:
+		if p != nil {
+			return p.Cursor
+		}
+	}
+	return ""
+}

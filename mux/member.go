@@ -1,0 +1,428 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+)
+
+// Backend states as shown by check and mcp-mux://backends.
+const (
+	stateStarting   = "starting"
+	stateReady      = "ready"
+	stateRestarting = "restarting"
+	stateFailed     = "failed"
+	stateStopped    = "stopped"
+)
+
+// kinds is a set of catalog parts.
+type kinds uint8
+
+const (
+	kindTools kinds = 1 << iota
+	kindPrompts
+	kindResources // resources and resource templates: one list_changed covers both
+	allKinds      = kindTools | kindPrompts | kindResources
+)
+
+// member is one configured backend as the mux sees it: its current process
+// (if any), its state and its part of the catalog.
+type member struct {
+	m      *Mux
+	spec   backends.Spec
+	index  int // config order = precedence
+	prefix string
+	log    *log.Logger
+
+	started     chan struct{} // closed when the first start attempt has finished
+	startedOnce sync.Once
+	wake        chan struct{} // a refresh is wanted (cap 1: requests coalesce)
+
+	mu       sync.Mutex
+	state    string
+	b        *backends.Backend
+	lastErr  string
+	restarts int
+	since    time.Time
+	dirty    kinds
+	cat      memberCatalog
+	learned  map[string]struct{}           // URIs the backend returned in tool results
+	progress map[string]*mcp.ServerSession // progress token → session awaiting it
+	pollSums map[string]uint64             // local-only URI → hash of its last polled contents
+}
+
+// memberCatalog is one backend's lists, as last fetched.
+type memberCatalog struct {
+	tools     []*mcp.Tool
+	prompts   []*mcp.Prompt
+	templates []*mcp.ResourceTemplate
+	compiled  []*uritemplate.Template // parallel to templates; nil where unparseable
+	uris      map[string]struct{}     // every URI it lists: exact routing and dedup
+	nres      int
+	sums      [3]uint64 // fingerprints per kind, to tell a real change from a no-op
+}
+
+// maxLearned bounds the URIs remembered from tool results per backend.
+const maxLearned = 10000
+
+func newMember(m *Mux, spec backends.Spec, index int) *member {
+	return &member{
+		m:        m,
+		spec:     spec,
+		index:    index,
+		prefix:   spec.EffectivePrefix(),
+		log:      m.log.With("backend", spec.Name),
+		started:  make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		state:    stateStarting,
+		since:    time.Now(),
+		learned:  map[string]struct{}{},
+		progress: map[string]*mcp.ServerSession{},
+		pollSums: map[string]uint64{},
+	}
+}
+
+// hooks connect the backend's notifications to the mux. They run inside the
+// go-sdk's dispatch for that backend: each only records or enqueues.
+func (mem *member) hooks() backends.Hooks {
+	return backends.Hooks{
+		ToolsChanged:     func() { mem.markDirty(kindTools) },
+		PromptsChanged:   func() { mem.markDirty(kindPrompts) },
+		ResourcesChanged: func() { mem.markDirty(kindResources) },
+		ResourceUpdated:  func(p *mcp.ResourceUpdatedNotificationParams) { mem.m.resourceUpdated(mem, p) },
+		Progress:         mem.forwardProgress,
+	}
+}
+
+func (mem *member) markDirty(k kinds) {
+	mem.mu.Lock()
+	mem.dirty |= k
+	mem.mu.Unlock()
+	select {
+	case mem.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run owns the backend's lifecycle: start, serve refreshes until it goes
+// down, and report.
+func (mem *member) run() {
+	m := mem.m
+	b, err := backends.Start(m.ctx, mem.spec, m.startOptions(mem))
+	if err != nil {
+		mem.setDown(stateFailed, err)
+		mem.log.Error("backend left out", "err", err)
+		mem.markStarted()
+		return
+	}
+	mem.mu.Lock()
+	mem.b = b
+	mem.mu.Unlock()
+	// The first catalog fetch is part of starting: a first tools/list must
+	// see this backend's tools.
+	// Nobody can have listed it yet (lists wait for starts), so there is
+	// nothing to announce.
+	ctx, cancel := context.WithTimeout(m.ctx, m.startupTimeout())
+	mem.refresh(ctx, allKinds, false)
+	cancel()
+	mem.setState(stateReady, nil)
+	mem.markStarted()
+	mem.log.Info("backend ready", "pid", b.PID(), "server", serverInfo(b), "tools", len(mem.snapshot().tools))
+
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-b.Done():
+			mem.setDown(stateStopped, errors.New("backend exited"))
+			return
+		case <-mem.wake:
+			mem.mu.Lock()
+			k := mem.dirty
+			mem.dirty = 0
+			mem.mu.Unlock()
+			ctx, cancel := context.WithTimeout(m.ctx, m.requestTimeout(mem))
+			mem.refresh(ctx, k, true)
+			cancel()
+		}
+	}
+}
+
+func serverInfo(b *backends.Backend) string {
+	if r := b.InitializeResult(); r != nil && r.ServerInfo != nil {
+		return r.ServerInfo.Name + " " + r.ServerInfo.Version
+	}
+	return ""
+}
+
+func (m *Mux) startupTimeout() time.Duration {
+	if d := m.cfg.Mux.StartupTimeout.Duration; d > 0 {
+		return d
+	}
+	return 30 * time.Second
+}
+
+func (mem *member) markStarted() { mem.startedOnce.Do(func() { close(mem.started) }) }
+
+func (mem *member) setState(state string, err error) {
+	mem.mu.Lock()
+	mem.state = state
+	mem.since = time.Now()
+	if err != nil {
+		mem.lastErr = err.Error()
+	}
+	mem.mu.Unlock()
+	mem.m.builtinChanged(uriBackends)
+}
+
+// setDown records that the backend is not serving: its part of the catalog
+// disappears, and the agent is told if anything was listed.
+func (mem *member) setDown(state string, err error) {
+	mem.mu.Lock()
+	had := len(mem.cat.tools) > 0 || len(mem.cat.prompts) > 0 || mem.cat.nres > 0 || len(mem.cat.templates) > 0
+	mem.state = state
+	mem.since = time.Now()
+	if err != nil {
+		mem.lastErr = err.Error()
+	}
+	mem.b = nil
+	mem.cat = memberCatalog{}
+	mem.learned = map[string]struct{}{}
+	mem.mu.Unlock()
+	if had {
+		mem.m.cat.rebuild(mem.m)
+		mem.m.lists.mark(allKinds)
+	}
+	mem.m.builtinChanged(uriBackends)
+}
+
+// stop stops the backend process, if any.
+func (mem *member) stop() {
+	mem.mu.Lock()
+	b := mem.b
+	mem.mu.Unlock()
+	if b != nil {
+		b.Stop(mem.m.shutdownGrace())
+	}
+	mem.mu.Lock()
+	mem.state = stateStopped
+	mem.b = nil
+	mem.mu.Unlock()
+}
+
+func (m *Mux) shutdownGrace() time.Duration {
+	if d := m.cfg.Mux.ShutdownGrace.Duration; d > 0 {
+		return d
+	}
+	return 2 * time.Second
+}
+
+// backend returns the running backend, or an error naming the backend and
+// its state (requests to a backend that is down fail at once).
+func (mem *member) backend() (*backends.Backend, error) {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if mem.b == nil || mem.state != stateReady {
+		msg := fmt.Sprintf("backend %q is %s", mem.spec.Name, mem.state)
+		if mem.lastErr != "" {
+			msg += ": " + mem.lastErr
+		}
+		return nil, errors.New(msg)
+	}
+	return mem.b, nil
+}
+
+func (mem *member) snapshot() memberCatalog {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	return mem.cat
+}
+
+// refresh re-fetches the parts k of the backend's catalog. What changed
+// is rebuilt into the merged catalog and, if announce, announced upstream
+// (coalesced).
+func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
+	mem.mu.Lock()
+	b := mem.b
+	mem.mu.Unlock()
+	if b == nil {
+		return
+	}
+	caps := b.Capabilities()
+	cs := b.Session()
+	next := mem.snapshot()
+	if k&kindTools != 0 && caps.Tools != nil {
+		if tools, err := collect(cs.Tools(ctx, nil)); err != nil {
+			mem.log.Warn("listing tools failed", "err", err)
+		} else {
+			next.tools = tools
+		}
+	}
+	if k&kindPrompts != 0 && caps.Prompts != nil {
+		if prompts, err := collect(cs.Prompts(ctx, nil)); err != nil {
+			mem.log.Warn("listing prompts failed", "err", err)
+		} else {
+			next.prompts = prompts
+		}
+	}
+	if k&kindResources != 0 && caps.Resources != nil {
+		if tmpls, err := collect(cs.ResourceTemplates(ctx, nil)); err != nil {
+			mem.log.Warn("listing resource templates failed", "err", err)
+		} else {
+			next.templates = tmpls
+			next.compiled = make([]*uritemplate.Template, len(tmpls))
+			for i, t := range tmpls {
+				ut, err := uritemplate.New(t.URITemplate)
+				if err != nil {
+					mem.log.Warn("unparseable resource template: reads cannot route through it", "template", t.URITemplate, "err", err)
+					continue
+				}
+				next.compiled[i] = ut
+			}
+		}
+		// Only URIs are kept: the list itself is paged through live.
+		uris := map[string]struct{}{}
+		var err error
+		for r, e := range cs.Resources(ctx, nil) {
+			if e != nil {
+				err = e
+				break
+			}
+			uris[r.URI] = struct{}{}
+		}
+		if err != nil {
+			mem.log.Warn("listing resources failed", "err", err)
+		} else {
+			next.uris = uris
+			next.nres = len(uris)
+		}
+	}
+	sums := [3]uint64{fingerprint(next.tools), fingerprint(next.prompts), fingerprint(next.templates) ^ fingerprintKeys(next.uris)}
+	var changed kinds
+	for i, kk := range []kinds{kindTools, kindPrompts, kindResources} {
+		if sums[i] != next.sums[i] {
+			changed |= kk
+		}
+	}
+	next.sums = sums
+	mem.mu.Lock()
+	if mem.b != b { // went down meanwhile: keep the cleared catalog
+		mem.mu.Unlock()
+		return
+	}
+	mem.cat = next
+	mem.mu.Unlock()
+	if changed != 0 {
+		mem.m.cat.rebuild(mem.m)
+		if announce {
+			mem.m.lists.mark(changed)
+		}
+		mem.m.builtinChanged(uriBackends)
+	}
+}
+
+func collect[T any](seq func(func(*T, error) bool)) ([]*T, error) {
+	out := []*T{}
+	for v, err := range seq {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func fingerprint(v any) uint64 {
+	h := fnv.New64a()
+	json.NewEncoder(h).Encode(v)
+	return h.Sum64()
+}
+
+// fingerprintKeys hashes a set independent of map order.
+func fingerprintKeys(set map[string]struct{}) uint64 {
+	var sum uint64
+	for k := range set {
+		h := fnv.New64a()
+		h.Write([]byte(k))
+		sum += h.Sum64()
+	}
+	return sum + uint64(len(set))
+}
+
+// learn remembers URIs a tool result pointed at, so that reads of them route
+// here even though the backend does not list them.
+func (mem *member) learn(res *mcp.CallToolResult) {
+	var uris []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.ResourceLink:
+			uris = append(uris, c.URI)
+		case *mcp.EmbeddedResource:
+			if c.Resource != nil {
+				uris = append(uris, c.Resource.URI)
+			}
+		}
+	}
+	if len(uris) == 0 {
+		return
+	}
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	for _, u := range uris {
+		if len(mem.learned) >= maxLearned {
+			for k := range mem.learned { // drop an arbitrary one: a bound, not an LRU
+				delete(mem.learned, k)
+				break
+			}
+		}
+		mem.learned[u] = struct{}{}
+	}
+}
+
+// ownsURI reports how this backend can serve uri: exactly listed, through a
+// template, or learned from a tool result.
+func (mem *member) listsURI(uri string) bool {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	_, ok := mem.cat.uris[uri]
+	return ok
+}
+
+func (mem *member) matchesTemplate(uri string) bool {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	for _, t := range mem.cat.compiled {
+		if t != nil && t.Match(uri) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (mem *member) learnedURI(uri string) bool {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	_, ok := mem.learned[uri]
+	return ok
+}
+
+func (mem *member) hasTemplate(tmpl string) bool {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	for _, t := range mem.cat.templates {
+		if t.URITemplate == tmpl {
+			return true
+		}
+	}
+	return false
+}

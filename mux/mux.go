@@ -1,0 +1,287 @@
+// Package mux is the upstream side of mcp-mux: one MCP server that merges the
+// catalogs of many backends, routes each request to the backend that owns it,
+// and fans notifications out to the client sessions that asked for them.
+//
+// Reading order: mux.go (lifecycle, sessions), server.go (the method switch:
+// every request's route starts there), lists.go, route.go, member.go
+// (one backend's state and catalog), catalog.go (the merged view),
+// notify.go (everything sent upstream on mux's own initiative).
+package mux
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/subs"
+)
+
+// protocolVersions are the revisions the upstream server negotiates. The
+// go-sdk also speaks 2026-07-28, whose per-request sessionless model does not
+// fit a stdio multiplexer yet; clients fall back to these.
+var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// Mux is the merged server. Create it with New, start its backends with
+// Start, attach client sessions with Connect or Serve, and Close it.
+type Mux struct {
+	cfg     *Config
+	log     *log.Logger
+	version string
+
+	server *mcp.Server
+	// send is the go-sdk's sending chain below our middleware: the only way
+	// to send one session an arbitrary notification (the SDK has no public
+	// call for it).
+	send mcp.MethodHandler
+
+	members []*member // enabled backends, in config order (= precedence)
+	byName  map[string]*member
+
+	subs  *subs.Registry
+	cat   catalogHolder
+	lists *listNotifier
+	out   *outbox
+
+	ctx    context.Context // ends at Close: owns every goroutine below
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[*mcp.ServerSession]string // session → our id for it
+	ids      map[string]*mcp.ServerSession // and back
+	nextID   int
+	closed   bool
+}
+
+// New builds the merged server for cfg. Nothing runs until Start.
+func New(cfg *Config, logger *log.Logger, version string) *Mux {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Mux{
+		cfg:      cfg,
+		log:      logger,
+		version:  version,
+		byName:   map[string]*member{},
+		ctx:      ctx,
+		cancel:   cancel,
+		sessions: map[*mcp.ServerSession]string{},
+		ids:      map[string]*mcp.ServerSession{},
+		subs:     subs.New(cfg.Mux.MaxSubscriptions),
+	}
+	for _, spec := range cfg.Backends {
+		if spec.Disabled {
+			logger.Info("backend disabled in config", "backend", spec.Name)
+			continue
+		}
+		mem := newMember(m, spec, len(m.members))
+		m.members = append(m.members, mem)
+		m.byName[spec.Name] = mem
+	}
+	m.cat.rebuild(m)
+	m.out = newOutbox(m)
+	m.lists = newListNotifier(m)
+
+	m.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Mux.Name, Version: version}, &mcp.ServerOptions{
+		Logger: slog.New(logger.WithPrefix("go-sdk")),
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Completions: &mcp.CompletionCapabilities{},
+			Logging:     &mcp.LoggingCapabilities{},
+		},
+		SubscribeHandler:          m.subscribe,
+		UnsubscribeHandler:        m.unsubscribe,
+		SupportedProtocolVersions: protocolVersions,
+	})
+	// AddSendingMiddleware calls the middleware at once: that is how we get
+	// hold of the chain to send session-targeted notifications with.
+	m.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		m.send = next
+		return next
+	})
+	m.server.AddReceivingMiddleware(m.receive)
+	return m
+}
+
+// Server is the underlying go-sdk server.
+func (m *Mux) Server() *mcp.Server { return m.server }
+
+// Start starts every enabled backend concurrently and returns at once; the
+// first request that needs them waits (bounded by startup_timeout).
+func (m *Mux) Start() {
+	for _, mem := range m.members {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			mem.run()
+		}()
+		if mem.spec.PollInterval.Duration > 0 {
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				mem.pollLoop()
+			}()
+		}
+	}
+	m.wg.Add(2)
+	go func() { defer m.wg.Done(); m.lists.loop() }()
+	go func() { defer m.wg.Done(); m.out.loop() }()
+}
+
+// Connect attaches one client session over t. When the session ends, its
+// state (subscriptions) is cleaned up.
+func (m *Mux) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession, error) {
+	ss, err := m.server.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, err
+	}
+	m.sessionID(ss)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ss.Wait()
+		m.sessionEnded(ss)
+	}()
+	return ss, nil
+}
+
+// Serve runs one client session over t (stdio) until the client goes away
+// or ctx ends, then cleans the session up. It does not stop the backends:
+// Close does.
+func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
+	ss, err := m.server.Connect(ctx, t, nil)
+	if err != nil {
+		return err
+	}
+	m.sessionID(ss)
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- ss.Wait() }()
+	select {
+	case err = <-waitErr:
+	case <-ctx.Done():
+		ss.Close()
+		err = <-waitErr
+	}
+	m.sessionEnded(ss)
+	return err
+}
+
+// sessionID names a session for the subscription registry and logs.
+func (m *Mux) sessionID(ss *mcp.ServerSession) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.sessions[ss]
+	if !ok {
+		m.nextID++
+		id = fmt.Sprintf("s%d", m.nextID)
+		m.sessions[ss] = id
+		m.ids[id] = ss
+		m.log.Debug("client session started", "session", id)
+	}
+	return id
+}
+
+func (m *Mux) sessionByID(id string) *mcp.ServerSession {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ids[id]
+}
+
+// liveSessions lists the sessions that are initialized (notifications before
+// that would break the protocol).
+func (m *Mux) liveSessions() []*mcp.ServerSession {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*mcp.ServerSession
+	for ss := range m.sessions {
+		if ss.InitializeParams() != nil {
+			out = append(out, ss)
+		}
+	}
+	return out
+}
+
+func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
+	m.mu.Lock()
+	id, ok := m.sessions[ss]
+	delete(m.sessions, ss)
+	delete(m.ids, id)
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	m.log.Debug("client session ended", "session", id)
+	m.endSessionSubscriptions(id)
+}
+
+// Close ends every session's subscriptions, stops every backend (in
+// parallel, each with the configured grace) and every goroutine of the mux.
+func (m *Mux) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	var sessions []*mcp.ServerSession
+	for ss := range m.sessions {
+		sessions = append(sessions, ss)
+	}
+	m.mu.Unlock()
+
+	for _, ss := range sessions {
+		ss.Close()
+		m.sessionEnded(ss)
+	}
+	m.cancel()
+	var wg sync.WaitGroup
+	for _, mem := range m.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mem.stop()
+		}()
+	}
+	wg.Wait()
+	m.wg.Wait()
+}
+
+// waitStarted waits until every backend's first start attempt has finished
+// (each is bounded by startup_timeout), so a first list is complete.
+func (m *Mux) waitStarted(ctx context.Context) {
+	for _, mem := range m.members {
+		select {
+		case <-mem.started:
+		case <-ctx.Done():
+			return
+		case <-m.ctx.Done():
+			return
+		}
+	}
+}
+
+func (m *Mux) requestTimeout(mem *member) time.Duration {
+	if d := mem.spec.RequestTimeout.Duration; d > 0 {
+		return d
+	}
+	if d := m.cfg.Mux.RequestTimeout.Duration; d > 0 {
+		return d
+	}
+	return 60 * time.Second
+}
+
+func (m *Mux) startOptions(mem *member) backends.Options {
+	return backends.Options{
+		Logger:         m.log,
+		StartupTimeout: m.cfg.Mux.StartupTimeout.Duration,
+		MaxMessageSize: m.cfg.Mux.MaxMessageSize,
+		ClientInfo:     &mcp.Implementation{Name: "mcp-mux", Version: m.version},
+		Hooks:          mem.hooks(),
+	}
+}

@@ -1,0 +1,148 @@
+package mux
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// coalesceWindow is the least time between two list_changed notifications
+// of mux: a backend that sends a burst of 50 costs the agent one or two.
+const coalesceWindow = 50 * time.Millisecond
+
+// notifyTimeout bounds one notification write to an agent that stopped
+// reading its stdin.
+const notifyTimeout = 5 * time.Second
+
+// notify sends one notification to one session, through the go-sdk's own
+// sending chain (it has no public call for that).
+func notify[P mcp.Params](m *Mux, ss *mcp.ServerSession, method string, p P) error {
+	ctx, cancel := context.WithTimeout(m.ctx, notifyTimeout)
+	defer cancel()
+	_, err := m.send(ctx, method, &mcp.ServerRequest[P]{Session: ss, Params: p})
+	return err
+}
+
+// listNotifier sends tools/prompts/resources list_changed to every session,
+// coalesced: marks made while one is being sent, or within coalesceWindow
+// of it, go out together in the next one.
+type listNotifier struct {
+	m       *Mux
+	mu      sync.Mutex
+	pending kinds
+	wake    chan struct{}
+}
+
+func newListNotifier(m *Mux) *listNotifier {
+	return &listNotifier{m: m, wake: make(chan struct{}, 1)}
+}
+
+func (n *listNotifier) mark(k kinds) {
+	n.mu.Lock()
+	n.pending |= k
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (n *listNotifier) loop() {
+	m := n.m
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-n.wake:
+		}
+		n.mu.Lock()
+		k := n.pending
+		n.pending = 0
+		n.mu.Unlock()
+		for _, ss := range m.liveSessions() {
+			var err error
+			if k&kindTools != 0 {
+				err = notify(m, ss, "notifications/tools/list_changed", &mcp.ToolListChangedParams{})
+			}
+			if k&kindPrompts != 0 && err == nil {
+				err = notify(m, ss, "notifications/prompts/list_changed", &mcp.PromptListChangedParams{})
+			}
+			if k&kindResources != 0 && err == nil {
+				err = notify(m, ss, "notifications/resources/list_changed", &mcp.ResourceListChangedParams{})
+			}
+			if err != nil {
+				m.log.Debug("list_changed not delivered", "session", m.sessionID(ss), "err", err)
+			}
+		}
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-time.After(coalesceWindow):
+		}
+	}
+}
+
+// outbox delivers notifications that backends cause (resources/updated,
+// progress) in order, off the go-sdk's dispatch goroutine of the backend:
+// a slow agent then slows that backend's notifications down, never its
+// responses' routing.
+type outbox struct {
+	m  *Mux
+	ch chan func()
+}
+
+func newOutbox(m *Mux) *outbox { return &outbox{m: m, ch: make(chan func(), 4096)} }
+
+func (o *outbox) push(f func()) {
+	select {
+	case o.ch <- f:
+	case <-o.m.ctx.Done():
+	}
+}
+
+func (o *outbox) loop() {
+	for {
+		select {
+		case <-o.m.ctx.Done():
+			return
+		case f := <-o.ch:
+			f()
+		}
+	}
+}
+
+// awaitProgress routes the backend's progress notifications for token to ss
+// until done is called. Tokens pass through unchanged, as the agent chose
+// them.
+func (mem *member) awaitProgress(token any, ss *mcp.ServerSession) (done func()) {
+	key := fmt.Sprintf("%T:%v", token, token)
+	mem.mu.Lock()
+	mem.progress[key] = ss
+	mem.mu.Unlock()
+	return func() {
+		mem.mu.Lock()
+		if mem.progress[key] == ss {
+			delete(mem.progress, key)
+		}
+		mem.mu.Unlock()
+	}
+}
+
+func (mem *member) forwardProgress(p *mcp.ProgressNotificationParams) {
+	key := fmt.Sprintf("%T:%v", p.ProgressToken, p.ProgressToken)
+	mem.mu.Lock()
+	ss := mem.progress[key]
+	mem.mu.Unlock()
+	if ss == nil {
+		mem.log.Debug("progress for no request in flight, dropped", "token", p.ProgressToken)
+		return
+	}
+	mem.m.out.push(func() {
+		if err := notify(mem.m, ss, "notifications/progress", p); err != nil {
+			mem.log.Debug("progress not delivered", "err", err)
+		}
+	})
+}

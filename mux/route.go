@@ -1,0 +1,188 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// CodeResourceNotFound is MCP's error code for a read of an unknown
+// resource (2025-11-25). The go-sdk still uses -32602 by default.
+const CodeResourceNotFound = -32002
+
+// callTool routes by exposed name; the backend is called with the tool's
+// original name, and the agent's arguments and _meta (progress token) pass
+// through unchanged.
+func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	m.waitStarted(ctx)
+	p := r.Params
+	e, ok := lookup(m.cat.get().tools, m.cat.get().toolIdx, p.Name)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", p.Name)}
+	}
+	b, err := e.mem.backend()
+	if err != nil {
+		return nil, toAgentError(e.mem, err)
+	}
+	if tok := p.GetProgressToken(); tok != nil {
+		done := e.mem.awaitProgress(tok, r.Session)
+		defer done()
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(e.mem))
+	defer cancel()
+	res, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Meta: p.Meta, Name: e.original, Arguments: p.Arguments})
+	if err != nil {
+		return nil, m.backendError(ctx, e.mem, err)
+	}
+	e.mem.learn(res)
+	return res, nil
+}
+
+func (m *Mux) getPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	m.waitStarted(ctx)
+	e, ok := lookup(m.cat.get().prompts, m.cat.get().promptIdx, p.Name)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", p.Name)}
+	}
+	b, err := e.mem.backend()
+	if err != nil {
+		return nil, toAgentError(e.mem, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(e.mem))
+	defer cancel()
+	fwd := *p
+	fwd.Name = e.original
+	res, err := b.Session().GetPrompt(ctx, &fwd)
+	if err != nil {
+		return nil, m.backendError(ctx, e.mem, err)
+	}
+	return res, nil
+}
+
+func lookup[T any](items []exposed[T], idx map[string]int, name string) (exposed[T], bool) {
+	i, ok := idx[name]
+	if !ok {
+		return exposed[T]{}, false
+	}
+	return items[i], true
+}
+
+// owner finds the backend that serves uri: the first in config order that
+// lists it exactly, else the first whose template matches it, else the first
+// that returned it in a tool result. URIs are never rewritten.
+func (m *Mux) owner(uri string) (*member, bool) {
+	for _, mem := range m.members {
+		if mem.listsURI(uri) {
+			return mem, true
+		}
+	}
+	for _, mem := range m.members {
+		if mem.matchesTemplate(uri) {
+			return mem, true
+		}
+	}
+	for _, mem := range m.members {
+		if mem.learnedURI(uri) {
+			return mem, true
+		}
+	}
+	return nil, false
+}
+
+func resourceNotFound(uri string) error {
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &jsonrpc.Error{Code: CodeResourceNotFound, Message: "Resource not found", Data: data}
+}
+
+func (m *Mux) readResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	if res, ok := m.readBuiltin(p.URI); ok {
+		return res, nil
+	}
+	m.waitStarted(ctx)
+	mem, ok := m.owner(p.URI)
+	if !ok {
+		return nil, resourceNotFound(p.URI)
+	}
+	b, err := mem.backend()
+	if err != nil {
+		return nil, toAgentError(mem, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
+	defer cancel()
+	res, err := b.Session().ReadResource(ctx, p)
+	if err != nil {
+		return nil, m.backendError(ctx, mem, err)
+	}
+	return res, nil
+}
+
+// complete routes completion/complete by its reference: a prompt by its
+// exposed name (renamed back), a resource template by the backend that has
+// it (or that owns the URI).
+func (m *Mux) complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	m.waitStarted(ctx)
+	if p.Ref == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete: missing ref"}
+	}
+	fwd := *p
+	ref := *p.Ref
+	fwd.Ref = &ref
+	var mem *member
+	switch ref.Type {
+	case "ref/prompt":
+		e, ok := lookup(m.cat.get().prompts, m.cat.get().promptIdx, ref.Name)
+		if !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", ref.Name)}
+		}
+		mem, ref.Name = e.mem, e.original
+	case "ref/resource":
+		for _, e := range m.cat.get().templates {
+			if e.item.URITemplate == ref.URI {
+				mem = e.mem
+				break
+			}
+		}
+		if mem == nil {
+			var ok bool
+			if mem, ok = m.owner(ref.URI); !ok {
+				return nil, resourceNotFound(ref.URI)
+			}
+		}
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown completion ref type %q", ref.Type)}
+	}
+	b, err := mem.backend()
+	if err != nil {
+		return nil, toAgentError(mem, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
+	defer cancel()
+	res, err := b.Session().Complete(ctx, &fwd)
+	if err != nil {
+		return nil, m.backendError(ctx, mem, err)
+	}
+	return res, nil
+}
+
+// backendError turns what a backend call returned into what the agent gets:
+// the backend's own JSON-RPC error unchanged (code, message, data), a
+// timeout naming the backend, or -32603 naming the backend. A plain Go error
+// would go out with code 0, which no client understands.
+func (m *Mux) backendError(ctx context.Context, mem *member, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q timed out after %s", mem.spec.Name, m.requestTimeout(mem))}
+	}
+	return toAgentError(mem, err)
+}
+
+func toAgentError(mem *member, err error) error {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return &jsonrpc.Error{Code: je.Code, Message: je.Message, Data: je.Data}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q: %v", mem.spec.Name, err)}
+}

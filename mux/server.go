@@ -1,0 +1,38 @@
+package mux
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// receive is the receiving middleware: every request the agent sends that
+// concerns the merged catalog is answered here, not by the go-sdk's own
+// feature sets (mirroring backends into those panics on real backends' data
+// and refuses URIs a backend serves without listing them).
+func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch r := req.(type) {
+		case *mcp.ListToolsRequest:
+			return m.listTools(ctx, r.Params)
+		case *mcp.ListPromptsRequest:
+			return m.listPrompts(ctx, r.Params)
+		case *mcp.ListResourcesRequest:
+			return m.listResources(ctx, r.Params)
+		case *mcp.ListResourceTemplatesRequest:
+			return m.listTemplates(ctx, r.Params)
+		case *mcp.CallToolRequest:
+			return m.callTool(ctx, r)
+		case *mcp.GetPromptRequest:
+			return m.getPrompt(ctx, r.Params)
+		case *mcp.ReadResourceRequest:
+			return m.readResource(ctx, r.Params)
+		case *mcp.CompleteRequest:
+			return m.complete(ctx, r.Params)
+		}
+		// initialize, ping, logging/setLevel, and resources/subscribe and
+		// unsubscribe (which reach m.subscribe / m.unsubscribe through the
+		// SDK, so that it keeps its own bookkeeping consistent).
+		return next(ctx, method, req)
+	}
+}
