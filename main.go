@@ -1,0 +1,175 @@
+// Command mcp-mux is one stdio MCP server that runs many: it starts the
+// backends listed in a TOML file and serves their merged catalog.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcp-mux/mcp-mux/mux"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	configFlag := &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config `FILE` (default: $MCP_MUX_CONFIG, ./mcp-mux.toml, $XDG_CONFIG_HOME/mcp-mux/config.toml)"}
+	app := &cli.App{
+		Name:   "mcp-mux",
+		Usage:  "one stdio MCP server that multiplexes many",
+		Flags:  []cli.Flag{configFlag},
+		Action: serve,
+		// stdout is the MCP stream: nothing of the CLI's own may go there
+		// while serving, so errors are printed to stderr by us.
+		Writer:    os.Stderr,
+		ErrWriter: os.Stderr,
+		Commands: []*cli.Command{
+			{Name: "serve", Usage: "serve MCP over stdio (the default)", Flags: []cli.Flag{configFlag}, Action: serve},
+			{
+				Name:  "check",
+				Usage: "validate a config; with --connect also start every backend and report what it offers",
+				Flags: []cli.Flag{
+					configFlag,
+					&cli.BoolFlag{Name: "connect", Usage: "start, initialize and list every backend, then stop them"},
+					&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+				},
+				Action: check,
+			},
+			{Name: "version", Usage: "print the version", Action: func(c *cli.Context) error {
+				fmt.Fprintln(os.Stdout, "mcp-mux", version)
+				return nil
+			}},
+		},
+	}
+	if err := app.Run(os.Args); err != nil {
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			if msg := ec.Error(); msg != "" {
+				fmt.Fprintln(os.Stderr, msg)
+			}
+			os.Exit(ec.ExitCode())
+		}
+		fmt.Fprintln(os.Stderr, "mcp-mux:", err)
+		os.Exit(1)
+	}
+}
+
+// loadConfig finds and loads the config; a mistake in it is an exit-1 error
+// listing every problem as FILE:LINE: message.
+func loadConfig(c *cli.Context) (*mux.Config, error) {
+	path, err := mux.FindConfig(c.String("config"), os.Getenv)
+	if err != nil {
+		return nil, cli.Exit("mcp-mux: "+err.Error(), 1)
+	}
+	cfg, err := mux.Load(path)
+	if err != nil {
+		return nil, cli.Exit(err.Error(), 1)
+	}
+	return cfg, nil
+}
+
+func newLogger(cfg *mux.Config) (*log.Logger, io.Closer, error) {
+	var w io.Writer = os.Stderr
+	var closer io.Closer = io.NopCloser(nil)
+	if cfg.Mux.LogFile != "" {
+		f, err := os.OpenFile(cfg.Mux.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("log_file: %w", err)
+		}
+		w, closer = f, f
+	}
+	logger := log.NewWithOptions(w, log.Options{ReportTimestamp: true, Prefix: "mcp-mux"})
+	level, err := log.ParseLevel(cfg.Mux.LogLevel)
+	if err != nil {
+		level = log.InfoLevel
+	}
+	logger.SetLevel(level)
+	return logger, closer, nil
+}
+
+func serve(c *cli.Context) error {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	logger, closer, err := newLogger(cfg)
+	if err != nil {
+		return cli.Exit("mcp-mux: "+err.Error(), 1)
+	}
+	defer closer.Close()
+	logger.Info("config loaded", "path", cfg.Path, "backends", len(cfg.Backends))
+
+	// The agent going away (stdin EOF) or a signal ends the session; then
+	// subscriptions are cleaned up and every backend is stopped.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	m := mux.New(cfg, logger, version)
+	m.Start()
+	err = m.Serve(ctx, &mcp.StdioTransport{})
+	m.Close()
+	if err != nil && ctx.Err() == nil {
+		logger.Debug("session ended", "err", err)
+	}
+	logger.Info("exiting")
+	return nil
+}
+
+func check(c *cli.Context) error {
+	path, err := mux.FindConfig(c.String("config"), os.Getenv)
+	if err != nil {
+		return cli.Exit("mcp-mux: "+err.Error(), 1)
+	}
+	cfg, err := mux.Load(path)
+	if err != nil {
+		var ce *mux.ConfigError
+		if c.Bool("json") && errors.As(err, &ce) {
+			writeJSON(map[string]any{"config": path, "ok": false, "problems": ce.Problems})
+			return cli.Exit("", 1)
+		}
+		return cli.Exit(err.Error(), 1)
+	}
+	if !c.Bool("connect") {
+		if c.Bool("json") {
+			writeJSON(map[string]any{"config": path, "ok": true, "problems": []mux.Problem{}})
+		} else {
+			fmt.Fprintf(os.Stdout, "%s: OK (%d backends)\n", path, len(cfg.Backends))
+		}
+		return nil
+	}
+	logger, closer, err := newLogger(cfg)
+	if err != nil {
+		return cli.Exit("mcp-mux: "+err.Error(), 1)
+	}
+	defer closer.Close()
+	if cfg.Mux.LogFile == "" && cfg.Mux.LogLevel != "debug" {
+		// The report is the output; backends' chatter would drown it, and
+		// what goes wrong (collisions, failures) is in the report.
+		logger.SetLevel(log.FatalLevel)
+	}
+	report := mux.Inspect(c.Context, cfg, logger, version)
+	if c.Bool("json") {
+		writeJSON(report)
+	} else {
+		report.WriteText(os.Stdout)
+	}
+	if !report.OK {
+		return cli.Exit("", 1)
+	}
+	return nil
+}
+
+func writeJSON(v any) {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

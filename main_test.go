@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// End-to-end tests: mcp-mux built and run as the agent runs it, over real
+// pipes, with real fixture backends.
+
+var muxBin, fixtureBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcp-mux-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	muxBin = filepath.Join(dir, "mcp-mux")
+	fixtureBin = filepath.Join(dir, "fixture")
+	for _, b := range [][2]string{{muxBin, "."}, {fixtureBin, "./testdata/fixture"}} {
+		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b[1], err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// writeConfig writes a config whose backends run the fixture with args.
+func writeConfig(t *testing.T, extra string, backends ...[]string) string {
+	t.Helper()
+	var sb strings.Builder
+	sb.WriteString("[mux]\nshutdown_grace = \"1s\"\n" + extra + "\n")
+	for _, args := range backends {
+		q := make([]string, len(args)-1)
+		for i, a := range args[1:] {
+			q[i] = strconv.Quote(a)
+		}
+		fmt.Fprintf(&sb, "[[backend]]\nname = %q\ncommand = %q\nargs = [%s]\n\n", args[0], fixtureBin, strings.Join(q, ", "))
+	}
+	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
+	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// running is mcp-mux started as an agent starts it, with an MCP session.
+type running struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	cs     *mcp.ClientSession
+	stderr *bytes.Buffer
+	exited chan struct{} // closed when mcp-mux has exited, with its error in err
+	err    error
+}
+
+func runMux(t *testing.T, config string) *running {
+	t.Helper()
+	cmd := exec.Command(muxBin, "--config", config)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &running{cmd: cmd, stdin: stdin, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
+	cmd.Stderr = r.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		r.err = cmd.Wait()
+		close(r.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-r.exited
+	})
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: stdout, Writer: nopClose{stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, r.stderr)
+	}
+	r.cs = cs
+	return r
+}
+
+// nopClose keeps the client session from closing mcp-mux's stdin: the tests
+// decide when the agent goes away.
+type nopClose struct{ io.Writer }
+
+func (nopClose) Close() error { return nil }
+
+// backendPIDs reads the backends' pids from mcp-mux://backends.
+func (r *running) backendPIDs(t *testing.T) []int {
+	t.Helper()
+	// A tools/list waits for every backend to have started.
+	if _, err := r.cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcp-mux://backends"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Backends []struct {
+			PID int `json:"pid"`
+		} `json:"backends"`
+	}
+	json.Unmarshal([]byte(res.Contents[0].Text), &v)
+	var pids []int
+	for _, b := range v.Backends {
+		if b.PID == 0 {
+			t.Fatalf("backend without pid: %s", res.Contents[0].Text)
+		}
+		pids = append(pids, b.PID)
+	}
+	return pids
+}
+
+// alive reports whether pid is a live process (a zombie waiting for a
+// reaper that is not ours counts as gone).
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func waitGone(t *testing.T, pids []int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for _, pid := range pids {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Errorf("process %d still alive after %v", pid, d)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func readPidfile(t *testing.T, path string) []int {
+	t.Helper()
+	var pids []int
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			for _, f := range strings.Fields(string(data)) {
+				n, _ := strconv.Atoi(f)
+				pids = append(pids, n)
+			}
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pidfile %s", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStdinEOFStopsEveryBackendAndGrandchild: the agent closes mcp-mux's
+// stdin; mcp-mux exits 0 within a few seconds and leaves no process
+// behind, including a backend that ignores EOF and SIGTERM and a
+// grandchild (like node under npx).
+func TestStdinEOFStopsEveryBackendAndGrandchild(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	cfg := writeConfig(t, "",
+		[]string{"notes", "-name", "notes", "-grandchild-pidfile", pidfile},
+		[]string{"stubborn", "-name", "stubborn", "-ignore-eof"},
+	)
+	r := runMux(t, cfg)
+	pids := append(r.backendPIDs(t), readPidfile(t, pidfile)[1])
+	for _, pid := range pids {
+		if !alive(pid) {
+			t.Fatalf("process %d not running before the test", pid)
+		}
+	}
+
+	start := time.Now()
+	r.stdin.Close()
+	select {
+	case <-r.exited:
+		if r.err != nil {
+			t.Errorf("mcp-mux exited with %v, want 0\nstderr:\n%s", r.err, r.stderr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("mcp-mux still running 10 s after stdin EOF")
+	}
+	t.Logf("exited %v after stdin EOF", time.Since(start))
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v to exit, want a few seconds", d)
+	}
+	waitGone(t, pids, 2*time.Second)
+}
+
+func TestSIGTERMStopsEverything(t *testing.T) {
+	cfg := writeConfig(t, "", []string{"notes", "-name", "notes"})
+	r := runMux(t, cfg)
+	pids := r.backendPIDs(t)
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+		if r.err != nil {
+			t.Errorf("exit after SIGTERM: %v, want 0", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still running after SIGTERM")
+	}
+	waitGone(t, pids, 2*time.Second)
+}
+
+// TestSIGKILLOfMuxLeavesNoBackend: the kernel's parent-death signal ends
+// the backends when mcp-mux cannot.
+func TestSIGKILLOfMuxLeavesNoBackend(t *testing.T) {
+	cfg := writeConfig(t, "", []string{"notes", "-name", "notes"}, []string{"stubborn", "-name", "stubborn", "-ignore-eof"})
+	r := runMux(t, cfg)
+	pids := r.backendPIDs(t)
+	r.cmd.Process.Kill()
+	<-r.exited
+	waitGone(t, pids, 3*time.Second)
+}
+
+func TestStdoutCarriesOnlyJSONRPC(t *testing.T) {
+	cfg := writeConfig(t, `log_level = "debug"`, []string{"notes", "-name", "notes"})
+	cmd := exec.Command(muxBin, "--config", cfg)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"notes__noise","arguments":{"text":"a banner, not JSON"}}}
+`)
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 1<<20)
+	answered := map[float64]bool{}
+	for !answered[2] || !answered[3] {
+		if !sc.Scan() {
+			t.Fatalf("stdout ended early: %v\n%s", sc.Err(), stderr.String())
+		}
+		var msg map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &msg); err != nil || msg["jsonrpc"] != "2.0" {
+			t.Errorf("non-JSON-RPC line on stdout: %q", sc.Text())
+		}
+		if id, ok := msg["id"].(float64); ok {
+			answered[id] = true
+		}
+	}
+	stdin.Close()
+	for sc.Scan() {
+		if !json.Valid(sc.Bytes()) {
+			t.Errorf("non-JSON line on stdout: %q", sc.Text())
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "fixture notes ready") {
+		t.Errorf("the backend's stderr was not captured into the log:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "a banner, not JSON") {
+		t.Errorf("the backend's stdout noise was not logged:\n%s", stderr.String())
+	}
+}
+
+// runCheck runs mcp-mux check and returns its stdout and exit code.
+func runCheck(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(muxBin, append([]string{"check"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	out = append(out, stderr.Bytes()...)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+func TestCheckReportsConfigMistakesWithFileAndLine(t *testing.T) {
+	bad, _ := filepath.Glob("testdata/config/*.toml")
+	n := 0
+	for _, path := range bad {
+		if filepath.Base(path) == "good.toml" {
+			continue
+		}
+		n++
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			out, code := runCheck(t, "--config", path)
+			if code != 1 {
+				t.Errorf("exit %d, want 1\n%s", code, out)
+			}
+			if !regexp.MustCompile(regexp.QuoteMeta(path) + `:\d+: `).MatchString(out) {
+				t.Errorf("no FILE:LINE: in\n%s", out)
+			}
+			if strings.Contains(out, "goroutine ") || strings.Contains(out, "panic") {
+				t.Errorf("stack trace for a user mistake:\n%s", out)
+			}
+		})
+	}
+	if n < 9 {
+		t.Errorf("only %d bad fixture configs", n)
+	}
+	if out, code := runCheck(t, "--config", "testdata/config/good.toml"); code != 0 {
+		t.Errorf("good.toml: exit %d\n%s", code, out)
+	}
+	if out, code := runCheck(t, "--config", "mcp-mux.toml.example"); code != 0 {
+		t.Errorf("the example: exit %d\n%s", code, out)
+	}
+}
+
+func TestCheckConnectReportsBackendsAndCollisions(t *testing.T) {
+	cfg := writeConfig(t, "",
+		[]string{"notes", "-name", "notes", "-resources", "2"},
+		[]string{"copy", "-name", "copy", "-uri-base", "fixture://notes/", "-resources", "1", "-subscribe=false"},
+	)
+	// Same prefix for both: every tool collides.
+	data, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, bytes.Replace(data, []byte(`name = "copy"`), []byte("name = \"copy\"\nprefix = \"notes\""), 1), 0o644)
+
+	out, code := runCheck(t, "--connect", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"backend notes", "backend copy", "state        ready", "subscribe    no", "resources    2",
+		`tool "notes__stats": notes wins over copy`, `resource "fixture://notes/res/1": notes wins over copy`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+
+	jcmd := exec.Command(muxBin, "check", "--connect", "--json", "--config", cfg)
+	jout, _ := jcmd.Output()
+	code = jcmd.ProcessState.ExitCode()
+	var rep struct {
+		OK       bool `json:"ok"`
+		Backends []struct {
+			Name, State string
+			Tools       int
+		} `json:"backends"`
+		Collisions []map[string]string `json:"collisions"`
+	}
+	if err := json.Unmarshal(jout, &rep); err != nil || code != 0 || !rep.OK || len(rep.Backends) != 2 || len(rep.Collisions) < 14 {
+		t.Errorf("json report (exit %d, %v): %s", code, err, jout)
+	}
+}
+
+func TestCheckConnectFailsWhenABackendCannotStart(t *testing.T) {
+	cfg := writeConfig(t, "", []string{"notes", "-name", "notes"}, []string{"broken", "-fail-start"})
+	out, code := runCheck(t, "--connect", "--config", cfg)
+	if code != 1 || !strings.Contains(out, "failing on purpose") {
+		t.Errorf("exit %d, want 1 with the backend's reason:\n%s", code, out)
+	}
+}
