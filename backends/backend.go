@@ -35,9 +35,6 @@ type Hooks struct {
 	ResourcesChanged func()
 	ResourceUpdated  func(*mcp.ResourceUpdatedNotificationParams)
 	Progress         func(*mcp.ProgressNotificationParams)
-	// Exited is called once, when the process has exited or the connection
-	// to it broke (the process is then killed), with the reason.
-	Exited func(err error)
 }
 
 // Options configure how a backend is started and stopped.
@@ -65,6 +62,7 @@ type Backend struct {
 	exited   chan struct{} // closed when cmd.Wait has returned
 	exitErr  error         // cmd.Wait's error; read after exited is closed
 	done     chan struct{} // closed when the backend is fully down (process reaped, session closed)
+	downErr  error         // why it went down; read after done is closed
 	stopOnce sync.Once
 	stopping chan struct{} // closed when Stop was called: the exit is expected
 
@@ -149,7 +147,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 	}
 	b.session = r.cs
 	b.init = r.cs.InitializeResult()
-	go b.monitor(opts.Hooks.Exited)
+	go b.monitor()
 	return b, nil
 }
 
@@ -311,8 +309,8 @@ func (b *Backend) stderrTail() string {
 }
 
 // monitor waits until the process exits or the connection breaks, makes sure
-// both are down, and reports why.
-func (b *Backend) monitor(exited func(error)) {
+// both are down, and records why.
+func (b *Backend) monitor() {
 	sessionDone := make(chan struct{})
 	go func() {
 		b.session.Wait()
@@ -350,10 +348,8 @@ func (b *Backend) monitor(exited func(error)) {
 		reason = fmt.Errorf("%w%s", reason, b.stderrTail())
 		b.log.Error("backend down", "reason", reason)
 	}
+	b.downErr = reason
 	close(b.done)
-	if exited != nil {
-		exited(reason)
-	}
 }
 
 // ErrStopped is the Exited reason of a backend that was stopped on purpose.
@@ -389,10 +385,10 @@ func waitGroupGone(pid int, d time.Duration) {
 	}
 }
 
-// Stop asks the backend to exit (stdin closed), then after grace sends
-// SIGTERM to its process group, then SIGKILL; it returns once the process is
-// reaped and the group is gone (or a last SIGKILL was sent). Safe to call more
-// than once and concurrently.
+// Stop asks the backend to exit (stdin closed); after grace its process
+// group gets SIGTERM, and what is left of it a moment later SIGKILL. It
+// returns once the process is reaped and the group is gone, within about
+// grace + 0.5 s. Safe to call more than once and concurrently.
 func (b *Backend) Stop(grace time.Duration) {
 	b.stopOnce.Do(func() {
 		close(b.stopping)
@@ -402,17 +398,11 @@ func (b *Backend) Stop(grace time.Duration) {
 		case <-b.exited:
 		case <-time.After(grace):
 			b.log.Warn("did not exit after stdin closed; sending SIGTERM", "grace", grace)
-			signalGroup(pid, syscall.SIGTERM)
-			select {
-			case <-b.exited:
-			case <-time.After(grace):
-				b.log.Warn("did not exit after SIGTERM; sending SIGKILL")
-			}
 		}
-		// The leader is gone or stubborn; whatever is left of the group
-		// (grandchildren) gets a SIGTERM, then a SIGKILL.
+		// Whatever is left of the group (a stubborn leader, grandchildren
+		// such as node under npx) gets a SIGTERM, then a SIGKILL.
 		signalGroup(pid, syscall.SIGTERM)
-		waitGroupGone(pid, 200*time.Millisecond)
+		waitGroupGone(pid, termWait)
 		signalGroup(pid, syscall.SIGKILL)
 		<-b.exited
 		waitGroupGone(pid, time.Second)
@@ -420,6 +410,9 @@ func (b *Backend) Stop(grace time.Duration) {
 	})
 	<-b.done
 }
+
+// termWait is how long a process group gets between SIGTERM and SIGKILL.
+const termWait = 300 * time.Millisecond
 
 // Session is the MCP client session with the backend.
 func (b *Backend) Session() *mcp.ClientSession { return b.session }
@@ -432,6 +425,17 @@ func (b *Backend) PID() int { return b.cmd.Process.Pid }
 
 // Done is closed once the backend is down, stopped or crashed.
 func (b *Backend) Done() <-chan struct{} { return b.done }
+
+// Err says why the backend went down (exit status or signal, and its last
+// stderr lines), or ErrStopped; nil while it runs.
+func (b *Backend) Err() error {
+	select {
+	case <-b.done:
+		return b.downErr
+	default:
+		return nil
+	}
+}
 
 // Capabilities returns the backend's server capabilities, never nil.
 func (b *Backend) Capabilities() *mcp.ServerCapabilities {

@@ -213,36 +213,44 @@ func TestStopEndsStubbornBackendAndGrandchild(t *testing.T) {
 	}
 }
 
-func TestExitedHookReportsCrash(t *testing.T) {
-	reason := make(chan error, 1)
-	b, _, err := start(t, Options{Hooks: Hooks{Exited: func(err error) { reason <- err }}})
+func TestErrReportsCrash(t *testing.T) {
+	b, _, err := start(t, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if b.Err() != nil {
+		t.Fatalf("Err() = %v while running", b.Err())
+	}
 	go call(t, b, "crash", map[string]any{"code": 7})
 	select {
-	case err := <-reason:
-		if !strings.Contains(err.Error(), "exit status 7") {
-			t.Errorf("reason = %v", err)
+	case <-b.Done():
+		if err := b.Err(); err == nil || !strings.Contains(err.Error(), "exit status 7") || !strings.Contains(err.Error(), "crashing with code 7") {
+			t.Errorf("Err() = %v, want the exit status and the last stderr", err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("no Exited call after a crash")
-	}
-	select {
-	case <-b.Done():
-	default:
-		t.Error("Done not closed after Exited")
+		t.Fatal("Done not closed after a crash")
 	}
 }
 
-func TestExitedHookAfterStopSaysStopped(t *testing.T) {
-	reason := make(chan error, 1)
-	b, _, err := start(t, Options{Hooks: Hooks{Exited: func(err error) { reason <- err }}})
+func TestErrAfterStopIsErrStopped(t *testing.T) {
+	b, _, err := start(t, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Stop(time.Second)
-	if err := <-reason; !errors.Is(err, ErrStopped) {
-		t.Errorf("reason = %v, want ErrStopped", err)
+	if err := b.Err(); !errors.Is(err, ErrStopped) {
+		t.Errorf("Err() = %v, want ErrStopped", err)
+	}
+}
+
+func TestKilledBackendReportsSignal(t *testing.T) {
+	b, _, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(b.PID(), syscall.SIGKILL)
+	<-b.Done()
+	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "killed by signal killed") {
+		t.Errorf("Err() = %v", err)
 	}
 }

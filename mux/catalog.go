@@ -48,11 +48,7 @@ func (m *Mux) exposedName(mem *member, name string) string {
 	if mem.prefix == "" {
 		return name
 	}
-	sep := m.cfg.Mux.ToolSeparator
-	if sep == "" {
-		sep = "__"
-	}
-	return mem.prefix + sep + name
+	return mem.prefix + m.cfg.Mux.ToolSeparator + name
 }
 
 func (h *catalogHolder) rebuild(m *Mux) {

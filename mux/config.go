@@ -799,19 +799,45 @@ func editDistance(a, b string) int {
 // ---------------------------------------------------------------------------
 // Validation
 
+// fillDefaults gives every key left out (or zero) its default. The mux
+// calls it too, so a Config built in code behaves like a loaded one.
+func (s *Settings) fillDefaults() {
+	str := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	num := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	dur := func(v *backends.Duration, d time.Duration) {
+		if v.Duration == 0 {
+			v.Duration = d
+		}
+	}
+	str(&s.Name, DefaultName)
+	str(&s.LogLevel, DefaultLogLevel)
+	str(&s.ToolSeparator, DefaultToolSeparator)
+	num(&s.MaxSubscriptions, DefaultMaxSubscriptions)
+	num(&s.MaxMessageSize, DefaultMaxMessageSize)
+	num(&s.RestartMax, DefaultRestartMax)
+	dur(&s.RequestTimeout, DefaultRequestTimeout)
+	dur(&s.StartupTimeout, DefaultStartupTimeout)
+	dur(&s.MaxRequestTime, DefaultMaxRequestTime)
+	dur(&s.ShutdownGrace, DefaultShutdownGrace)
+	dur(&s.RestartWindow, DefaultRestartWindow)
+}
+
 func (p *parser) validateMux(s *Settings, present map[string]bool) {
 	mk := func(k string) keyPath { return keyPath{"mux", k} }
 
 	if present["name"] && strings.TrimSpace(s.Name) == "" {
 		p.add(mk("name"), "must not be empty (remove the key to use the default %q)", DefaultName)
 	}
-	if s.Name == "" {
-		s.Name = DefaultName
-	}
-
 	switch lvl := strings.ToLower(strings.TrimSpace(s.LogLevel)); lvl {
 	case "":
-		s.LogLevel = DefaultLogLevel
 	case "debug", "info", "warn", "error":
 		s.LogLevel = lvl
 	default:
@@ -836,36 +862,18 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 	} else if strings.ContainsFunc(s.ToolSeparator, isSpace) {
 		p.add(mk("tool_separator"), "must not contain whitespace (got %q)", s.ToolSeparator)
 	}
-	if s.ToolSeparator == "" {
-		s.ToolSeparator = DefaultToolSeparator
-	}
 
 	if s.MaxSubscriptions < 0 {
 		p.add(mk("max_subscriptions"), "must not be negative (got %d)", s.MaxSubscriptions)
-	} else if s.MaxSubscriptions == 0 {
-		s.MaxSubscriptions = DefaultMaxSubscriptions
 	}
 	if s.MaxMessageSize < 0 || (s.MaxMessageSize > 0 && s.MaxMessageSize < MinMaxMessageSize) {
 		p.add(mk("max_message_size"), "must be at least %d bytes (got %d)", MinMaxMessageSize, s.MaxMessageSize)
-	} else if s.MaxMessageSize == 0 {
-		s.MaxMessageSize = DefaultMaxMessageSize
 	}
 	if s.RestartMax < 0 {
 		p.add(mk("restart_max"), "must not be negative (got %d)", s.RestartMax)
-	} else if s.RestartMax == 0 {
-		s.RestartMax = DefaultRestartMax
 	}
 
-	def := func(d *backends.Duration, v time.Duration) {
-		if d.Duration == 0 {
-			d.Duration = v
-		}
-	}
-	def(&s.RequestTimeout, DefaultRequestTimeout)
-	def(&s.StartupTimeout, DefaultStartupTimeout)
-	def(&s.MaxRequestTime, DefaultMaxRequestTime)
-	def(&s.ShutdownGrace, DefaultShutdownGrace)
-	def(&s.RestartWindow, DefaultRestartWindow)
+	s.fillDefaults()
 	if s.MaxRequestTime.Duration < s.RequestTimeout.Duration {
 		k := "max_request_time"
 		if !present[k] {

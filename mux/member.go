@@ -132,7 +132,7 @@ func (mem *member) run() {
 	// see this backend's tools.
 	// Nobody can have listed it yet (lists wait for starts), so there is
 	// nothing to announce.
-	ctx, cancel := context.WithTimeout(m.ctx, m.startupTimeout())
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Mux.StartupTimeout.Duration)
 	mem.refresh(ctx, allKinds, false)
 	cancel()
 	mem.setState(stateReady, nil)
@@ -163,13 +163,6 @@ func serverInfo(b *backends.Backend) string {
 		return r.ServerInfo.Name + " " + r.ServerInfo.Version
 	}
 	return ""
-}
-
-func (m *Mux) startupTimeout() time.Duration {
-	if d := m.cfg.Mux.StartupTimeout.Duration; d > 0 {
-		return d
-	}
-	return 30 * time.Second
 }
 
 func (mem *member) markStarted() { mem.startedOnce.Do(func() { close(mem.started) }) }
@@ -212,19 +205,12 @@ func (mem *member) stop() {
 	b := mem.b
 	mem.mu.Unlock()
 	if b != nil {
-		b.Stop(mem.m.shutdownGrace())
+		b.Stop(mem.m.cfg.Mux.ShutdownGrace.Duration)
 	}
 	mem.mu.Lock()
 	mem.state = stateStopped
 	mem.b = nil
 	mem.mu.Unlock()
-}
-
-func (m *Mux) shutdownGrace() time.Duration {
-	if d := m.cfg.Mux.ShutdownGrace.Duration; d > 0 {
-		return d
-	}
-	return 2 * time.Second
 }
 
 // backend returns the running backend, or an error naming the backend and

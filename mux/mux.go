@@ -61,6 +61,9 @@ type Mux struct {
 
 // New builds the merged server for cfg. Nothing runs until Start.
 func New(cfg *Config, logger *log.Logger, version string) *Mux {
+	cp := *cfg
+	cp.Mux.fillDefaults()
+	cfg = &cp
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mux{
 		cfg:      cfg,
@@ -270,10 +273,7 @@ func (m *Mux) requestTimeout(mem *member) time.Duration {
 	if d := mem.spec.RequestTimeout.Duration; d > 0 {
 		return d
 	}
-	if d := m.cfg.Mux.RequestTimeout.Duration; d > 0 {
-		return d
-	}
-	return 60 * time.Second
+	return m.cfg.Mux.RequestTimeout.Duration
 }
 
 func (m *Mux) startOptions(mem *member) backends.Options {
