@@ -66,8 +66,9 @@ type Backend struct {
 	stopOnce sync.Once
 	stopping chan struct{} // closed when Stop was called: the exit is expected
 
-	mu     sync.Mutex
-	stderr []string // the last stderr lines, for crash reports
+	mu         sync.Mutex
+	stderr     []string // the last stderr lines, for crash reports
+	killReason error    // why Kill was called, if it was
 }
 
 const stderrKeep = 10
@@ -341,6 +342,11 @@ func (b *Backend) monitor() {
 	}
 	b.stdout.Close()
 	b.session.Close()
+	b.mu.Lock()
+	if b.killReason != nil {
+		reason = b.killReason
+	}
+	b.mu.Unlock()
 	select {
 	case <-b.stopping:
 		reason = ErrStopped
@@ -375,6 +381,17 @@ func (b *Backend) kill() {
 	<-b.exited
 	b.stdin.Close()
 	waitGroupGone(pid, time.Second)
+}
+
+// Kill ends the backend's process group at once, for a backend that no
+// longer answers; reason becomes its Err.
+func (b *Backend) Kill(reason error) {
+	b.mu.Lock()
+	if b.killReason == nil {
+		b.killReason = reason
+	}
+	b.mu.Unlock()
+	signalGroup(b.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 // waitGroupGone polls until no process of the group is left, or d passed.

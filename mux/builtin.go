@@ -20,7 +20,7 @@ const (
 	builtinBackend = "(mcp-mux)"
 )
 
-func isBuiltin(uri string) bool { return strings.HasPrefix(uri, "mcp-mux://") }
+func isBuiltin(uri string) bool { return uri == uriSubscriptions || uri == uriBackends }
 
 func (m *Mux) builtinResources() []*mcp.Resource {
 	return []*mcp.Resource{

@@ -57,6 +57,9 @@ func (h *catalogHolder) rebuild(m *Mux) {
 	old := h.cur.Load()
 	c := &catalog{toolIdx: map[string]int{}, promptIdx: map[string]int{}}
 	for _, mem := range m.members {
+		if !mem.serving() {
+			continue
+		}
 		part := mem.snapshot()
 		for _, t := range part.tools {
 			name := m.exposedName(mem, t.Name)

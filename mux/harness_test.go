@@ -74,6 +74,7 @@ func startMux(t testing.TB, specs ...backends.Spec) *Mux {
 func startMuxConfig(t testing.TB, cfg *Config) *Mux {
 	t.Helper()
 	m := New(cfg, testLogger(t), "test")
+	m.backoffBase = 10 * time.Millisecond
 	m.Start()
 	t.Cleanup(m.Close)
 	return m

@@ -173,7 +173,7 @@ func (m *Mux) nextWithResources(i int) *member {
 // shadowed reports whether an earlier backend lists uri too (and owns it).
 func (m *Mux) shadowed(mem *member, uri string) bool {
 	for _, other := range m.members[:mem.index] {
-		if other.listsURI(uri) {
+		if other.serving() && other.listsURI(uri) {
 			return true
 		}
 	}

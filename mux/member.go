@@ -56,9 +56,10 @@ type member struct {
 	since    time.Time
 	dirty    kinds
 	cat      memberCatalog
-	learned  map[string]struct{}           // URIs the backend returned in tool results
-	progress map[string]*mcp.ServerSession // progress token → session awaiting it
-	pollSums map[string]uint64             // local-only URI → hash of its last polled contents
+	stopped  bool                      // mux is closing: start nothing more
+	learned  map[string]struct{}       // URIs the backend returned in tool results
+	progress map[string]progressWaiter // progress token → the call awaiting it
+	pollSums map[string]uint64         // local-only URI → hash of its last polled contents
 }
 
 // memberCatalog is one backend's lists, as last fetched.
@@ -87,7 +88,7 @@ func newMember(m *Mux, spec backends.Spec, index int) *member {
 		state:    stateStarting,
 		since:    time.Now(),
 		learned:  map[string]struct{}{},
-		progress: map[string]*mcp.ServerSession{},
+		progress: map[string]progressWaiter{},
 		pollSums: map[string]uint64{},
 	}
 }
@@ -114,105 +115,6 @@ func (mem *member) markDirty(k kinds) {
 	}
 }
 
-// run owns the backend's lifecycle: start, serve refreshes until it goes
-// down, and report.
-func (mem *member) run() {
-	m := mem.m
-	b, err := backends.Start(m.ctx, mem.spec, m.startOptions(mem))
-	if err != nil {
-		mem.setDown(stateFailed, err)
-		mem.log.Error("backend left out", "err", err)
-		mem.markStarted()
-		return
-	}
-	mem.mu.Lock()
-	mem.b = b
-	mem.mu.Unlock()
-	// The first catalog fetch is part of starting: a first tools/list must
-	// see this backend's tools.
-	// Nobody can have listed it yet (lists wait for starts), so there is
-	// nothing to announce.
-	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Mux.StartupTimeout.Duration)
-	mem.refresh(ctx, allKinds, false)
-	cancel()
-	mem.setState(stateReady, nil)
-	mem.markStarted()
-	mem.log.Info("backend ready", "pid", b.PID(), "server", serverInfo(b), "tools", len(mem.snapshot().tools))
-
-	for {
-		select {
-		case <-m.ctx.Done():
-			return
-		case <-b.Done():
-			mem.setDown(stateStopped, errors.New("backend exited"))
-			return
-		case <-mem.wake:
-			mem.mu.Lock()
-			k := mem.dirty
-			mem.dirty = 0
-			mem.mu.Unlock()
-			ctx, cancel := context.WithTimeout(m.ctx, m.requestTimeout(mem))
-			mem.refresh(ctx, k, true)
-			cancel()
-		}
-	}
-}
-
-func serverInfo(b *backends.Backend) string {
-	if r := b.InitializeResult(); r != nil && r.ServerInfo != nil {
-		return r.ServerInfo.Name + " " + r.ServerInfo.Version
-	}
-	return ""
-}
-
-func (mem *member) markStarted() { mem.startedOnce.Do(func() { close(mem.started) }) }
-
-func (mem *member) setState(state string, err error) {
-	mem.mu.Lock()
-	mem.state = state
-	mem.since = time.Now()
-	if err != nil {
-		mem.lastErr = err.Error()
-	}
-	mem.mu.Unlock()
-	mem.m.builtinChanged(uriBackends)
-}
-
-// setDown records that the backend is not serving: its part of the catalog
-// disappears, and the agent is told if anything was listed.
-func (mem *member) setDown(state string, err error) {
-	mem.mu.Lock()
-	had := len(mem.cat.tools) > 0 || len(mem.cat.prompts) > 0 || mem.cat.nres > 0 || len(mem.cat.templates) > 0
-	mem.state = state
-	mem.since = time.Now()
-	if err != nil {
-		mem.lastErr = err.Error()
-	}
-	mem.b = nil
-	mem.cat = memberCatalog{}
-	mem.learned = map[string]struct{}{}
-	mem.mu.Unlock()
-	if had {
-		mem.m.cat.rebuild(mem.m)
-		mem.m.lists.mark(allKinds)
-	}
-	mem.m.builtinChanged(uriBackends)
-}
-
-// stop stops the backend process, if any.
-func (mem *member) stop() {
-	mem.mu.Lock()
-	b := mem.b
-	mem.mu.Unlock()
-	if b != nil {
-		b.Stop(mem.m.cfg.Mux.ShutdownGrace.Duration)
-	}
-	mem.mu.Lock()
-	mem.state = stateStopped
-	mem.b = nil
-	mem.mu.Unlock()
-}
-
 // backend returns the running backend, or an error naming the backend and
 // its state (requests to a backend that is down fail at once).
 func (mem *member) backend() (*backends.Backend, error) {
@@ -232,6 +134,15 @@ func (mem *member) snapshot() memberCatalog {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	return mem.cat
+}
+
+// serving reports whether the backend is ready: only then is its part of
+// the catalog listed. A backend that is down keeps its last catalog, so
+// that a request for one of its names fails naming it and its state.
+func (mem *member) serving() bool {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	return mem.state == stateReady && mem.b != nil
 }
 
 // refresh re-fetches the parts k of the backend's catalog. What changed
@@ -402,11 +313,21 @@ func (mem *member) learnedURI(uri string) bool {
 	return ok
 }
 
-func (mem *member) hasTemplate(tmpl string) bool {
+// offered reports whether the backend's last catalog has a tool or prompt
+// that the agent knows as name.
+func (mem *member) offered(kind, name string) bool {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
-	for _, t := range mem.cat.templates {
-		if t.URITemplate == tmpl {
+	if kind == "tool" {
+		for _, t := range mem.cat.tools {
+			if mem.m.exposedName(mem, t.Name) == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range mem.cat.prompts {
+		if mem.m.exposedName(mem, p.Name) == name {
 			return true
 		}
 	}

@@ -48,6 +48,9 @@ type Mux struct {
 	lists *listNotifier
 	out   *outbox
 
+	// backoffBase is the first restart delay (tests shorten it).
+	backoffBase time.Duration
+
 	ctx    context.Context // ends at Close: owns every goroutine below
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -75,6 +78,8 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 		sessions: map[*mcp.ServerSession]string{},
 		ids:      map[string]*mcp.ServerSession{},
 		subs:     subs.New(cfg.Mux.MaxSubscriptions),
+
+		backoffBase: defaultBackoff,
 	}
 	for _, spec := range cfg.Backends {
 		if spec.Disabled {

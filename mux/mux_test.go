@@ -314,12 +314,14 @@ func TestBackendFailingToStartDoesNotStopOthers(t *testing.T) {
 			t.Errorf("tool of the failed backend listed: %s", n)
 		}
 	}
+	// Restarted with backoff until restart_max crashes, then failed.
+	eventually(t, 5*time.Second, "both broken backends to be failed", func() bool {
+		st := m.Status()
+		return st[0].State == stateFailed && st[2].State == stateFailed
+	})
 	st := m.Status()
-	if st[0].State != stateFailed || !strings.Contains(st[0].LastError, "failing on purpose") {
-		t.Errorf("broken status = %+v, want failed with its stderr", st[0])
-	}
-	if st[2].State != stateFailed {
-		t.Errorf("missing command status = %+v, want failed", st[2])
+	if !strings.Contains(st[0].LastError, "failing on purpose") || st[0].Restarts != 4 {
+		t.Errorf("broken status = %+v, want its stderr and 4 restarts (restart_max 5)", st[0])
 	}
 }
 

@@ -114,17 +114,24 @@ func (o *outbox) loop() {
 	}
 }
 
-// awaitProgress routes the backend's progress notifications for token to ss
-// until done is called. Tokens pass through unchanged, as the agent chose
-// them.
-func (mem *member) awaitProgress(token any, ss *mcp.ServerSession) (done func()) {
+// progressWaiter is a call in flight that asked for progress: where the
+// notifications go, and the deadline they extend.
+type progressWaiter struct {
+	ss       *mcp.ServerSession
+	deadline *deadline
+}
+
+// awaitProgress routes the backend's progress notifications for token to
+// ss, extending d, until done is called. Tokens pass through unchanged, as
+// the agent chose them.
+func (mem *member) awaitProgress(token any, ss *mcp.ServerSession, d *deadline) (done func()) {
 	key := fmt.Sprintf("%T:%v", token, token)
 	mem.mu.Lock()
-	mem.progress[key] = ss
+	mem.progress[key] = progressWaiter{ss, d}
 	mem.mu.Unlock()
 	return func() {
 		mem.mu.Lock()
-		if mem.progress[key] == ss {
+		if mem.progress[key].ss == ss {
 			delete(mem.progress, key)
 		}
 		mem.mu.Unlock()
@@ -134,14 +141,15 @@ func (mem *member) awaitProgress(token any, ss *mcp.ServerSession) (done func())
 func (mem *member) forwardProgress(p *mcp.ProgressNotificationParams) {
 	key := fmt.Sprintf("%T:%v", p.ProgressToken, p.ProgressToken)
 	mem.mu.Lock()
-	ss := mem.progress[key]
+	w, ok := mem.progress[key]
 	mem.mu.Unlock()
-	if ss == nil {
+	if !ok {
 		mem.log.Debug("progress for no request in flight, dropped", "token", p.ProgressToken)
 		return
 	}
+	w.deadline.extend()
 	mem.m.out.push(func() {
-		if err := notify(mem.m, ss, "notifications/progress", p); err != nil {
+		if err := notify(mem.m, w.ss, "notifications/progress", p); err != nil {
 			mem.log.Debug("progress not delivered", "err", err)
 		}
 	})

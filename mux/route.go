@@ -1,13 +1,19 @@
 package mux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // CodeResourceNotFound is MCP's error code for a read of an unknown
@@ -20,23 +26,26 @@ const CodeResourceNotFound = -32002
 func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	m.waitStarted(ctx)
 	p := r.Params
+	if a := bytes.TrimSpace(p.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: arguments must be an object"}
+	}
 	e, ok := lookup(m.cat.get().tools, m.cat.get().toolIdx, p.Name)
 	if !ok {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", p.Name)}
+		return nil, m.unknownName("tool", p.Name)
 	}
 	b, err := e.mem.backend()
 	if err != nil {
 		return nil, toAgentError(e.mem, err)
 	}
+	ctx, d, cancel := m.withDeadline(ctx, e.mem)
+	defer cancel()
 	if tok := p.GetProgressToken(); tok != nil {
-		done := e.mem.awaitProgress(tok, r.Session)
+		done := e.mem.awaitProgress(tok, r.Session, d)
 		defer done()
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(e.mem))
-	defer cancel()
 	res, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Meta: p.Meta, Name: e.original, Arguments: p.Arguments})
 	if err != nil {
-		return nil, m.backendError(ctx, e.mem, err)
+		return nil, m.backendError(ctx, e.mem, b, err)
 	}
 	e.mem.learn(res)
 	return res, nil
@@ -46,21 +55,36 @@ func (m *Mux) getPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPr
 	m.waitStarted(ctx)
 	e, ok := lookup(m.cat.get().prompts, m.cat.get().promptIdx, p.Name)
 	if !ok {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", p.Name)}
+		return nil, m.unknownName("prompt", p.Name)
 	}
 	b, err := e.mem.backend()
 	if err != nil {
 		return nil, toAgentError(e.mem, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(e.mem))
+	ctx, _, cancel := m.withDeadline(ctx, e.mem)
 	defer cancel()
 	fwd := *p
 	fwd.Name = e.original
 	res, err := b.Session().GetPrompt(ctx, &fwd)
 	if err != nil {
-		return nil, m.backendError(ctx, e.mem, err)
+		return nil, m.backendError(ctx, e.mem, b, err)
 	}
 	return res, nil
+}
+
+// unknownName is the error for a tool or prompt name the merged catalog
+// lacks: if a backend that is down offered it, the error names that
+// backend and its state (the agent should retry later), else -32602.
+func (m *Mux) unknownName(kind, name string) error {
+	for _, mem := range m.members {
+		if mem.serving() || !mem.offered(kind, name) {
+			continue
+		}
+		if _, err := mem.backend(); err != nil {
+			return toAgentError(mem, err)
+		}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown %s %q", kind, name)}
 }
 
 func lookup[T any](items []exposed[T], idx map[string]int, name string) (exposed[T], bool) {
@@ -93,12 +117,17 @@ func (m *Mux) owner(uri string) (*member, bool) {
 	return nil, false
 }
 
+var errMissingURI = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing uri"}
+
 func resourceNotFound(uri string) error {
 	data, _ := json.Marshal(map[string]string{"uri": uri})
 	return &jsonrpc.Error{Code: CodeResourceNotFound, Message: "Resource not found", Data: data}
 }
 
 func (m *Mux) readResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	if p.URI == "" {
+		return nil, errMissingURI
+	}
 	if res, ok := m.readBuiltin(p.URI); ok {
 		return res, nil
 	}
@@ -111,11 +140,11 @@ func (m *Mux) readResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp
 	if err != nil {
 		return nil, toAgentError(mem, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
+	ctx, _, cancel := m.withDeadline(ctx, mem)
 	defer cancel()
 	res, err := b.Session().ReadResource(ctx, p)
 	if err != nil {
-		return nil, m.backendError(ctx, mem, err)
+		return nil, m.backendError(ctx, mem, b, err)
 	}
 	return res, nil
 }
@@ -136,7 +165,7 @@ func (m *Mux) complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.Complet
 	case "ref/prompt":
 		e, ok := lookup(m.cat.get().prompts, m.cat.get().promptIdx, ref.Name)
 		if !ok {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", ref.Name)}
+			return nil, m.unknownName("prompt", ref.Name)
 		}
 		mem, ref.Name = e.mem, e.original
 	case "ref/resource":
@@ -159,21 +188,57 @@ func (m *Mux) complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.Complet
 	if err != nil {
 		return nil, toAgentError(mem, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
+	ctx, _, cancel := m.withDeadline(ctx, mem)
 	defer cancel()
 	res, err := b.Session().Complete(ctx, &fwd)
 	if err != nil {
-		return nil, m.backendError(ctx, mem, err)
+		return nil, m.backendError(ctx, mem, b, err)
 	}
 	return res, nil
+}
+
+// errTimedOut is the cause of a forwarded request's context that ran out
+// of time (rather than being cancelled by the agent).
+var errTimedOut = errors.New("request timed out")
+
+// deadline bounds one forwarded request by the backend's request_timeout.
+// Progress from the backend extends it (long tools keep working), but never
+// past max_request_time after the start.
+type deadline struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	start   time.Time
+	timeout time.Duration
+	max     time.Duration
+}
+
+// withDeadline derives the context of one forwarded request. When it runs
+// out, the go-sdk sends the backend notifications/cancelled.
+func (m *Mux) withDeadline(ctx context.Context, mem *member) (context.Context, *deadline, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	d := &deadline{start: time.Now(), timeout: m.requestTimeout(mem), max: max(m.cfg.Mux.MaxRequestTime.Duration, m.requestTimeout(mem))}
+	d.timer = time.AfterFunc(d.timeout, func() { cancel(errTimedOut) })
+	return ctx, d, func() {
+		d.timer.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+func (d *deadline) extend() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	left := d.max - time.Since(d.start)
+	d.timer.Reset(max(0, min(d.timeout, left)))
 }
 
 // backendError turns what a backend call returned into what the agent gets:
 // the backend's own JSON-RPC error unchanged (code, message, data), a
 // timeout naming the backend, or -32603 naming the backend. A plain Go error
-// would go out with code 0, which no client understands.
-func (m *Mux) backendError(ctx context.Context, mem *member, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+// would go out with code 0, which no client understands. After a timeout
+// the backend is checked for life: a hung one is restarted.
+func (m *Mux) backendError(ctx context.Context, mem *member, b *backends.Backend, err error) error {
+	if context.Cause(ctx) == errTimedOut {
+		go mem.checkAlive(b)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q timed out after %s", mem.spec.Name, m.requestTimeout(mem))}
 	}
 	return toAgentError(mem, err)
@@ -183,6 +248,9 @@ func toAgentError(mem *member, err error) error {
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
 		return &jsonrpc.Error{Code: je.Code, Message: je.Message, Data: je.Data}
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q went down during the request (it is being restarted): %v", mem.spec.Name, err)}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q: %v", mem.spec.Name, err)}
 }

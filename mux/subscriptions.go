@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,6 +21,9 @@ const CodeLimitExceeded = -32029
 // which targets sessions itself).
 func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
+	if uri == "" {
+		return errMissingURI
+	}
 	sid := m.sessionID(req.Session)
 	if isBuiltin(uri) {
 		_, err := m.subs.Subscribe(sid, builtinBackend, uri, subs.LocalOnly, nil)
@@ -39,10 +43,10 @@ func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 		mode = subs.Forwarded
 	}
 	added, err := m.subs.Subscribe(sid, mem.spec.Name, uri, mode, func() error {
-		ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
+		ctx, _, cancel := m.withDeadline(ctx, mem)
 		defer cancel()
 		if err := b.Session().Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			return m.backendError(ctx, mem, err) // reaches the agent as the backend said it
+			return m.backendError(ctx, mem, b, err) // reaches the agent as the backend said it
 		}
 		return nil
 	})
@@ -96,16 +100,22 @@ func (m *Mux) unforward(ctx context.Context, backend, uri string) error {
 	if err != nil {
 		return nil // down: it holds nothing any more
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.requestTimeout(mem))
+	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
 	defer cancel()
 	return b.Session().Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
 }
 
+// cleanupTimeout bounds all the unsubscribes of one ended session: a hung
+// backend must not hold up shutdown.
+const cleanupTimeout = 500 * time.Millisecond
+
 // endSessionSubscriptions drops everything a finished session held; the
 // go-sdk does not call the unsubscribe handler on disconnect.
 func (m *Mux) endSessionSubscriptions(sid string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
 	removed, err := m.subs.EndSession(sid, func(backend, uri string) error {
-		return m.unforward(context.Background(), backend, uri)
+		return m.unforward(ctx, backend, uri)
 	})
 	if err != nil {
 		m.log.Warn("unsubscribe at session end failed", "session", sid, "err", err)

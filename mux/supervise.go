@@ -1,0 +1,241 @@
+package mux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+)
+
+// Supervision: a backend that exits, breaks its connection or hangs is
+// restarted with exponential backoff, and what the agent set up with it
+// (subscriptions) is restored. Too many crashes within restart_window, or
+// restart = "never", leave it failed until mux restarts.
+
+const (
+	defaultBackoff = 500 * time.Millisecond
+	maxBackoff     = 30 * time.Second
+	// healthyAfter of running resets the backoff and the crash count.
+	healthyAfter = time.Minute
+	// pingTimeout bounds the liveness check after a request timed out.
+	pingTimeout = 2 * time.Second
+)
+
+// run owns the backend's lifecycle until mux closes: start, serve, and on
+// a crash decide between restarting and giving up.
+func (mem *member) run() {
+	m := mem.m
+	backoff := m.backoffBase
+	var crashes []time.Time
+	for attempt := 0; ; attempt++ {
+		began := time.Now()
+		b, err := backends.Start(m.ctx, mem.spec, m.startOptions(mem))
+		if err == nil {
+			if !mem.serve(b, attempt > 0) {
+				return // mux is closing
+			}
+			err = b.Err()
+			if time.Since(began) >= healthyAfter {
+				backoff, crashes = m.backoffBase, nil
+			}
+		}
+		if m.ctx.Err() != nil {
+			mem.markStarted()
+			return
+		}
+		now := time.Now()
+		for len(crashes) > 0 && now.Sub(crashes[0]) > m.cfg.Mux.RestartWindow.Duration {
+			crashes = crashes[1:]
+		}
+		crashes = append(crashes, now)
+		giveUp := true
+		switch {
+		case mem.spec.Restart == RestartNever:
+			mem.setDown(stateFailed, err)
+			mem.log.Error("backend down; not restarted (restart = \"never\")", "reason", err)
+		case len(crashes) >= m.cfg.Mux.RestartMax:
+			mem.setDown(stateFailed, err)
+			mem.log.Error("backend failed: too many crashes, not restarted", "crashes", len(crashes), "within", m.cfg.Mux.RestartWindow.Duration, "reason", err)
+		default:
+			giveUp = false
+			mem.setDown(stateRestarting, err)
+			mem.log.Warn("backend down; restarting", "in", backoff, "reason", err)
+		}
+		mem.markStarted()
+		if giveUp {
+			return
+		}
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxBackoff)
+		mem.mu.Lock()
+		mem.restarts++
+		mem.mu.Unlock()
+	}
+}
+
+// serve makes b the member's backend and refreshes its catalog on demand
+// until b goes down (true) or mux closes (false). After a restart it first
+// restores the subscriptions the agent holds on it.
+func (mem *member) serve(b *backends.Backend, restarted bool) bool {
+	m := mem.m
+	mem.mu.Lock()
+	if mem.stopped {
+		mem.mu.Unlock()
+		b.Stop(m.cfg.Mux.ShutdownGrace.Duration)
+		return false
+	}
+	mem.b = b
+	mem.mu.Unlock()
+
+	// The first catalog fetch is part of starting: a first tools/list must
+	// see this backend's tools, and nobody can have listed it yet.
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Mux.StartupTimeout.Duration)
+	mem.refresh(ctx, allKinds, false)
+	if restarted {
+		mem.resubscribe(ctx, b)
+	}
+	cancel()
+	mem.setState(stateReady, nil)
+	m.cat.rebuild(m)
+	if restarted {
+		// Its part of the lists went away while it was down.
+		m.lists.mark(allKinds)
+		mem.announceRestored()
+	}
+	mem.markStarted()
+	mem.log.Info("backend ready", "pid", b.PID(), "server", serverInfo(b), "restart", restarted)
+
+	for {
+		select {
+		case <-m.ctx.Done():
+			return false
+		case <-b.Done():
+			return true
+		case <-mem.wake:
+			mem.mu.Lock()
+			k := mem.dirty
+			mem.dirty = 0
+			mem.mu.Unlock()
+			ctx, cancel := context.WithTimeout(m.ctx, m.requestTimeout(mem))
+			mem.refresh(ctx, k, true)
+			cancel()
+		}
+	}
+}
+
+// resubscribe re-sends resources/subscribe for every forwarded URI still
+// held on this backend: the new process knows nothing of them. It runs
+// before the backend is marked ready, so no new subscribe can race it.
+func (mem *member) resubscribe(ctx context.Context, b *backends.Backend) {
+	uris := mem.m.subs.ForwardedURIs(mem.spec.Name)
+	if len(uris) == 0 {
+		return
+	}
+	if !b.SupportsSubscribe() {
+		mem.log.Warn("restarted backend no longer supports subscribe; its subscriptions are kept without it", "count", len(uris))
+		return
+	}
+	n := 0
+	for _, uri := range uris {
+		if err := b.Session().Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			mem.log.Warn("re-subscribe after restart failed", "uri", uri, "err", err)
+			continue
+		}
+		n++
+	}
+	mem.log.Info("subscriptions restored after restart", "count", n)
+}
+
+// announceRestored tells every session holding a URI on this backend that
+// it was updated: its contents may have changed while the backend was down.
+func (mem *member) announceRestored() {
+	m := mem.m
+	for _, s := range m.subs.Backend(mem.spec.Name) {
+		ss := m.sessionByID(s.Session)
+		if ss == nil {
+			continue
+		}
+		p := &mcp.ResourceUpdatedNotificationParams{URI: s.URI}
+		m.out.push(func() {
+			if err := notify(m, ss, "notifications/resources/updated", p); err != nil {
+				mem.log.Debug("resources/updated not delivered", "session", s.Session, "err", err)
+			}
+		})
+	}
+}
+
+func serverInfo(b *backends.Backend) string {
+	if r := b.InitializeResult(); r != nil && r.ServerInfo != nil {
+		return r.ServerInfo.Name + " " + r.ServerInfo.Version
+	}
+	return ""
+}
+
+func (mem *member) markStarted() { mem.startedOnce.Do(func() { close(mem.started) }) }
+
+func (mem *member) setState(state string, err error) {
+	mem.mu.Lock()
+	mem.state = state
+	mem.since = time.Now()
+	if err != nil {
+		mem.lastErr = err.Error()
+	}
+	mem.mu.Unlock()
+	mem.m.builtinChanged(uriBackends)
+}
+
+// setDown records that the backend is not serving: its part of the lists
+// disappears (the agent is told), requests for it fail at once naming its
+// state, and requests in flight fail as its connection closes.
+func (mem *member) setDown(state string, err error) {
+	mem.mu.Lock()
+	wasListed := mem.state == stateReady
+	mem.state = state
+	mem.since = time.Now()
+	if err != nil && !errors.Is(err, backends.ErrStopped) {
+		mem.lastErr = err.Error()
+	}
+	mem.b = nil
+	mem.mu.Unlock()
+	if wasListed {
+		mem.m.cat.rebuild(mem.m)
+		mem.m.lists.mark(allKinds)
+	}
+	mem.m.builtinChanged(uriBackends)
+}
+
+// stop stops the backend process, if any, and keeps run from starting
+// another.
+func (mem *member) stop() {
+	mem.mu.Lock()
+	mem.stopped = true
+	b := mem.b
+	mem.mu.Unlock()
+	if b != nil {
+		b.Stop(mem.m.cfg.Mux.ShutdownGrace.Duration)
+	}
+	mem.mu.Lock()
+	mem.state = stateStopped
+	mem.b = nil
+	mem.mu.Unlock()
+}
+
+// checkAlive runs after a request to b timed out: a backend that does not
+// even answer ping is hung, and is killed so that run restarts it. One that
+// answers is just slow on that request.
+func (mem *member) checkAlive(b *backends.Backend) {
+	ctx, cancel := context.WithTimeout(mem.m.ctx, pingTimeout)
+	defer cancel()
+	if err := b.Session().Ping(ctx, nil); err != nil && mem.m.ctx.Err() == nil {
+		mem.log.Error("backend does not answer ping after a timeout: killing it to restart", "err", err)
+		b.Kill(fmt.Errorf("hung: no answer to ping within %s after a request timed out", pingTimeout))
+	}
+}
