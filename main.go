@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"github.com/charmbracelet/log"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcp-mux/mcp-mux/mux"
@@ -115,7 +114,7 @@ func serve(c *cli.Context) error {
 	defer stop()
 	m := mux.New(cfg, logger, version)
 	m.Start()
-	err = m.Serve(ctx, &mcp.StdioTransport{})
+	err = m.Serve(ctx, mux.StdioTransport(os.Stdin, os.Stdout, cfg.Mux.MaxMessageSize))
 	m.Close()
 	if err != nil && ctx.Err() == nil {
 		logger.Debug("session ended", "err", err)
