@@ -1,0 +1,154 @@
+package mux
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/yosida95/uritemplate/v3"
+)
+
+// The seeds below run with the normal tests; `go test -fuzz FuzzX ./mux`
+// explores further.
+
+func FuzzDecodeCursor(f *testing.F) {
+	for _, s := range []string{"", "x", cursor{Kind: "tools", Offset: 3}.encode(),
+		cursor{Kind: "resources", Backend: "notes", Cursor: "abc"}.encode(), "eyJrIjoidG9vbHMiLCJvIjotMX0", "%%%"} {
+		f.Add(s, "tools")
+		f.Add(s, "resources")
+	}
+	items := make([]exposed[int], 250)
+	f.Fuzz(func(t *testing.T, s, kind string) {
+		c, err := decodeCursor(s, kind)
+		if err != nil {
+			if je, ok := err.(*jsonrpc.Error); !ok || je.Code != jsonrpc.CodeInvalidParams {
+				t.Fatalf("error %v is not -32602", err)
+			}
+			return
+		}
+		if c.Kind != kind || c.Offset < 0 {
+			t.Fatalf("accepted %+v for kind %q", c, kind)
+		}
+		// Paging from any accepted cursor stays in bounds.
+		page(items, s, kind)
+	})
+}
+
+// routingMux is a mux with three backends' catalogs and no processes.
+func routingMux(t testing.TB) *Mux {
+	m := New(testConfig(fixture("a"), fixture("b"), fixture("c")), testLogger(t), "test")
+	t.Cleanup(m.Close)
+	set := func(mem *member, uris []string, tmpls ...string) {
+		mem.cat.uris = map[string]struct{}{}
+		for _, u := range uris {
+			mem.cat.uris[u] = struct{}{}
+		}
+		for _, tm := range tmpls {
+			ut, err := uritemplate.New(tm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem.cat.compiled = append(mem.cat.compiled, ut)
+		}
+	}
+	set(m.members[0], []string{"file:///a", "shared://x"}, "file:///a/{path}")
+	set(m.members[1], []string{"shared://x", "b://1"}, "b://{id}", "{+any}")
+	set(m.members[2], nil, "c://{x}/{y}{?q}")
+	m.members[2].learned["learned://z"] = struct{}{}
+	return m
+}
+
+func FuzzRouteURI(f *testing.F) {
+	for _, s := range []string{"", "file:///a", "file:///a/b/c", "shared://x", "b://1", "b://", "c://1/2?q=3",
+		"learned://z", "nothing", "{", "%zz", strings.Repeat("/", 300)} {
+		f.Add(s)
+	}
+	m := routingMux(f)
+	f.Fuzz(func(t *testing.T, uri string) {
+		mem, ok := m.owner(uri)
+		// An exactly listed URI always goes to the first backend listing it.
+		for _, cand := range m.members {
+			if cand.listsURI(uri) {
+				if !ok || mem != cand {
+					t.Fatalf("%q listed by %s routed to %v", uri, cand.spec.Name, mem)
+				}
+				return
+			}
+		}
+		again, ok2 := m.owner(uri)
+		if ok != ok2 || mem != again {
+			t.Fatalf("routing of %q is not deterministic", uri)
+		}
+	})
+}
+
+func TestRoutingOrder(t *testing.T) {
+	m := routingMux(t)
+	for uri, want := range map[string]string{
+		"shared://x":    "a", // listed by a and b: the first wins
+		"b://1":         "b", // exact beats a's template
+		"file:///a/x":   "a", // template
+		"b://77":        "b",
+		"c://1/2":       "b", // b's catch-all template comes first in config order
+		"learned://z":   "b", // templates beat learned URIs; b's {+any} matches
+		"file:///a/x/y": "b", // {path} stops at "/"; b's {+any} does not
+	} {
+		got := "<none>"
+		if mem, ok := m.owner(uri); ok {
+			got = mem.spec.Name
+		}
+		if got != want {
+			t.Errorf("%s → %s, want %s", uri, got, want)
+		}
+	}
+}
+
+func lines(b []byte) [][]byte {
+	var out [][]byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func FuzzStdinGuard(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`, "not json", `[1]`, `{"jsonrpc":"1.0","id":1}`, `{"id":{}}`, "",
+		`{"jsonrpc":"2.0","id":"a","result":{}}`, "{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n{", strings.Repeat("x", 3000),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		var replies bytes.Buffer
+		g := &guard{r: bufio.NewReaderSize(strings.NewReader(in), 16), out: &replies, max: 1024}
+		passed, err := io.ReadAll(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What reaches the SDK decodes, line by line (the SDK would end the
+		// session otherwise)...
+		for _, line := range lines(passed) {
+			if _, err := jsonrpc.DecodeMessage(line); err != nil {
+				t.Fatalf("undecodable line passed: %q: %v", line, err)
+			}
+		}
+		// ...and every reply is a JSON-RPC error response (id null when the
+		// request's id could not be read, as JSON-RPC says).
+		for _, line := range lines(replies.Bytes()) {
+			var r struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   *jsonrpc.Error  `json:"error"`
+			}
+			if err := json.Unmarshal(line, &r); err != nil || r.JSONRPC != "2.0" || r.ID == nil || r.Error == nil || r.Error.Code == 0 {
+				t.Fatalf("bad reply %q", line)
+			}
+		}
+	})
+}
