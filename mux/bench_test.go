@@ -1,0 +1,78 @@
+package mux
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+)
+
+// The cost of the mux is measured against a direct connection to the same
+// fixture backend, in the same run: compare the two ns/op (benchstat, or
+// the ratio printed by BenchmarkToolCall).
+
+func directSession(b *testing.B) *mcp.ClientSession {
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
+		&mcp.CommandTransport{Command: exec.Command(fixtureBin, "-name", "notes")}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func BenchmarkToolCall(b *testing.B) {
+	args := map[string]any{"hello": "world"}
+	run := func(b *testing.B, cs *mcp.ClientSession, name string) time.Duration {
+		ctx := context.Background()
+		cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args}) // warm up
+		b.ResetTimer()
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start) / time.Duration(b.N)
+	}
+	var direct, muxed time.Duration
+	b.Run("direct", func(b *testing.B) { direct = run(b, directSession(b), "echo") })
+	b.Run("mux", func(b *testing.B) {
+		m := startMux(b, fixture("notes"))
+		muxed = run(b, connect(b, m, nil), "notes__echo")
+	})
+	if direct > 0 {
+		b.Logf("tools/call through the mux: %.2f× a direct connection (%v vs %v per call)", float64(muxed)/float64(direct), muxed, direct)
+	}
+}
+
+// BenchmarkConcurrentStart: ten backends that each take 200 ms to start,
+// from mux start to a complete first tools/list.
+func BenchmarkConcurrentStart(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		var specs []backends.Spec
+		for j := range 10 {
+			specs = append(specs, fixture(fmt.Sprintf("slow%d", j), "-start-delay", "200ms"))
+		}
+		m := New(testConfig(specs...), testLogger(b), "bench")
+		m.Start()
+		st, ct := mcp.NewInMemoryTransports()
+		m.Connect(context.Background(), st)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := cs.ListTools(context.Background(), nil); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cs.Close()
+		m.Close()
+		b.StartTimer()
+	}
+}
