@@ -10,7 +10,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"text/tabwriter"
 
 	"github.com/charmbracelet/log"
 	"github.com/urfave/cli/v2"
@@ -159,7 +161,7 @@ func check(c *cli.Context) error {
 	if c.Bool("json") {
 		writeJSON(report)
 	} else {
-		report.WriteText(os.Stdout)
+		writeReport(os.Stdout, report)
 	}
 	if !report.OK {
 		return cli.Exit("", 1)
@@ -171,4 +173,49 @@ func writeJSON(v any) {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
+}
+
+// writeReport prints a check --connect report as a table per backend, then the collisions.
+func writeReport(w io.Writer, r *mux.Report) {
+	fmt.Fprintf(w, "config: %s\n\n", r.Config)
+	for _, b := range r.Backends {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "backend %s\n", b.Name)
+		fmt.Fprintf(tw, "  state\t%s\n", b.State)
+		if b.LastError != "" {
+			fmt.Fprintf(tw, "  error\t%s\n", b.LastError)
+		}
+		if b.Ready() {
+			fmt.Fprintf(tw, "  protocol\t%s\n", b.ProtocolVersion)
+			fmt.Fprintf(tw, "  server\t%s\n", b.Server)
+			fmt.Fprintf(tw, "  subscribe\t%s\n", yesNo(b.Subscribe))
+			fmt.Fprintf(tw, "  listChanged\t%s\n", strings.Join(append([]string{}, b.ListChanged...), ", "))
+			fmt.Fprintf(tw, "  resources\t%d\n", b.Resources)
+			fmt.Fprintf(tw, "  templates\t%d\n", b.Templates)
+			fmt.Fprintf(tw, "  tools\t%d\n", b.Tools)
+			fmt.Fprintf(tw, "  prompts\t%d\n", b.Prompts)
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+	if len(r.Collisions) == 0 {
+		fmt.Fprintln(w, "collisions: none")
+	} else {
+		fmt.Fprintf(w, "collisions: %d (the first backend in config order wins)\n", len(r.Collisions))
+		for _, c := range r.Collisions {
+			fmt.Fprintf(w, "  %s %q: %s wins over %s\n", c.Kind, c.Name, c.Winner, c.Loser)
+		}
+	}
+	if r.OK {
+		fmt.Fprintln(w, "\nOK: every backend started")
+	} else {
+		fmt.Fprintln(w, "\nFAIL: some backends did not start")
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -49,6 +49,9 @@ type BackendStatus struct {
 	Prompts         int       `json:"prompts"`
 }
 
+// Ready reports whether the backend is serving.
+func (s BackendStatus) Ready() bool { return s.State == stateReady }
+
 func (mem *member) status() BackendStatus {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()

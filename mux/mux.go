@@ -150,12 +150,10 @@ func (m *Mux) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession,
 		return nil, err
 	}
 	m.sessionID(ss)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.goOwned(func() {
 		ss.Wait()
 		m.sessionEnded(ss)
-	}()
+	})
 	return ss, nil
 }
 
@@ -258,6 +256,21 @@ func (m *Mux) Close() {
 	}
 	wg.Wait()
 	m.wg.Wait()
+}
+
+// goOwned runs f in a goroutine that Close waits for; after Close it does
+// not run f at all.
+func (m *Mux) goOwned(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
 }
 
 // waitStarted waits until every backend's first start attempt has finished

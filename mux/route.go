@@ -238,7 +238,7 @@ func (d *deadline) extend() {
 // the backend is checked for life: a hung one is restarted.
 func (m *Mux) backendError(ctx context.Context, mem *member, b *backends.Backend, err error) error {
 	if context.Cause(ctx) == errTimedOut {
-		go mem.checkAlive(b)
+		m.goOwned(func() { mem.checkAlive(b) })
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q timed out after %s", mem.spec.Name, m.requestTimeout(mem))}
 	}
 	return toAgentError(mem, err)
