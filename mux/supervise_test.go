@@ -206,3 +206,12 @@ func TestProgressExtendsDeadlineUpToMaxRequestTime(t *testing.T) {
 		t.Errorf("error = %q", je.Message)
 	}
 }
+
+func TestLargeMessageWithinLimitPassesThrough(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	cs := connect(t, m, nil)
+	const size = 4 << 20
+	if got := callText(t, cs, "notes__big", map[string]any{"bytes": size}); len(got) != size {
+		t.Errorf("got %d bytes, want %d", len(got), size)
+	}
+}
