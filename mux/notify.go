@@ -130,13 +130,21 @@ func (mem *member) awaitProgress(token any, ss *mcp.ServerSession, d *deadline) 
 	mem.progress[key] = progressWaiter{ss, d}
 	mem.mu.Unlock()
 	return func() {
-		mem.mu.Lock()
-		if mem.progress[key].ss == ss {
-			delete(mem.progress, key)
-		}
-		mem.mu.Unlock()
+		// The go-sdk hands a backend's response to the caller at once but
+		// queues its notifications, so progress sent just before the
+		// response may be handled just after it: keep routing it briefly.
+		time.AfterFunc(progressGrace, func() {
+			mem.mu.Lock()
+			if mem.progress[key].ss == ss {
+				delete(mem.progress, key)
+			}
+			mem.mu.Unlock()
+		})
 	}
 }
+
+// progressGrace is how long a finished call's progress token still routes.
+const progressGrace = 500 * time.Millisecond
 
 func (mem *member) forwardProgress(p *mcp.ProgressNotificationParams) {
 	key := fmt.Sprintf("%T:%v", p.ProgressToken, p.ProgressToken)
