@@ -11,11 +11,9 @@ import (
 // backend, rebuilt whenever one backend's part changes. Resources are not in
 // it: they can be huge, so lists page through the backends live.
 type catalog struct {
-	tools      []exposed[mcp.Tool]
-	prompts    []exposed[mcp.Prompt]
+	tools      named[mcp.Tool]
+	prompts    named[mcp.Prompt]
 	templates  []exposed[mcp.ResourceTemplate]
-	toolIdx    map[string]int // exposed name → index in tools
-	promptIdx  map[string]int
 	collisions []Collision
 }
 
@@ -25,6 +23,34 @@ type exposed[T any] struct {
 	item     *T // a copy, with the exposed name
 	original string
 	mem      *member
+}
+
+// named is a list of tools or prompts indexed by exposed name.
+type named[T any] struct {
+	items []exposed[T]
+	idx   map[string]int
+}
+
+// add appends item as name unless the name is taken; then it returns the
+// backend that has it (the first in config order wins).
+func (l *named[T]) add(name string, e exposed[T]) (taken *member) {
+	if i, dup := l.idx[name]; dup {
+		return l.items[i].mem
+	}
+	if l.idx == nil {
+		l.idx = map[string]int{}
+	}
+	l.idx[name] = len(l.items)
+	l.items = append(l.items, e)
+	return nil
+}
+
+func (l *named[T]) lookup(name string) (exposed[T], bool) {
+	i, ok := l.idx[name]
+	if !ok {
+		return exposed[T]{}, false
+	}
+	return l.items[i], true
 }
 
 // Collision is a name (or resource URI) that two backends both offer: the
@@ -55,33 +81,28 @@ func (h *catalogHolder) rebuild(m *Mux) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.cur.Load()
-	c := &catalog{toolIdx: map[string]int{}, promptIdx: map[string]int{}}
+	c := &catalog{}
+	collide := func(kind, name string, winner, loser *member) {
+		c.collisions = append(c.collisions, Collision{kind, name, winner.spec.Name, loser.spec.Name})
+	}
 	for _, mem := range m.members {
 		if !mem.serving() {
 			continue
 		}
 		part := mem.snapshot()
 		for _, t := range part.tools {
-			name := m.exposedName(mem, t.Name)
-			if i, dup := c.toolIdx[name]; dup {
-				c.collisions = append(c.collisions, Collision{"tool", name, c.tools[i].mem.spec.Name, mem.spec.Name})
-				continue
-			}
 			cp := *t
-			cp.Name = name
-			c.toolIdx[name] = len(c.tools)
-			c.tools = append(c.tools, exposed[mcp.Tool]{&cp, t.Name, mem})
+			cp.Name = m.exposedName(mem, t.Name)
+			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem}); w != nil {
+				collide("tool", cp.Name, w, mem)
+			}
 		}
 		for _, p := range part.prompts {
-			name := m.exposedName(mem, p.Name)
-			if i, dup := c.promptIdx[name]; dup {
-				c.collisions = append(c.collisions, Collision{"prompt", name, c.prompts[i].mem.spec.Name, mem.spec.Name})
-				continue
-			}
 			cp := *p
-			cp.Name = name
-			c.promptIdx[name] = len(c.prompts)
-			c.prompts = append(c.prompts, exposed[mcp.Prompt]{&cp, p.Name, mem})
+			cp.Name = m.exposedName(mem, p.Name)
+			if w := c.prompts.add(cp.Name, exposed[mcp.Prompt]{&cp, p.Name, mem}); w != nil {
+				collide("prompt", cp.Name, w, mem)
+			}
 		}
 		for _, t := range part.templates {
 			c.templates = append(c.templates, exposed[mcp.ResourceTemplate]{t, t.URITemplate, mem})

@@ -70,7 +70,7 @@ func page[T any](items []exposed[T], s, kind string) ([]*T, string, error) {
 
 func (m *Mux) listTools(ctx context.Context, p *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
 	m.waitStarted(ctx)
-	items, next, err := page(m.cat.get().tools, paramsCursor(p), "tools")
+	items, next, err := page(m.cat.get().tools.items, paramsCursor(p), "tools")
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (m *Mux) listTools(ctx context.Context, p *mcp.ListToolsParams) (*mcp.ListT
 
 func (m *Mux) listPrompts(ctx context.Context, p *mcp.ListPromptsParams) (*mcp.ListPromptsResult, error) {
 	m.waitStarted(ctx)
-	items, next, err := page(m.cat.get().prompts, paramsCursor(p), "prompts")
+	items, next, err := page(m.cat.get().prompts.items, paramsCursor(p), "prompts")
 	if err != nil {
 		return nil, err
 	}

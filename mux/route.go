@@ -29,7 +29,7 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallTo
 	if a := bytes.TrimSpace(p.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: arguments must be an object"}
 	}
-	e, ok := lookup(m.cat.get().tools, m.cat.get().toolIdx, p.Name)
+	e, ok := m.cat.get().tools.lookup(p.Name)
 	if !ok {
 		return nil, m.unknownName("tool", p.Name)
 	}
@@ -53,7 +53,7 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallTo
 
 func (m *Mux) getPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
 	m.waitStarted(ctx)
-	e, ok := lookup(m.cat.get().prompts, m.cat.get().promptIdx, p.Name)
+	e, ok := m.cat.get().prompts.lookup(p.Name)
 	if !ok {
 		return nil, m.unknownName("prompt", p.Name)
 	}
@@ -85,14 +85,6 @@ func (m *Mux) unknownName(kind, name string) error {
 		}
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown %s %q", kind, name)}
-}
-
-func lookup[T any](items []exposed[T], idx map[string]int, name string) (exposed[T], bool) {
-	i, ok := idx[name]
-	if !ok {
-		return exposed[T]{}, false
-	}
-	return items[i], true
 }
 
 // owner finds the backend that serves uri: the first in config order that
@@ -163,7 +155,7 @@ func (m *Mux) complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.Complet
 	var mem *member
 	switch ref.Type {
 	case "ref/prompt":
-		e, ok := lookup(m.cat.get().prompts, m.cat.get().promptIdx, ref.Name)
+		e, ok := m.cat.get().prompts.lookup(ref.Name)
 		if !ok {
 			return nil, m.unknownName("prompt", ref.Name)
 		}
