@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -184,7 +183,7 @@ func (b *Backend) startProcess() error {
 	}
 	closeAll(inR, outW, errW) // the child has its copies
 	b.cmd, b.stdin, b.stdout = cmd, inW, outR
-	b.log.Info("started", "pid", cmd.Process.Pid, "command", b.Spec.Command)
+	b.log.Info("started", "pid", cmd.Process.Pid, "command", b.Spec.Command, "env", b.Spec.EnvKeys())
 
 	go b.captureStderr(errR)
 	go func() {
@@ -466,15 +465,4 @@ func (b *Backend) Capabilities() *mcp.ServerCapabilities {
 func (b *Backend) SupportsSubscribe() bool {
 	c := b.Capabilities()
 	return c.Resources != nil && c.Resources.Subscribe
-}
-
-// EnvKeys lists the names (never the values) of the configured env entries,
-// for logs.
-func (s *Spec) EnvKeys() []string {
-	keys := make([]string, 0, len(s.Env))
-	for k := range s.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -254,3 +254,26 @@ func TestKilledBackendReportsSignal(t *testing.T) {
 		t.Errorf("Err() = %v", err)
 	}
 }
+
+func TestEnvReachesBackendButValuesAreNeverLogged(t *testing.T) {
+	logs := &syncBuffer{}
+	spec := Spec{Name: "fx", Command: fixtureBin, Args: []string{"-name", "fx"}, Env: map[string]string{"FIXTURE_SECRET": "hunter2-value"}}
+	b, err := Start(context.Background(), spec, Options{Logger: log.New(logs), StartupTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop(time.Second)
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.PID()))
+	if err != nil {
+		t.Skip("no /proc environ:", err)
+	}
+	if !strings.Contains(string(env), "FIXTURE_SECRET=hunter2-value") {
+		t.Error("configured env did not reach the backend")
+	}
+	if !strings.Contains(string(env), "PATH=") {
+		t.Error("mux's own environment was not inherited")
+	}
+	if !strings.Contains(logs.String(), "FIXTURE_SECRET") || strings.Contains(logs.String(), "hunter2-value") {
+		t.Errorf("the log must name env keys, never values:\n%s", logs)
+	}
+}

@@ -2,6 +2,7 @@ package backends
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -57,3 +58,14 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 // MarshalText implements encoding.TextMarshaler.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// EnvKeys lists the names (never the values) of the configured env entries,
+// for logs.
+func (s *Spec) EnvKeys() []string {
+	keys := make([]string, 0, len(s.Env))
+	for k := range s.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
