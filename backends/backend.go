@@ -205,6 +205,11 @@ func (b *Backend) clientOptions(h Hooks) *mcp.ClientOptions {
 			f()
 		}
 	}
+	// A notification whose params are null or absent decodes to nil params:
+	// one such line from a backend must cost nothing but a log line.
+	dropped := func(method string) {
+		b.log.Warn("notification without params, dropped", "method", method)
+	}
 	return &mcp.ClientOptions{
 		// Advertise nothing (not even the default roots): mcp-mux has no
 		// roots, sampling or elicitation of its own to offer a backend.
@@ -213,16 +218,28 @@ func (b *Backend) clientOptions(h Hooks) *mcp.ClientOptions {
 		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { call(h.PromptsChanged) },
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { call(h.ResourcesChanged) },
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			if r.Params == nil {
+				dropped("notifications/resources/updated")
+				return
+			}
 			if h.ResourceUpdated != nil {
 				h.ResourceUpdated(r.Params)
 			}
 		},
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			if r.Params == nil {
+				dropped("notifications/progress")
+				return
+			}
 			if h.Progress != nil {
 				h.Progress(r.Params)
 			}
 		},
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			if r.Params == nil {
+				dropped("notifications/message")
+				return
+			}
 			b.log.Debug("log message", "level", r.Params.Level, "logger", r.Params.Logger, "data", r.Params.Data)
 		},
 	}

@@ -22,6 +22,13 @@ const (
 
 func isBuiltin(uri string) bool { return uri == uriSubscriptions || uri == uriBackends }
 
+// hasBuiltinScheme reports whether uri is in mux's own scheme (schemes are
+// case-insensitive): no backend may list, template or serve such a URI.
+func hasBuiltinScheme(uri string) bool {
+	const scheme = "mcp-mux:"
+	return len(uri) >= len(scheme) && strings.EqualFold(uri[:len(scheme)], scheme)
+}
+
 func (m *Mux) builtinResources() []*mcp.Resource {
 	return []*mcp.Resource{
 		{URI: uriSubscriptions, Name: "subscriptions", Title: "mcp-mux subscriptions", MIMEType: "application/json",

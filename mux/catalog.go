@@ -1,10 +1,12 @@
 package mux
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
 )
 
 // catalog is the merged view of tools, prompts and templates of every ready
@@ -125,19 +127,59 @@ func hasCollision(list []Collision, c Collision) bool {
 	return false
 }
 
-// resourceCollisions lists URIs that more than one backend lists.
+// resourceCollisions lists what two backends could both serve, with the
+// owner (the first in config order): a URI both list, a URI one lists that
+// the other's template matches, and templates that overlap.
 func (m *Mux) resourceCollisions() []Collision {
 	var out []Collision
-	owner := map[string]string{}
-	for _, mem := range m.members {
-		part := mem.snapshot()
-		for u := range part.uris {
-			if w, ok := owner[u]; ok {
-				out = append(out, Collision{"resource", u, w, mem.spec.Name})
-				continue
+	parts := make([]memberCatalog, len(m.members))
+	for i, mem := range m.members {
+		parts[i] = mem.snapshot()
+	}
+	for i, a := range m.members {
+		for j := i + 1; j < len(m.members); j++ {
+			b := m.members[j]
+			for u := range parts[j].uris {
+				if _, ok := parts[i].uris[u]; ok || matchesAny(parts[i].compiled, u) {
+					out = append(out, Collision{"resource", u, a.spec.Name, b.spec.Name})
+				}
 			}
-			owner[u] = mem.spec.Name
+			for u := range parts[i].uris {
+				if _, ok := parts[j].uris[u]; !ok && matchesAny(parts[j].compiled, u) {
+					out = append(out, Collision{"resource", u, a.spec.Name, b.spec.Name})
+				}
+			}
+			for _, ta := range parts[i].templates {
+				for _, tb := range parts[j].templates {
+					if templatesOverlap(ta.URITemplate, tb.URITemplate) {
+						name := ta.URITemplate
+						if tb.URITemplate != name {
+							name += " / " + tb.URITemplate
+						}
+						out = append(out, Collision{"template", name, a.spec.Name, b.spec.Name})
+					}
+				}
+			}
 		}
 	}
 	return out
+}
+
+func matchesAny(ts []*uritemplate.Template, uri string) bool {
+	for _, t := range ts {
+		if t != nil && t.Match(uri) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// templatesOverlap reports whether two URI templates may match a common URI,
+// judged by their literal parts before the first expression: when one is a
+// prefix of the other, some URI may match both (a heuristic: deciding it
+// exactly for RFC 6570 templates is not worth its cost in a config check).
+func templatesOverlap(a, b string) bool {
+	pa, _, _ := strings.Cut(a, "{")
+	pb, _, _ := strings.Cut(b, "{")
+	return strings.HasPrefix(pa, pb) || strings.HasPrefix(pb, pa)
 }

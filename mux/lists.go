@@ -139,6 +139,9 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 			continue
 		}
 		for _, r := range r.Resources {
+			if r == nil || hasBuiltinScheme(r.URI) {
+				continue // logged when the catalog was fetched
+			}
 			if !m.shadowed(mem, r.URI) {
 				res.Resources = append(res.Resources, r)
 			}
@@ -170,10 +173,10 @@ func (m *Mux) nextWithResources(i int) *member {
 	return nil
 }
 
-// shadowed reports whether an earlier backend lists uri too (and owns it).
+// shadowed reports whether an earlier backend claims uri (and owns it).
 func (m *Mux) shadowed(mem *member, uri string) bool {
 	for _, other := range m.members[:mem.index] {
-		if other.serving() && other.listsURI(uri) {
+		if other.serving() && other.claims(uri) {
 			return true
 		}
 	}

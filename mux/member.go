@@ -159,21 +159,21 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 	cs := b.Session()
 	next := mem.snapshot()
 	if k&kindTools != 0 && caps.Tools != nil {
-		if tools, err := collect(cs.Tools(ctx, nil)); err != nil {
+		if tools, err := collect(mem, cs.Tools(ctx, nil), func(t *mcp.Tool) bool { return mem.named("tool", t.Name) }); err != nil {
 			mem.log.Warn("listing tools failed", "err", err)
 		} else {
 			next.tools = tools
 		}
 	}
 	if k&kindPrompts != 0 && caps.Prompts != nil {
-		if prompts, err := collect(cs.Prompts(ctx, nil)); err != nil {
+		if prompts, err := collect(mem, cs.Prompts(ctx, nil), func(p *mcp.Prompt) bool { return mem.named("prompt", p.Name) }); err != nil {
 			mem.log.Warn("listing prompts failed", "err", err)
 		} else {
 			next.prompts = prompts
 		}
 	}
 	if k&kindResources != 0 && caps.Resources != nil {
-		if tmpls, err := collect(cs.ResourceTemplates(ctx, nil)); err != nil {
+		if tmpls, err := collect(mem, cs.ResourceTemplates(ctx, nil), mem.acceptTemplate); err != nil {
 			mem.log.Warn("listing resource templates failed", "err", err)
 		} else {
 			next.templates = tmpls
@@ -195,7 +195,9 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 				err = e
 				break
 			}
-			uris[r.URI] = struct{}{}
+			if mem.acceptResource(r) {
+				uris[r.URI] = struct{}{}
+			}
 		}
 		if err != nil {
 			mem.log.Warn("listing resources failed", "err", err)
@@ -228,15 +230,59 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 	}
 }
 
-func collect[T any](seq func(func(*T, error) bool)) ([]*T, error) {
+// collect gathers a list the backend pages through, leaving out entries
+// that are null or that ok refuses (it logs why): one bad entry must not
+// cost the rest of the list, nor crash mux.
+func collect[T any](mem *member, seq func(func(*T, error) bool), ok func(*T) bool) ([]*T, error) {
 	out := []*T{}
 	for v, err := range seq {
 		if err != nil {
 			return out, err
 		}
-		out = append(out, v)
+		if v == nil {
+			mem.log.Warn("null entry in the backend's list, skipped")
+			continue
+		}
+		if ok(v) {
+			out = append(out, v)
+		}
 	}
 	return out, nil
+}
+
+func (mem *member) named(kind, name string) bool {
+	if name == "" {
+		mem.log.Warn("the backend lists a " + kind + " without a name, skipped")
+		return false
+	}
+	return true
+}
+
+// acceptResource reports whether a listed resource can be served through
+// mux: not null, with a URI, and not in mux's own scheme (which would let a
+// backend shadow or impersonate mcp-mux://backends).
+func (mem *member) acceptResource(r *mcp.Resource) bool {
+	if r == nil || r.URI == "" {
+		mem.log.Warn("null entry or resource without a URI in the backend's list, skipped")
+		return false
+	}
+	if hasBuiltinScheme(r.URI) {
+		mem.log.Warn("the backend lists a URI in mcp-mux's own scheme: refused", "uri", r.URI)
+		return false
+	}
+	return true
+}
+
+func (mem *member) acceptTemplate(t *mcp.ResourceTemplate) bool {
+	if t.URITemplate == "" {
+		mem.log.Warn("the backend lists a resource template without a uriTemplate, skipped")
+		return false
+	}
+	if hasBuiltinScheme(t.URITemplate) {
+		mem.log.Warn("the backend has a template in mcp-mux's own scheme: refused", "template", t.URITemplate)
+		return false
+	}
+	return true
 }
 
 func fingerprint(v any) uint64 {
@@ -286,29 +332,17 @@ func (mem *member) learn(res *mcp.CallToolResult) {
 	}
 }
 
-// ownsURI reports how this backend can serve uri: exactly listed, through a
-// template, or learned from a tool result.
-func (mem *member) listsURI(uri string) bool {
+// claims reports whether the backend can serve uri: it lists it exactly,
+// one of its templates matches it, or a tool result of it pointed at it.
+func (mem *member) claims(uri string) bool {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
-	_, ok := mem.cat.uris[uri]
-	return ok
-}
-
-func (mem *member) matchesTemplate(uri string) bool {
-	mem.mu.Lock()
-	defer mem.mu.Unlock()
-	for _, t := range mem.cat.compiled {
-		if t != nil && t.Match(uri) != nil {
-			return true
-		}
+	if _, ok := mem.cat.uris[uri]; ok {
+		return true
 	}
-	return false
-}
-
-func (mem *member) learnedURI(uri string) bool {
-	mem.mu.Lock()
-	defer mem.mu.Unlock()
+	if matchesAny(mem.cat.compiled, uri) {
+		return true
+	}
 	_, ok := mem.learned[uri]
 	return ok
 }

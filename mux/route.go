@@ -88,21 +88,16 @@ func (m *Mux) unknownName(kind, name string) error {
 }
 
 // owner finds the backend that serves uri: the first in config order that
-// lists it exactly, else the first whose template matches it, else the first
-// that returned it in a tool result. URIs are never rewritten.
+// lists it exactly, matches it with a template, or returned it in a tool
+// result. Config order decides between every kind of match, so a later
+// backend cannot take an earlier one's URI by listing it. URIs are never
+// rewritten; mux's own scheme is never routed to a backend.
 func (m *Mux) owner(uri string) (*member, bool) {
-	for _, mem := range m.members {
-		if mem.listsURI(uri) {
-			return mem, true
-		}
+	if hasBuiltinScheme(uri) {
+		return nil, false
 	}
 	for _, mem := range m.members {
-		if mem.matchesTemplate(uri) {
-			return mem, true
-		}
-	}
-	for _, mem := range m.members {
-		if mem.learnedURI(uri) {
+		if mem.claims(uri) {
 			return mem, true
 		}
 	}
