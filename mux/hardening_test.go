@@ -215,3 +215,25 @@ func countOf(list []string, s string) int {
 	}
 	return n
 }
+
+func TestOverlongUpdatedURIIsDroppedAndSubscribeStaysFast(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	u := newUpdates()
+	cs := connect(t, m, u.opts())
+	subscribe(t, cs, res1)
+	long := res1 + "/" + strings.Repeat("/", 200_000)
+	callText(t, cs, "notes__update", map[string]any{"uri": long, "count": 3})
+	subscribe(t, cs, "fixture://notes/res/2") // answered while the flood is handled
+	callText(t, cs, "notes__update", map[string]any{"uri": res1})
+	u.waitFor(t, res1, 1)
+	u.quiet(t, 100*time.Millisecond)
+	for _, got := range u.uris() {
+		if got != res1 {
+			t.Errorf("the agent got an update for a %d-byte URI", len(got))
+		}
+	}
+	err := cs.Subscribe(ctxT(t), &mcp.SubscribeParams{URI: long})
+	if je := rpcCode(t, err); je.Code != -32602 {
+		t.Errorf("subscribe to an overlong URI: code %d, want -32602", je.Code)
+	}
+}

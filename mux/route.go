@@ -104,6 +104,10 @@ func (m *Mux) owner(uri string) (*member, bool) {
 	return nil, false
 }
 
+// maxURILength bounds the URIs mux matches against subscriptions and
+// routes: far above any real URI, far below what could cost time.
+const maxURILength = 64 << 10
+
 var errMissingURI = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing uri"}
 
 func resourceNotFound(uri string) error {

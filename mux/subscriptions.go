@@ -24,6 +24,9 @@ func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	if uri == "" {
 		return errMissingURI
 	}
+	if len(uri) > maxURILength {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("uri of %d bytes is longer than mcp-mux accepts (%d)", len(uri), maxURILength)}
+	}
 	sid := m.sessionID(req.Session)
 	if isBuiltin(uri) {
 		_, err := m.subs.Subscribe(sid, builtinBackend, uri, subs.LocalOnly, nil)
@@ -135,6 +138,12 @@ func (m *Mux) resourceUpdated(mem *member, p *mcp.ResourceUpdatedNotificationPar
 }
 
 func (m *Mux) deliverUpdated(backend string, p *mcp.ResourceUpdatedNotificationParams) {
+	if len(p.URI) > maxURILength {
+		// No subscription can be for it, and matching it against
+		// subscribed parents would cost time in proportion to its length.
+		m.log.Warn("resources/updated with an overlong uri, dropped", "backend", backend, "bytes", len(p.URI), "limit", maxURILength)
+		return
+	}
 	sids := m.subs.Subscribers(backend, p.URI)
 	if len(sids) == 0 {
 		m.log.Debug("resources/updated with no subscriber, dropped", "backend", backend, "uri", p.URI)

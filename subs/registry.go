@@ -139,6 +139,11 @@ type Registry struct {
 	// struct key) make Backend and ForwardedURIs proportional to one
 	// backend's keys instead of all keys.
 	backends map[string]map[string]*entry
+	// lens counts one backend's keys by URI length. Subscribers looks up a
+	// prefix only where a key of that length exists, which keeps its cost
+	// linear in the URI's length however many '/' it holds (hashing every
+	// prefix of a URI of n slashes is quadratic).
+	lens     map[string]map[int]int
 	sessions map[string]*sessionState
 	n        int // number of recorded subscriptions
 }
@@ -152,6 +157,7 @@ func New(maxPerSession int) *Registry {
 	return &Registry{
 		limit:    maxPerSession,
 		backends: make(map[string]map[string]*entry),
+		lens:     make(map[string]map[int]int),
 		sessions: make(map[string]*sessionState),
 	}
 }
@@ -421,9 +427,10 @@ func (r *Registry) EndSession(session string, unforward func(backend, uri string
 // a proper prefix of uri ending at a '/' boundary: uri == parent+"/"+rest or,
 // when parent ends with '/', uri == parent+rest, rest non-empty.
 //
-// This runs for every notification, so it does one map lookup per '/' in uri
-// instead of scanning subscriptions. The result is sorted and deduplicated
-// so the fan-out order is deterministic.
+// This runs for every notification, so it looks up only the prefixes that
+// end at a '/' and have the length of some held key: its cost is linear in
+// len(uri), whatever the URI holds. The result is sorted and deduplicated so
+// the fan-out order is deterministic.
 func (r *Registry) Subscribers(backend, uri string) []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -431,6 +438,7 @@ func (r *Registry) Subscribers(backend, uri string) []string {
 	if len(uris) == 0 {
 		return nil
 	}
+	lens := r.lens[backend]
 	var out []string
 	collect := func(e *entry) {
 		for s := range e.holders.all() {
@@ -446,11 +454,15 @@ func (r *Registry) Subscribers(backend, uri string) []string {
 		if uri[i] != '/' {
 			continue
 		}
-		if e := uris[uri[:i]]; e != nil { // parent + "/" + rest
-			collect(e)
+		if lens[i] > 0 {
+			if e := uris[uri[:i]]; e != nil { // parent + "/" + rest
+				collect(e)
+			}
 		}
-		if e := uris[uri[:i+1]]; e != nil { // parent ending in "/" + rest
-			collect(e)
+		if lens[i+1] > 0 {
+			if e := uris[uri[:i+1]]; e != nil { // parent ending in "/" + rest
+				collect(e)
+			}
 		}
 	}
 	slices.Sort(out)
@@ -570,6 +582,12 @@ func (r *Registry) entryLocked(backend, uri string) *entry {
 	if e == nil {
 		e = &entry{}
 		uris[uri] = e
+		lens := r.lens[backend]
+		if lens == nil {
+			lens = make(map[int]int)
+			r.lens[backend] = lens
+		}
+		lens[len(uri)]++
 	}
 	return e
 }
@@ -632,6 +650,13 @@ func (r *Registry) dropEntryIfUnused(backend, uri string, e *entry) {
 	delete(uris, uri)
 	if len(uris) == 0 {
 		delete(r.backends, backend)
+	}
+	lens := r.lens[backend]
+	if lens[len(uri)]--; lens[len(uri)] == 0 {
+		delete(lens, len(uri))
+	}
+	if len(lens) == 0 {
+		delete(r.lens, backend)
 	}
 }
 

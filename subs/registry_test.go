@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +18,7 @@ import (
 func internalSizes(r *Registry) (backends, sessions, n int) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return len(r.backends), len(r.sessions), r.n
+	return len(r.backends) + len(r.lens), len(r.sessions), r.n
 }
 
 func assertEmpty(t *testing.T, r *Registry) {
@@ -777,4 +778,33 @@ func TestPendingSubscribesCountAgainstLimit(t *testing.T) {
 	if r.Len() != 1 {
 		t.Fatalf("Len = %d", r.Len())
 	}
+}
+
+// A URI of a subscribed prefix followed by a million '/' cost 58 s under the
+// registry lock when every prefix was hashed (quadratic); only the prefixes
+// with a held key's length are looked up now. The bound is a hang guard, not
+// a speed target: linear matching takes milliseconds.
+func TestSubscribersIsLinearInURILength(t *testing.T) {
+	r := New(0)
+	held := []string{"file:///dir", "file:///dir/"}
+	for i := range 20 { // more than a small map scans without hashing
+		held = append(held, fmt.Sprintf("x://other/%d", i))
+	}
+	for _, u := range held {
+		if _, err := r.Subscribe("s1", "b", u, LocalOnly, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uri := "file:///dir/" + strings.Repeat("/", 1<<20)
+	start := time.Now()
+	got := r.Subscribers("b", uri)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Subscribers took %v for a %d-byte URI", d, len(uri))
+	}
+	if !slices.Equal(got, []string{"s1"}) {
+		t.Errorf("Subscribers = %v, want [s1]", got)
+	}
+	// The length index shrinks back with the keys.
+	r.EndSession("s1", nil)
+	assertEmpty(t, r)
 }
