@@ -116,7 +116,11 @@ func serve(c *cli.Context) error {
 	defer stop()
 	m := mux.New(cfg, logger, version)
 	m.Start()
-	err = m.Serve(ctx, mux.StdioTransport(os.Stdin, os.Stdout, cfg.Mux.MaxMessageSize))
+	err = m.Serve(ctx, mux.StdioTransport(os.Stdin, os.Stdout, mux.StdioOptions{
+		MaxLine: cfg.Mux.MaxMessageSize,
+		Drain:   cfg.Mux.RequestTimeout.Duration,
+		Logger:  logger,
+	}))
 	m.Close()
 	if err != nil && ctx.Err() == nil {
 		logger.Debug("session ended", "err", err)

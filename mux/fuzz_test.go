@@ -1,11 +1,11 @@
 package mux
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
-	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -121,34 +121,59 @@ func FuzzStdinGuard(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"ping"}`, "not json", `[1]`, `{"jsonrpc":"1.0","id":1}`, `{"id":{}}`, "",
 		`{"jsonrpc":"2.0","id":"a","result":{}}`, "{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n{", strings.Repeat("x", 3000),
+		`{"JSONRPC":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","id":true,"method":"ping"}`,
+		`{"jsonrpc":"2.0","method":5}`, strings.Repeat("[", 2000) + strings.Repeat("]", 2000),
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		var replies bytes.Buffer
-		g := &guard{r: bufio.NewReaderSize(strings.NewReader(in), 16), out: &replies, max: 1024}
-		passed, err := io.ReadAll(g)
+		ctx := context.Background()
+		var out lockedBuffer
+		conn, err := StdioTransport(strings.NewReader(in), &out, StdioOptions{MaxLine: 1024}).Connect(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// What reaches the SDK decodes, line by line (the SDK would end the
-		// session otherwise)...
-		for _, line := range lines(passed) {
-			if _, err := jsonrpc.DecodeMessage(line); err != nil {
-				t.Fatalf("undecodable line passed: %q: %v", line, err)
+		// What reaches the SDK is decoded messages; calls get an answer.
+		for {
+			msg, err := conn.Read(ctx)
+			if err != nil {
+				break
+			}
+			if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+				conn.Write(ctx, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(`{}`)})
 			}
 		}
-		// ...and every reply is a JSON-RPC error response (id null when the
-		// request's id could not be read, as JSON-RPC says).
-		for _, line := range lines(replies.Bytes()) {
+		conn.Close()
+		// Every line out is a JSON-RPC response: a result, or an error with
+		// a code (id null when the request's id could not be read).
+		for _, line := range lines(out.Bytes()) {
 			var r struct {
 				JSONRPC string          `json:"jsonrpc"`
 				ID      json.RawMessage `json:"id"`
+				Result  json.RawMessage `json:"result"`
 				Error   *jsonrpc.Error  `json:"error"`
 			}
-			if err := json.Unmarshal(line, &r); err != nil || r.JSONRPC != "2.0" || r.ID == nil || r.Error == nil || r.Error.Code == 0 {
+			if err := json.Unmarshal(line, &r); err != nil || r.JSONRPC != "2.0" || r.ID == nil || (r.Error == nil) == (r.Result == nil) || (r.Error != nil && r.Error.Code == 0) {
 				t.Fatalf("bad reply %q", line)
 			}
 		}
 	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf.Bytes()...)
 }

@@ -171,7 +171,14 @@ func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
 	select {
 	case err = <-waitErr:
 	case <-ctx.Done():
-		ss.Close()
+		// ss.Close would first wait for the requests in flight, which may
+		// wait on backends or on an agent that does not read. Ending the
+		// connection instead makes the go-sdk cancel them at once.
+		if c, ok := t.(interface{ closeConn() }); ok {
+			c.closeConn()
+		} else {
+			ss.Close()
+		}
 		err = <-waitErr
 	}
 	m.sessionEnded(ss)
@@ -241,12 +248,18 @@ func (m *Mux) Close() {
 	}
 	m.mu.Unlock()
 
-	for _, ss := range sessions {
-		ss.Close()
-		m.sessionEnded(ss)
-	}
 	m.cancel()
+	// Sessions and backends end together: a session's Close waits for its
+	// requests in flight, which end when their backend stops.
 	var wg sync.WaitGroup
+	for _, ss := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ss.Close()
+			m.sessionEnded(ss)
+		}()
+	}
 	for _, mem := range m.members {
 		wg.Add(1)
 		go func() {

@@ -3,83 +3,248 @@ package mux
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// StdioTransport is the agent's side of mcp-mux: newline-delimited
-// JSON-RPC on in and out, with a guard in front of the go-sdk. The SDK
-// ends the whole session at the first line it cannot decode; the guard
-// answers such a line itself, as JSON-RPC says (-32700 for invalid JSON,
-// -32600 for JSON that is not a JSON-RPC message, or a batch, which MCP
-// no longer has), and the session goes on. Lines over maxLine bytes are
-// refused the same way.
-func StdioTransport(in io.Reader, out io.Writer, maxLine int) mcp.Transport {
-	w := &lockedWriter{w: out}
-	return &mcp.IOTransport{
-		Reader:        &guard{r: bufio.NewReaderSize(in, 64*1024), out: w, max: maxLine},
-		Writer:        w,
-		MaxLineLength: -1, // the guard enforces the limit, without ending the session
+// The agent's side of mcp-mux: newline-delimited JSON-RPC on stdin and
+// stdout, as a connection of our own under the go-sdk server rather than
+// the SDK's IOTransport, because the agent decides how it behaves:
+//   - a line the SDK cannot decode would end the SDK's session; here it is
+//     answered as JSON-RPC says (-32700 invalid JSON, -32600 not a JSON-RPC
+//     message, or a batch, which MCP no longer has) and the session goes on;
+//     each line is decoded once, by the SDK's own decoder;
+//   - an agent that stops reading stdout must not stall mux or grow its
+//     memory: writes never block the caller, and queued notifications are
+//     bounded (see outQueue);
+//   - requests read before stdin's EOF are answered before the session ends;
+//   - no error leaves with code 0 (the SDK sends some of its own that way).
+
+// StdioOptions tune the agent's connection.
+type StdioOptions struct {
+	// MaxLine bounds one incoming line; a longer one is answered with
+	// -32600 and skipped. 0 means no bound.
+	MaxLine int
+	// Drain bounds how long requests already read when stdin ends may take
+	// to be answered before the session ends anyway.
+	Drain time.Duration
+	// Logger gets what the connection has to say (dropped notifications).
+	Logger *log.Logger
+}
+
+// StdioTransport serves one agent session over in and out.
+func StdioTransport(in io.Reader, out io.Writer, opts StdioOptions) mcp.Transport {
+	return &stdioTransport{in: in, out: out, opts: opts}
+}
+
+type stdioTransport struct {
+	in   io.Reader
+	out  io.Writer
+	opts StdioOptions
+	conn atomic.Pointer[stdioConn]
+}
+
+// closeConn ends the connection at once, for a shutdown (Serve).
+func (t *stdioTransport) closeConn() {
+	if c := t.conn.Load(); c != nil {
+		c.Close()
 	}
 }
 
-// lockedWriter serializes whole-line writes of the SDK and of the guard.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
+	c := &stdioConn{
+		in:       bufio.NewReaderSize(t.in, 64*1024),
+		opts:     t.opts,
+		incoming: make(chan jsonrpc.Message),
+		eof:      make(chan struct{}),
+		closed:   make(chan struct{}),
+		inflight: map[jsonrpc.ID]struct{}{},
+		room:     make(chan struct{}, 1),
+	}
+	logger := t.opts.Logger
+	if logger == nil {
+		logger = log.New(io.Discard)
+	}
+	c.out = newOutQueue(t.out, c.written, logger)
+	t.conn.Store(c)
+	go c.readLoop()
+	go c.out.loop(c.closed)
+	return c, nil
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+// maxInflight bounds the agent's requests that are read but not yet
+// answered on stdout: an agent that writes requests and never reads the
+// answers is not read from either once it has this many outstanding.
+const maxInflight = 1024
+
+type stdioConn struct {
+	in   *bufio.Reader
+	opts StdioOptions
+	out  *outQueue
+
+	incoming  chan jsonrpc.Message // the reader hands decoded messages to Read
+	eof       chan struct{}        // closed when stdin ended and the drain is over
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	inflight map[jsonrpc.ID]struct{} // requests read and not yet answered on stdout
+	room     chan struct{}           // signalled when inflight shrinks
 }
 
-func (l *lockedWriter) Close() error { return nil }
+func (c *stdioConn) SessionID() string { return "" }
 
-type guard struct {
-	r       *bufio.Reader
-	out     io.Writer
-	max     int
-	pending []byte // the rest of a valid line not yet read by the SDK
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case msg := <-c.incoming:
+		return msg, nil
+	case <-c.eof:
+		return nil, io.EOF
+	case <-c.closed:
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
-func (g *guard) Close() error { return nil }
-
-func (g *guard) Read(p []byte) (int, error) {
-	for len(g.pending) == 0 {
-		line, err := g.readLine()
-		if line != nil && g.admit(line) {
-			g.pending = append(line, '\n')
+// Write queues msg for stdout and returns at once: a stalled agent stalls
+// only the writer goroutine.
+func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
+	select {
+	case <-c.closed:
+		return mcp.ErrConnectionClosed
+	default:
+	}
+	if r, ok := msg.(*jsonrpc.Response); ok && r.Error != nil {
+		var we *jsonrpc.Error
+		if !errors.As(r.Error, &we) || we.Code == 0 {
+			fixed := *r
+			fixed.Error = &jsonrpc.Error{Code: codeFor(r.Error.Error()), Message: r.Error.Error()}
+			if we != nil {
+				fixed.Error.(*jsonrpc.Error).Data = we.Data
+			}
+			msg = &fixed
 		}
-		if err != nil && len(g.pending) == 0 {
-			return 0, err
+	}
+	return c.out.push(msg)
+}
+
+// Close ends the session's connection. What is queued for stdout gets a
+// moment to go out (the answers to requests read before stdin's EOF), but
+// Close never waits on an agent that does not read.
+func (c *stdioConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.out.flush(closeFlush)
+		close(c.closed)
+	})
+	return nil
+}
+
+// closeFlush bounds how long Close waits for queued output.
+const closeFlush = 500 * time.Millisecond
+
+// readLoop reads stdin until it ends, answering what the SDK cannot take
+// and handing it the rest. At EOF it waits (bounded by Drain) until the
+// requests it read are answered, then lets Read report the EOF.
+func (c *stdioConn) readLoop() {
+	for {
+		line, err := c.readLine()
+		if len(line) > 0 {
+			if msg := c.decode(line); msg != nil && !c.deliver(msg) {
+				return
+			}
 		}
 		if err != nil {
-			break
+			c.drain()
+			close(c.eof)
+			return
 		}
 	}
-	n := copy(p, g.pending)
-	g.pending = g.pending[n:]
-	return n, nil
 }
 
-// errTooLong marks a line that exceeded the limit (and was discarded).
-var errTooLong = errors.New("message too large")
+// deliver hands msg to Read, first waiting for room if it is a request
+// and too many are outstanding. It reports false if the connection closed.
+func (c *stdioConn) deliver(msg jsonrpc.Message) bool {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		for {
+			c.mu.Lock()
+			n := len(c.inflight)
+			if n < maxInflight {
+				c.inflight[req.ID] = struct{}{}
+			}
+			c.mu.Unlock()
+			if n < maxInflight {
+				break
+			}
+			select {
+			case <-c.room:
+			case <-c.closed:
+				return false
+			}
+		}
+	}
+	select {
+	case c.incoming <- msg:
+		return true
+	case <-c.closed:
+		return false
+	}
+}
 
-// readLine returns the next line without its newline, or a nil line if it
-// was over the limit (answered already).
-func (g *guard) readLine() ([]byte, error) {
+// written is called by the out queue once a response is on stdout.
+func (c *stdioConn) written(id jsonrpc.ID) {
+	c.mu.Lock()
+	delete(c.inflight, id)
+	c.mu.Unlock()
+	select {
+	case c.room <- struct{}{}:
+	default:
+	}
+}
+
+// drain waits until the requests read are answered on stdout, or Drain
+// passed, or stdout stalls (an agent that closed stdin and does not read
+// either cannot get the answers; it must not delay the exit).
+func (c *stdioConn) drain() {
+	deadline := time.After(c.opts.Drain)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c.mu.Lock()
+		n := len(c.inflight)
+		c.mu.Unlock()
+		if n == 0 || c.out.stalled() {
+			return
+		}
+		select {
+		case <-c.room:
+		case <-tick.C:
+		case <-deadline:
+			return
+		case <-c.closed:
+			return
+		}
+	}
+}
+
+// readLine returns the next line without its newline, or nil for a line
+// over the limit (answered already) or a blank one.
+func (c *stdioConn) readLine() ([]byte, error) {
 	var line []byte
 	tooLong := false
 	for {
-		chunk, err := g.r.ReadSlice('\n')
-		if !tooLong && g.max > 0 && len(line)+len(chunk) > g.max+1 {
+		chunk, err := c.in.ReadSlice('\n')
+		if !tooLong && c.opts.MaxLine > 0 && len(line)+len(chunk) > c.opts.MaxLine+1 {
 			tooLong = true
 			line = nil
 		}
@@ -90,38 +255,33 @@ func (g *guard) readLine() ([]byte, error) {
 			continue
 		}
 		if tooLong {
-			g.reply(nil, jsonrpc.CodeInvalidRequest, "message larger than max_message_size")
-			if err != nil {
-				return nil, err
-			}
-			return nil, nil
+			c.reply(nil, jsonrpc.CodeInvalidRequest, "message larger than max_message_size")
+			return nil, err
 		}
 		return bytes.TrimSpace(line), err
 	}
 }
 
-// admit reports whether line is a message the SDK can take; if not, it
-// answers it.
-func (g *guard) admit(line []byte) bool {
-	if len(line) == 0 {
-		return false
+// decode returns the message in line, or nil after answering a line the
+// SDK could not take.
+func (c *stdioConn) decode(line []byte) jsonrpc.Message {
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err == nil {
+		return msg
 	}
 	if !json.Valid(line) {
-		g.reply(nil, jsonrpc.CodeParseError, "Parse error: the message is not valid JSON")
-		return false
+		c.reply(nil, jsonrpc.CodeParseError, "Parse error: the message is not valid JSON")
+		return nil
 	}
 	var probe struct {
 		ID json.RawMessage `json:"id"`
 	}
 	if line[0] != '{' || json.Unmarshal(line, &probe) != nil {
-		g.reply(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: expected one JSON-RPC 2.0 object (batches are not supported)")
-		return false
+		c.reply(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: expected one JSON-RPC 2.0 object (batches are not supported)")
+		return nil
 	}
-	if _, err := jsonrpc.DecodeMessage(line); err != nil {
-		g.reply(validID(probe.ID), jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error())
-		return false
-	}
-	return true
+	c.reply(validID(probe.ID), jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error())
+	return nil
 }
 
 // validID returns id if it may be echoed in a response (string or number).
@@ -132,7 +292,7 @@ func validID(id json.RawMessage) json.RawMessage {
 	return nil
 }
 
-func (g *guard) reply(id json.RawMessage, code int64, msg string) {
+func (c *stdioConn) reply(id json.RawMessage, code int64, msg string) {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
@@ -141,5 +301,20 @@ func (g *guard) reply(id json.RawMessage, code int64, msg string) {
 		ID      json.RawMessage `json:"id"`
 		Error   jsonrpc.Error   `json:"error"`
 	}{"2.0", id, jsonrpc.Error{Code: code, Message: msg}})
-	g.out.Write(append(resp, '\n'))
+	c.out.pushRaw(append(resp, '\n'), c.closed)
+}
+
+// codeFor gives an error the SDK sent without a code the one JSON-RPC
+// means: its own checks of a request's shape and state are invalid
+// requests, failures to decode params invalid params, and the rest
+// internal errors.
+func codeFor(msg string) int64 {
+	switch {
+	case strings.HasPrefix(msg, "handling '"), strings.Contains(msg, `missing required "params"`):
+		return jsonrpc.CodeInvalidParams
+	case strings.Contains(msg, "duplicate"), strings.Contains(msg, "invalid during session initialization"),
+		strings.Contains(msg, " before "):
+		return jsonrpc.CodeInvalidRequest
+	}
+	return jsonrpc.CodeInternalError
 }

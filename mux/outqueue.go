@@ -1,0 +1,329 @@
+package mux
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// outQueue holds what mux has to write to one agent, in order, and writes
+// it from one goroutine, so that nobody waits on an agent that does not
+// read. What such an agent can make mux hold is bounded:
+//   - responses (and mux's own requests to the agent) are never dropped;
+//     there are at most maxInflight of them, since the agent's requests are
+//     not read beyond that;
+//   - resources/updated is coalesced per URI (and subscription) while
+//     queued: the agent only needs to know that the resource changed;
+//   - list_changed is coalesced per list the same way;
+//   - progress and log messages: at most maxDroppable queued, the oldest
+//     dropped first;
+//   - notifications in all: at most maxQueuedBytes; past that, updated,
+//     progress and log messages are dropped (counted and logged).
+type outQueue struct {
+	w       io.Writer
+	written func(jsonrpc.ID) // a response left for stdout
+	log     *log.Logger
+
+	mu        sync.Mutex
+	items     []*outItem
+	pending   map[string]*outItem // coalescing key → its queued item
+	droppable []*outItem          // queued progress and log messages, oldest first
+	bytes     int                 // queued notification bytes
+	raw       int                 // queued replies of the reader's own
+	dead      int                 // dropped items still in items
+	dropped   int                 // since the last log line about it
+	lastLog   time.Time
+	broken    bool // a write failed: the agent is gone
+	writing   bool
+	since     time.Time // when the current write began
+	wake      chan struct{}
+	room      chan struct{} // signalled when a raw reply went out
+}
+
+type outItem struct {
+	data      []byte
+	id        jsonrpc.ID // of a response, for written
+	response  bool
+	raw       bool
+	key       string // coalescing key, "" if none
+	droppable bool
+	dead      bool // dropped while queued
+}
+
+const (
+	maxDroppable   = 1000
+	maxQueuedBytes = 8 << 20
+	maxWriteBatch  = 256 << 10
+)
+
+func newOutQueue(w io.Writer, written func(jsonrpc.ID), logger *log.Logger) *outQueue {
+	return &outQueue{
+		w: w, written: written, log: logger,
+		pending: map[string]*outItem{},
+		wake:    make(chan struct{}, 1),
+		room:    make(chan struct{}, 1),
+	}
+}
+
+// push queues msg. It never blocks.
+func (q *outQueue) push(msg jsonrpc.Message) error {
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	it := &outItem{data: append(data, '\n')}
+	switch msg := msg.(type) {
+	case *jsonrpc.Response:
+		it.response, it.id = true, msg.ID
+	case *jsonrpc.Request:
+		if !msg.IsCall() {
+			it.key, it.droppable = classify(msg)
+		}
+	}
+	q.mu.Lock()
+	if q.broken {
+		q.mu.Unlock()
+		if it.response {
+			q.written(it.id)
+		}
+		return nil
+	}
+	if !it.response && !q.admit(it) {
+		q.mu.Unlock()
+		return nil
+	}
+	q.items = append(q.items, it)
+	q.mu.Unlock()
+	q.signal()
+	return nil
+}
+
+// pushRaw queues a reply the reader wrote itself (to a line the SDK could
+// not take). It waits while too many are queued: that holds the reader,
+// and so an agent that sends garbage and reads nothing, back.
+func (q *outQueue) pushRaw(data []byte, closed <-chan struct{}) {
+	for {
+		q.mu.Lock()
+		if q.broken {
+			q.mu.Unlock()
+			return
+		}
+		if q.raw < maxInflight {
+			q.raw++
+			q.items = append(q.items, &outItem{data: data, raw: true})
+			q.mu.Unlock()
+			q.signal()
+			return
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.room:
+		case <-closed:
+			return
+		}
+	}
+}
+
+// classify returns a notification's coalescing key (notifications with the
+// same key say the same thing) and whether it may be dropped.
+func classify(n *jsonrpc.Request) (key string, droppable bool) {
+	switch {
+	case n.Method == "notifications/resources/updated":
+		var p struct {
+			URI  string `json:"uri"`
+			Meta struct {
+				Sub json.RawMessage `json:"io.modelcontextprotocol/subscriptionId"`
+			} `json:"_meta"`
+		}
+		if json.Unmarshal(n.Params, &p) != nil {
+			return "", true
+		}
+		return "updated\x00" + p.URI + "\x00" + string(p.Meta.Sub), true
+	case strings.HasSuffix(n.Method, "/list_changed"):
+		return n.Method + "\x00" + string(n.Params), false
+	case n.Method == "notifications/progress" || n.Method == "notifications/message":
+		return "", true
+	}
+	return "", false
+}
+
+// admit decides whether a notification joins the queue, coalescing it or
+// making room for it. Called with q.mu held.
+func (q *outQueue) admit(it *outItem) bool {
+	if it.key != "" {
+		if _, queued := q.pending[it.key]; queued {
+			return false // the queued one says the same
+		}
+	}
+	updated := strings.HasPrefix(it.key, "updated\x00")
+	if it.droppable && !updated {
+		for len(q.droppable) >= maxDroppable {
+			q.dropOldest()
+		}
+	}
+	for q.bytes+len(it.data) > maxQueuedBytes && len(q.droppable) > 0 {
+		q.dropOldest()
+	}
+	if it.droppable && q.bytes+len(it.data) > maxQueuedBytes {
+		q.noteDropped()
+		return false
+	}
+	if it.key != "" {
+		q.pending[it.key] = it
+	}
+	if it.droppable && !updated {
+		q.droppable = append(q.droppable, it)
+	}
+	q.bytes += len(it.data)
+	return true
+}
+
+func (q *outQueue) dropOldest() {
+	it := q.droppable[0]
+	q.droppable = q.droppable[1:]
+	it.dead = true
+	q.bytes -= len(it.data)
+	it.data = nil
+	q.noteDropped()
+	if q.dead++; q.dead > 64 && q.dead > len(q.items)/2 {
+		q.compact()
+	}
+}
+
+// compact removes dropped items, so that what a stalled agent costs is
+// bounded by what is live.
+func (q *outQueue) compact() {
+	live := q.items[:0]
+	for _, it := range q.items {
+		if !it.dead {
+			live = append(live, it)
+		}
+	}
+	clear(q.items[len(live):])
+	q.items, q.dead = live, 0
+}
+
+// noteDropped counts a dropped notification, logging at most once a
+// second: a stalled agent must not flood the log either.
+func (q *outQueue) noteDropped() {
+	q.dropped++
+	if time.Since(q.lastLog) >= time.Second {
+		q.log.Warn("the agent is not reading stdout: notifications dropped", "count", q.dropped)
+		q.dropped, q.lastLog = 0, time.Now()
+	}
+}
+
+func (q *outQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop writes what is queued until closed. A write blocked on an agent
+// that does not read blocks only this goroutine; it ends when the write
+// does (at the latest when the process exits).
+func (q *outQueue) loop(closed <-chan struct{}) {
+	var buf []byte
+	var ids []jsonrpc.ID
+	for {
+		select {
+		case <-q.wake:
+		case <-closed:
+			return
+		}
+		for {
+			buf, ids = q.take(buf[:0], ids[:0])
+			if len(buf) == 0 {
+				break
+			}
+			_, err := q.w.Write(buf)
+			for _, id := range ids {
+				q.written(id)
+			}
+			q.mu.Lock()
+			q.writing = false
+			if err != nil && !q.broken {
+				q.broken = true
+				q.log.Debug("stdout closed", "err", err)
+			}
+			q.mu.Unlock()
+			select {
+			case q.room <- struct{}{}:
+			default:
+			}
+			if buf = buf[:0]; cap(buf) > 4*maxWriteBatch {
+				buf = nil // a huge response once need not be held forever
+			}
+		}
+	}
+}
+
+// take moves the next batch of queued messages into buf, with the ids of
+// the responses in it.
+func (q *outQueue) take(buf []byte, ids []jsonrpc.ID) ([]byte, []jsonrpc.ID) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for n < len(q.items) && (len(buf) == 0 || len(buf)+len(q.items[n].data) <= maxWriteBatch) {
+		it := q.items[n]
+		q.items[n] = nil
+		n++
+		switch {
+		case it.dead:
+			q.dead--
+			continue
+		case it.response:
+			ids = append(ids, it.id)
+		case it.raw:
+			q.raw--
+		default:
+			q.bytes -= len(it.data)
+			if it.key != "" && q.pending[it.key] == it {
+				delete(q.pending, it.key)
+			}
+			if it.droppable && len(q.droppable) > 0 && q.droppable[0] == it {
+				q.droppable = q.droppable[1:]
+			}
+		}
+		buf = append(buf, it.data...)
+	}
+	q.items = q.items[n:]
+	if len(q.items) == 0 {
+		q.items = nil // let the backing array go
+	}
+	q.writing = len(buf) > 0
+	q.since = time.Now()
+	return buf, ids
+}
+
+// stallLimit is how long one write may block before the agent counts as
+// not reading.
+const stallLimit = 500 * time.Millisecond
+
+// stalled reports whether the agent is not reading: a write has been
+// blocked for stallLimit.
+func (q *outQueue) stalled() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.writing && time.Since(q.since) > stallLimit
+}
+
+// flush waits until everything queued is written, or d passed.
+func (q *outQueue) flush(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		q.mu.Lock()
+		idle := (len(q.items) == 0 && !q.writing) || q.broken || (q.writing && time.Since(q.since) > stallLimit)
+		q.mu.Unlock()
+		if idle {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,110 @@
+package mux
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// gate is a writer that blocks until opened: an agent that stopped
+// reading, then resumed.
+type gate struct {
+	open chan struct{}
+	out  lockedBuffer
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	<-g.open
+	return g.out.Write(p)
+}
+
+func notification(method, params string) *jsonrpc.Request {
+	return &jsonrpc.Request{Method: method, Params: json.RawMessage(params)}
+}
+
+func TestOutQueueBoundsWhatAStalledAgentCosts(t *testing.T) {
+	g := &gate{open: make(chan struct{})}
+	var mu sync.Mutex
+	var written []jsonrpc.ID
+	q := newOutQueue(g, func(id jsonrpc.ID) {
+		mu.Lock()
+		written = append(written, id)
+		mu.Unlock()
+	}, log.New(io.Discard))
+	closed := make(chan struct{})
+	defer close(closed)
+	go q.loop(closed)
+
+	for i := range 50_000 {
+		uri := fmt.Sprintf("file:///r/%d", i%3)
+		q.push(notification("notifications/resources/updated", fmt.Sprintf(`{"uri":%q}`, uri)))
+		q.push(notification("notifications/progress", fmt.Sprintf(`{"progressToken":1,"progress":%d}`, i)))
+		q.push(notification("notifications/tools/list_changed", `{}`))
+		if i%1000 == 0 {
+			id, _ := jsonrpc.MakeID(float64(i))
+			q.push(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
+		}
+	}
+	q.mu.Lock()
+	held, live, bytes := len(q.items), len(q.items)-q.dead, q.bytes
+	q.mu.Unlock()
+	// One write may be blocked in the gate; what is queued is the three
+	// URIs, one list_changed, the 50 responses and at most maxDroppable
+	// progress notifications (the latest ones). Dropped ones linger until
+	// they are half of what is held.
+	if want := 3 + 1 + 50 + maxDroppable + 8; live > want || held > 2*want+64 {
+		t.Errorf("%d messages queued (%d held) for a stalled agent, want at most %d", live, held, want)
+	}
+	if bytes > maxQueuedBytes {
+		t.Errorf("%d notification bytes queued, over the %d budget", bytes, maxQueuedBytes)
+	}
+
+	close(g.open)
+	eventually(t, 5*time.Second, "the queue to drain", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(written) == 50
+	})
+	out := string(g.out.Bytes())
+	for i := range 3 {
+		if !strings.Contains(out, fmt.Sprintf(`"uri":"file:///r/%d"`, i)) {
+			t.Errorf("no update for file:///r/%d after the agent resumed", i)
+		}
+	}
+	if !strings.Contains(out, `"progress":49999`) {
+		t.Error("the latest progress was dropped; the oldest should go first")
+	}
+	if n := strings.Count(out, "list_changed"); n > 2 {
+		t.Errorf("%d list_changed written, want them coalesced", n)
+	}
+}
+
+func TestOutQueueKeepsOrderWhenTheAgentReads(t *testing.T) {
+	var out lockedBuffer
+	q := newOutQueue(&out, func(jsonrpc.ID) {}, log.New(io.Discard))
+	closed := make(chan struct{})
+	defer close(closed)
+	go q.loop(closed)
+	for i := range 100 {
+		q.push(notification("notifications/progress", fmt.Sprintf(`{"progressToken":1,"progress":%d}`, i)))
+		id, _ := jsonrpc.MakeID(float64(i))
+		q.push(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
+	}
+	q.flush(5 * time.Second)
+	got := lines(out.Bytes())
+	if len(got) != 200 {
+		t.Fatalf("%d lines written, want 200", len(got))
+	}
+	for i := range 100 {
+		if !strings.Contains(string(got[2*i]), fmt.Sprintf(`"progress":%d`, i)) || !strings.Contains(string(got[2*i+1]), fmt.Sprintf(`"id":%d`, i)) {
+			t.Fatalf("line %d out of order: %s / %s", 2*i, got[2*i], got[2*i+1])
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// End-to-end tests of the agent's side over raw pipes: what an agent that
+// stops reading, sends garbage or goes away mid-request does to mcp-mux.
+
+// wire is mcp-mux run with raw pipes: the test writes lines and reads
+// them when it chooses to (not reading is how an agent stalls).
+type wire struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *bufio.Reader
+	stderr *lockedBuf
+	exited chan struct{}
+	err    error
+}
+
+type lockedBuf struct {
+	mu  chan struct{}
+	buf strings.Builder
+}
+
+func newLockedBuf() *lockedBuf { return &lockedBuf{mu: make(chan struct{}, 1)} }
+
+func (b *lockedBuf) Write(p []byte) (int, error) {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuf) String() string {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.buf.String()
+}
+
+func startWire(t *testing.T, config string) *wire {
+	t.Helper()
+	cmd := exec.Command(muxBin, "--config", config)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &wire{t: t, cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20), stderr: newLockedBuf(), exited: make(chan struct{})}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		w.err = cmd.Wait()
+		close(w.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-w.exited
+	})
+	return w
+}
+
+func (w *wire) send(lines ...string) {
+	w.t.Helper()
+	for _, l := range lines {
+		if _, err := io.WriteString(w.stdin, l+"\n"); err != nil {
+			w.t.Fatalf("writing %q: %v", l, err)
+		}
+	}
+}
+
+type wireMsg struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		URI string `json:"uri"`
+	} `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int64  `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// next reads one message; ok is false at EOF.
+func (w *wire) next() (wireMsg, bool) {
+	w.t.Helper()
+	line, err := w.out.ReadBytes('\n')
+	if err != nil {
+		return wireMsg{}, false
+	}
+	var m wireMsg
+	if err := json.Unmarshal(line, &m); err != nil {
+		w.t.Fatalf("stdout line is not JSON-RPC: %q", line)
+	}
+	return m, true
+}
+
+// response reads until the response with id, skipping notifications.
+func (w *wire) response(id int) wireMsg {
+	w.t.Helper()
+	for {
+		m, ok := w.next()
+		if !ok {
+			w.t.Fatalf("stdout ended before the response to %d\nstderr:\n%s", id, w.stderr)
+		}
+		if string(m.ID) == strconv.Itoa(id) && m.Method == "" {
+			return m
+		}
+	}
+}
+
+const initLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+const initializedLine = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+
+func (w *wire) initialize() {
+	w.t.Helper()
+	w.send(initLine)
+	if m := w.response(1); m.Error != nil {
+		w.t.Fatalf("initialize: %+v", m.Error)
+	}
+	w.send(initializedLine)
+}
+
+func call(id int, method, params string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
+}
+
+// descendants lists every process below pid, through /proc.
+func descendants(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		data, _ := os.ReadFile(f)
+		for _, s := range strings.Fields(string(data)) {
+			if c, err := strconv.Atoi(s); err == nil {
+				out = append(out, c)
+				out = append(out, descendants(c)...)
+			}
+		}
+	}
+	return out
+}
+
+// peakRSS is a process's peak resident set in bytes (VmHWM).
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+func TestStdinEOFAnswersRequestsAlreadyRead(t *testing.T) {
+	w := startWire(t, writeConfig(t, "", []string{"notes", "-name", "notes"}))
+	w.send(initLine, initializedLine,
+		`{"jsonrpc":"2.0","id":2,"method":"ping"}`,
+		call(3, "tools/call", `{"name":"notes__sleep","arguments":{"ms":300}}`))
+	w.stdin.Close()
+	got := map[string]bool{}
+	for {
+		m, ok := w.next()
+		if !ok {
+			break
+		}
+		if m.Method == "" {
+			got[string(m.ID)] = m.Error == nil
+		}
+	}
+	for _, id := range []string{"1", "2", "3"} {
+		if !got[id] {
+			t.Errorf("no successful response to id %s before exit (got %v)\nstderr:\n%s", id, got, w.stderr)
+		}
+	}
+	<-w.exited
+}
+
+// Error code 0 must never reach the agent: the go-sdk answers some of its
+// own checks with code 0 (a second initialize, params of the wrong type).
+func TestErrorCodeIsNeverZero(t *testing.T) {
+	w := startWire(t, writeConfig(t, "", []string{"notes", "-name", "notes"}))
+	w.send(call(1, "initialize", `{"protocolVersion":5,"capabilities":[],"clientInfo":"x"}`))
+	if m := w.response(1); m.Error == nil || m.Error.Code != -32602 {
+		t.Errorf("initialize with wrongly typed params: %+v, want -32602", m.Error)
+	}
+	w.initialize()
+	w.send(strings.Replace(initLine, `"id":1`, `"id":2`, 1))
+	if m := w.response(2); m.Error == nil || m.Error.Code != -32600 {
+		t.Errorf("second initialize: %+v, want -32600", m.Error)
+	}
+
+	// Every method the mux serves, with params of every wrong shape.
+	methods := []string{"initialize", "ping", "tools/list", "tools/call", "prompts/list", "prompts/get",
+		"resources/list", "resources/read", "resources/templates/list", "resources/subscribe",
+		"resources/unsubscribe", "logging/setLevel", "completion/complete", "server/discover", "no/such"}
+	params := []string{"", `,"params":null`, `,"params":5`, `,"params":"s"`, `,"params":[]`, `,"params":[1]`,
+		`,"params":{}`, `,"params":{"name":5}`, `,"params":{"name":"notes__echo","arguments":5}`,
+		`,"params":{"name":"notes__echo","arguments":[]}`, `,"params":{"uri":[]}`, `,"params":{"uri":""}`,
+		`,"params":{"cursor":5}`, `,"params":{"cursor":"!!"}`, `,"params":{"level":"nope"}`, `,"params":{"ref":5}`,
+		`,"params":{"ref":{"type":"ref/x"}}`, `,"params":{"_meta":5}`, `,"params":{"_meta":{"progressToken":{}}}`,
+		`,"params":{"name":"notes__greet","arguments":{"name":5}}`, `,"params":{"uri":"nope://x","x":1}`,
+	}
+	id := 10
+	sent := 0
+	for _, m := range methods {
+		for _, p := range params {
+			id++
+			w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q%s}`, id, m, p))
+			sent++
+		}
+	}
+	// And malformed frames of every kind.
+	frames := []string{`{"jsonrpc":"2.0","id":{},"method":"ping"}`, `{"jsonrpc":"2.0","id":true,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":[1],"method":"ping"}`, `{"jsonrpc":"2.0","method":5,"id":7}`, `{"jsonrpc":"2.0"}`,
+		`{"JSONRPC":"2.0","id":8,"method":"ping"}`, `{"jsonrpc":2,"id":9,"method":"ping"}`, `[]`, `[{}]`, `{}`, `null`,
+		`"x"`, `{"jsonrpc":"2.0","id":null,"method":"ping"}`, strings.Repeat("[", 2000) + strings.Repeat("]", 2000),
+		`{"jsonrpc":"2.0","id":1e999,"method":"ping"}`, `{"jsonrpc":"2.0","id":-1,"method":"ping","params":{"_meta":[]}}`}
+	w.send(frames...)
+	w.send(`{"jsonrpc":"2.0","id":9999,"method":"ping"}`)
+	answered := 0
+	for {
+		m, ok := w.next()
+		if !ok {
+			t.Fatalf("stdout ended\nstderr:\n%s", w.stderr)
+		}
+		if m.Method != "" {
+			continue
+		}
+		answered++
+		if m.Error != nil && m.Error.Code == 0 {
+			t.Errorf("code 0 for id %s: %s", m.ID, m.Error.Message)
+		}
+		if string(m.ID) == "9999" {
+			break
+		}
+	}
+	t.Logf("%d requests and %d malformed frames: %d answers, none with code 0", sent, len(frames), answered)
+}
+
+// floodConfig is one backend that can flood notifications, with three
+// listed resources.
+func floodConfig(t *testing.T) string {
+	return writeConfig(t, "", []string{"notes", "-name", "notes", "-resources", "3"})
+}
+
+// stall subscribes to the three resources, asks the backend for count
+// updates of each, and does not read stdout while they arrive.
+func (w *wire) stall(count int) {
+	w.t.Helper()
+	w.initialize()
+	for i := 1; i <= 3; i++ {
+		w.send(call(10+i, "resources/subscribe", fmt.Sprintf(`{"uri":"fixture://notes/res/%d"}`, i)))
+		if m := w.response(10 + i); m.Error != nil {
+			w.t.Fatalf("subscribe: %+v", m.Error)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		w.send(call(20+i, "tools/call", fmt.Sprintf(`{"name":"notes__update","arguments":{"uri":"fixture://notes/res/%d","count":%d}}`, i, count)))
+	}
+}
+
+// An agent that stops reading stdout while a backend floods notifications
+// must not make mcp-mux's memory grow: queued updates are coalesced per
+// URI, responses are kept, and once the agent reads again it learns of
+// every URI that changed.
+func TestSlowAgentKeepsMemoryBounded(t *testing.T) {
+	w := startWire(t, floodConfig(t))
+	w.stall(40_000)
+	time.Sleep(8 * time.Second) // the backend floods; nobody reads
+	peak := peakRSS(t, w.cmd.Process.Pid)
+	t.Logf("peak RSS of mcp-mux after 8 s of a stalled agent and a flood of 3 × 40,000 updates: %.1f MB", float64(peak)/1e6)
+	if peak > 100<<20 {
+		t.Errorf("peak RSS %d MB, want under 100 MB", peak>>20)
+	}
+	// Reading again: every call is answered and every URI was updated.
+	updated := map[string]int{}
+	answered := map[string]bool{}
+	for len(answered) < 3 {
+		m, ok := w.next()
+		if !ok {
+			t.Fatalf("stdout ended\nstderr:\n%s", w.stderr)
+		}
+		switch {
+		case m.Method == "notifications/resources/updated":
+			updated[m.Params.URI]++
+		case m.Method == "":
+			if m.Error != nil {
+				t.Errorf("call %s failed: %+v", m.ID, m.Error)
+			}
+			answered[string(m.ID)] = true
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		if uri := fmt.Sprintf("fixture://notes/res/%d", i); updated[uri] == 0 {
+			t.Errorf("no update for %s after the agent read again (got %v)", uri, updated)
+		}
+	}
+	t.Logf("updates delivered after coalescing: %v", updated)
+	w.stdin.Close()
+	<-w.exited
+}
+
+// Shutdown must not wait for an agent that does not read: after SIGTERM or
+// stdin EOF mcp-mux exits within shutdown_grace + 1 s, every child gone.
+func TestShutdownWithBlockedStdout(t *testing.T) {
+	for _, how := range []string{"SIGTERM", "stdin EOF"} {
+		t.Run(how, func(t *testing.T) {
+			w := startWire(t, floodConfig(t))
+			w.stall(1_000_000)
+			time.Sleep(time.Second) // stdout's pipe is full by now
+			kids := descendants(w.cmd.Process.Pid)
+			if len(kids) == 0 {
+				t.Fatal("no backend running")
+			}
+			start := time.Now()
+			if how == "SIGTERM" {
+				w.cmd.Process.Signal(syscall.SIGTERM)
+			} else {
+				w.stdin.Close()
+			}
+			select {
+			case <-w.exited:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("mcp-mux still running 10 s after %s with stdout blocked", how)
+			}
+			d := time.Since(start)
+			t.Logf("exited %v after %s with stdout blocked (shutdown_grace 1s)", d.Round(time.Millisecond), how)
+			if d > 2*time.Second {
+				t.Errorf("took %v to exit, want within shutdown_grace + 1 s", d)
+			}
+			waitGone(t, kids, time.Second)
+		})
+	}
+}
