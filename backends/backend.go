@@ -4,12 +4,9 @@
 package backends
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -41,7 +38,8 @@ type Options struct {
 	Logger         *log.Logger   // required; the backend's lines are prefixed with its name
 	StartupTimeout time.Duration // start + initialize; 0 means 30s
 	// MaxMessageSize bounds one JSON-RPC line from the backend; a longer line
-	// is reported and dropped, the connection stays up. 0 means 16 MiB.
+	// is reported and dropped (its request, if its id can be found, gets an
+	// error at once), the connection stays up. 0 means 16 MiB.
 	MaxMessageSize int
 	ClientInfo     *mcp.Implementation
 	Hooks          Hooks
@@ -96,14 +94,10 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 		return nil, err
 	}
 
-	// The session's reader sees only well-formed JSON-RPC lines: the rest is
-	// the backend's noise, logged and skipped, so one stray print does not
-	// end the connection.
-	pr, pw := io.Pipe()
-	go b.filterStdout(pw, opts.MaxMessageSize)
-
 	client := mcp.NewClient(opts.ClientInfo, b.clientOptions(opts.Hooks))
-	transport := &mcp.IOTransport{Reader: pr, Writer: b.stdin, MaxLineLength: -1}
+	// Our own transport: no line the backend prints can end the connection
+	// (see stdioConn).
+	transport := stdioTransport{newStdioConn(spec.Name, b.log, b.stdout, b.stdin, opts.MaxMessageSize)}
 	cctx, cancel := context.WithTimeout(ctx, opts.StartupTimeout)
 	defer cancel()
 	type result struct {
@@ -242,74 +236,6 @@ func (b *Backend) clientOptions(h Hooks) *mcp.ClientOptions {
 			}
 			b.log.Debug("log message", "level", r.Params.Level, "logger", r.Params.Logger, "data", r.Params.Data)
 		},
-	}
-}
-
-// filterStdout copies the backend's stdout to w one JSON-RPC message per line,
-// dropping what is not one (banners, debug prints) and lines longer than max.
-func (b *Backend) filterStdout(w *io.PipeWriter, max int) {
-	defer w.Close()
-	r := bufio.NewReaderSize(b.stdout, 64*1024)
-	var line []byte
-	tooLong := false
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if !tooLong && len(line)+len(chunk) > max+1 {
-			tooLong = true
-			b.log.Warn("dropped a message larger than max_message_size", "limit", max)
-			line = line[:0]
-		}
-		if !tooLong {
-			line = append(line, chunk...)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue // the same line goes on
-		}
-		if !tooLong && len(line) > 0 {
-			if isJSONRPC(line) {
-				if _, werr := w.Write(line); werr != nil {
-					return
-				}
-			} else if s := strings.TrimSpace(string(line)); s != "" {
-				b.log.Warn("noise on stdout (not JSON-RPC), skipped", "line", truncate(s, 200))
-			}
-		}
-		line, tooLong = line[:0], false
-		if err != nil {
-			return
-		}
-	}
-}
-
-// isJSONRPC reports whether line holds one complete JSON-RPC 2.0 object.
-// json.Unmarshal validates the whole input before decoding any of it.
-func isJSONRPC(line []byte) bool {
-	var probe struct {
-		JSONRPC string `json:"jsonrpc"`
-	}
-	return json.Unmarshal(line, &probe) == nil && probe.JSONRPC == "2.0"
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-func (b *Backend) captureStderr(r *os.File) {
-	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		b.log.Info(line)
-		b.mu.Lock()
-		b.stderr = append(b.stderr, line)
-		if len(b.stderr) > stderrKeep {
-			b.stderr = b.stderr[len(b.stderr)-stderrKeep:]
-		}
-		b.mu.Unlock()
 	}
 }
 

@@ -1,0 +1,268 @@
+package backends
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// stdioTransport is the backend side of the MCP session: newline-delimited
+// JSON-RPC on the child's stdin and stdout. It replaces mcp.IOTransport,
+// which ends the whole session at the first line its decoder refuses: a
+// backend's stray print, a malformed envelope or an oversized response
+// would cost the connection, fail every request in flight and count as a
+// crash.
+type stdioTransport struct{ conn *stdioConn }
+
+func (t stdioTransport) Connect(context.Context) (mcp.Connection, error) { return t.conn, nil }
+
+// stdioConn decodes each stdout line exactly once, with the SDK's own
+// decoder: what it refuses is logged and skipped, so the connection admits
+// exactly what the SDK can take and no line can end it. A refused line that
+// is recognizably the response to one of our requests (and an oversized
+// one, whose id is recovered from its head or tail) becomes an error
+// response for that request, so the caller is told at once instead of
+// waiting for its timeout.
+//
+// mcp.IOTransport's ioConn also does JSON-RPC batches (MCP no longer has
+// them; a batch line is skipped as noise here) and has a sessionUpdated
+// hook, which only server sessions call.
+type stdioConn struct {
+	name string // the backend's, for error messages
+	log  *log.Logger
+	max  int // bytes in one line, without its newline
+
+	out io.ReadCloser  // the child's stdout; closing it must unblock Read (as an os.Pipe's does)
+	in  io.WriteCloser // the child's stdin; must not interleave concurrent Writes (as an *os.File does not)
+
+	// Read state: Read is only ever called by one goroutine at a time
+	// (the jsonrpc2 reader), so these need no lock.
+	r    *bufio.Reader
+	line []byte // a line longer than r's buffer, assembled; reused
+	tail []byte // the last tailKeep bytes of an oversized line; reused
+	eof  bool
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// headKeep and tailKeep bound what is kept of an oversized line to find its
+// id: the go-sdk writes the id near the start, the TypeScript SDK last.
+const (
+	headKeep = 4096
+	tailKeep = 4096
+)
+
+func newStdioConn(name string, logger *log.Logger, out io.ReadCloser, in io.WriteCloser, max int) *stdioConn {
+	return &stdioConn{
+		name:   name,
+		log:    logger,
+		max:    max,
+		out:    out,
+		in:     in,
+		r:      bufio.NewReaderSize(out, 64*1024),
+		closed: make(chan struct{}),
+	}
+}
+
+func (c *stdioConn) SessionID() string { return "" }
+
+// Read returns the next message the backend sent, or a synthesized error
+// response for a request whose response could not be delivered. It returns
+// io.EOF at the end of stdout or once the connection is closed.
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if c.eof {
+			return nil, io.EOF
+		}
+		line, size, over, err := c.readLine()
+		if err != nil {
+			c.eof = true
+			if !errors.Is(err, io.EOF) && !c.isClosed() {
+				return nil, fmt.Errorf("backend %s: reading stdout: %w", c.name, err)
+			}
+		}
+		var msg jsonrpc.Message
+		if over {
+			msg = c.oversized(size)
+		} else {
+			msg = c.decode(line)
+		}
+		if msg != nil {
+			return msg, nil
+		}
+		if c.eof {
+			return nil, io.EOF
+		}
+	}
+}
+
+// readLine returns the next line without its line ending, valid until the
+// next call, and its size; if the line was longer than c.max, it reports
+// over instead (the line's head is then in c.line, its tail in c.tail). The
+// error is that of the read that ended the line, if any.
+func (c *stdioConn) readLine() (line []byte, size int, over bool, err error) {
+	c.line = c.line[:0]
+	for {
+		chunk, err := c.r.ReadSlice('\n')
+		full := errors.Is(err, bufio.ErrBufferFull)
+		if !full && !over && len(c.line) == 0 {
+			// The whole line is in the reader's buffer: decode it from
+			// there, without a copy.
+			line := trimEOL(chunk)
+			if len(line) <= c.max {
+				return line, len(line), false, err
+			}
+		}
+		body := chunk
+		if !full {
+			body = trimEOL(chunk)
+		}
+		size += len(body)
+		switch {
+		case over:
+			c.keepTail(body)
+		case size > c.max:
+			over = true
+			c.tail = c.tail[:0]
+			c.keepTail(c.line)
+			c.keepTail(body)
+			if len(c.line) > headKeep {
+				c.line = c.line[:headKeep]
+			}
+			c.line = append(c.line, body[:min(len(body), headKeep-len(c.line))]...)
+		default:
+			c.line = append(c.line, body...)
+		}
+		if full {
+			continue // the same line goes on
+		}
+		return c.line, size, over, err
+	}
+}
+
+// trimEOL drops a trailing "\n" or "\r\n".
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte{'\n'})
+	return bytes.TrimSuffix(b, []byte{'\r'})
+}
+
+// keepTail appends p to c.tail, keeping only the last tailKeep bytes.
+func (c *stdioConn) keepTail(p []byte) {
+	if len(p) >= tailKeep {
+		c.tail = append(c.tail[:0], p[len(p)-tailKeep:]...)
+		return
+	}
+	if drop := len(c.tail) + len(p) - tailKeep; drop > 0 {
+		c.tail = c.tail[:copy(c.tail, c.tail[drop:])]
+	}
+	c.tail = append(c.tail, p...)
+}
+
+// decode turns one line into a message, or logs why it cannot and returns
+// the error response owed for it, or nil.
+func (c *stdioConn) decode(line []byte) jsonrpc.Message {
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err == nil {
+		return msg
+	}
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
+		return nil
+	}
+	if trimmed[0] != '{' {
+		c.log.Warn("noise on stdout (not JSON-RPC), skipped", "line", snippet(trimmed))
+		return nil
+	}
+	env := recoverEnvelope(trimmed, trimmed)
+	if !env.isResponse() {
+		c.log.Warn("noise on stdout (not a valid JSON-RPC message), skipped", "error", err, "line", snippet(trimmed))
+		return nil
+	}
+	c.log.Warn("malformed response on stdout; failing its request", "id", env.id.Raw(), "error", err, "line", snippet(trimmed))
+	return errorResponse(env.id, fmt.Sprintf("backend %s sent a malformed response: %s", c.name, truncate(err.Error(), 300)))
+}
+
+// oversized logs a dropped line of size bytes and returns the error
+// response owed for it, or nil if it is not recognizably a response.
+func (c *stdioConn) oversized(size int) jsonrpc.Message {
+	env := recoverEnvelope(c.line, c.tail)
+	if !env.isResponse() {
+		c.log.Warn("dropped a message larger than max_message_size", "bytes", size, "limit", c.max)
+		return nil
+	}
+	c.log.Warn("dropped a response larger than max_message_size; failing its request", "id", env.id.Raw(), "bytes", size, "limit", c.max)
+	return errorResponse(env.id, fmt.Sprintf("backend %s sent a response of %d bytes, over max_message_size (%d bytes)", c.name, size, c.max))
+}
+
+// snippet is the start of a line, for the log, without converting all of
+// a line that may be megabytes long.
+func snippet(line []byte) string {
+	const n = 200
+	return truncate(string(line[:min(len(line), n+utf8.UTFMax)]), n)
+}
+
+func errorResponse(id jsonrpc.ID, msg string) *jsonrpc.Response {
+	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}}
+}
+
+// Write sends msg as one line, in one Write call: an *os.File holds its
+// own write lock until all of a Write is written, so concurrent lines never
+// interleave, and no lock of ours is held across the pipe write.
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("backend %s: encoding a message: %w", c.name, err)
+	}
+	if _, err := c.in.Write(append(data, '\n')); err != nil {
+		if c.isClosed() {
+			return mcp.ErrConnectionClosed
+		}
+		return fmt.Errorf("backend %s: writing to stdin: %w", c.name, err)
+	}
+	return nil
+}
+
+// Close closes the child's stdin (asking it to exit, as mcp.IOTransport
+// did) and our end of its stdout, which unblocks a pending Read.
+func (c *stdioConn) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		// The backend may have closed them already, on its way down.
+		err = errors.Join(ignoreClosed(c.in.Close()), ignoreClosed(c.out.Close()))
+	})
+	return err
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, os.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func (c *stdioConn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,253 @@
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+var (
+	rawServerOnce sync.Once
+	rawServerBin  string
+	rawServerErr  error
+)
+
+// startRaw starts testdata/rawserver, a server that writes whatever bytes a
+// test asks for, as backend "raw".
+func startRaw(t *testing.T, opts Options) (*Backend, *syncBuffer) {
+	t.Helper()
+	rawServerOnce.Do(func() {
+		// Next to the fixture, so that TestMain removes it.
+		bin := filepath.Join(filepath.Dir(fixtureBin), "rawserver")
+		out, err := exec.Command("go", "build", "-o", bin, "./testdata/rawserver").CombinedOutput()
+		if err != nil {
+			rawServerErr = fmt.Errorf("building rawserver: %v\n%s", err, out)
+			return
+		}
+		rawServerBin = bin
+	})
+	if rawServerErr != nil {
+		t.Fatal(rawServerErr)
+	}
+	logs := &syncBuffer{}
+	opts.Logger = log.New(logs)
+	opts.StartupTimeout = 10 * time.Second
+	b, err := Start(context.Background(), Spec{Name: "raw", Command: rawServerBin}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Stop(time.Second) })
+	return b, logs
+}
+
+// callWithin calls tool with a generous deadline (standing in for
+// request_timeout) and reports how long the answer took.
+func callWithin(b *Backend, tool string, args map[string]any, timeout time.Duration) (*mcp.CallToolResult, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	begin := time.Now()
+	res, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	return res, time.Since(begin), err
+}
+
+func resultText(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if res == nil || len(res.Content) == 0 {
+		t.Fatalf("empty result: %+v", res)
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("content %T, want text", res.Content[0])
+	}
+	return tc.Text
+}
+
+// assertStillUp checks that the backend kept its connection and process:
+// it answers, under the same PID, and nothing recorded it as down.
+func assertStillUp(t *testing.T, b *Backend, pid int) {
+	t.Helper()
+	tool, args := "echo", map[string]any{"still": "here"}
+	if b.Spec.Name == "raw" {
+		tool, args = "pid", nil
+	}
+	res, _, err := callWithin(b, tool, args, 10*time.Second)
+	if err != nil {
+		t.Fatalf("the backend stopped answering: %v", err)
+	}
+	if tool == "pid" {
+		if got := resultText(t, res); got != strconv.Itoa(pid) {
+			t.Errorf("answered from pid %s, want %d (restarted?)", got, pid)
+		}
+	}
+	if b.PID() != pid || !alive(pid) {
+		t.Errorf("backend process %d gone (now %d)", pid, b.PID())
+	}
+	select {
+	case <-b.Done():
+		t.Fatalf("the backend went down (counts as a crash): %v", b.Err())
+	default:
+	}
+}
+
+// deepNesting is n levels of arrays, over the go-sdk decoder's depth limit
+// (1000) when n is 2000.
+func deepNesting(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+
+// Lines the old stdout filter let through (they contain "jsonrpc":"2.0" and
+// are valid JSON) but the SDK's decoder refuses, which ended the connection.
+var malformedEnvelopes = []struct{ name, line string }{
+	{"no method, no id", `{"jsonrpc":"2.0"}`},
+	{"method not a string", `{"jsonrpc":"2.0","method":5}`},
+	{"upper-case JSONRPC key", `{"JSONRPC":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`},
+	{"id is an object", `{"jsonrpc":"2.0","id":{},"result":{}}`},
+	{"id is true", `{"jsonrpc":"2.0","id":true,"result":{}}`},
+	{"2000-deep nesting", `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":` + deepNesting(2000) + `}}`},
+}
+
+func TestMalformedJSONRPCLineDoesNotCostTheConnection(t *testing.T) {
+	b, logs, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := b.PID()
+	for _, tc := range malformedEnvelopes {
+		t.Run(tc.name, func(t *testing.T) {
+			// The fixture prints the line on stdout, then answers the call.
+			res, _, err := callWithin(b, "noise", map[string]any{"text": tc.line}, 10*time.Second)
+			if err != nil {
+				t.Fatalf("the call after the line failed: %v", err)
+			}
+			if got := resultText(t, res); got != "noisy" {
+				t.Errorf("noise answered %q", got)
+			}
+			assertStillUp(t, b, pid)
+		})
+	}
+	if !strings.Contains(logs.String(), `{\"jsonrpc\":\"2.0\",\"method\":5}`) && !strings.Contains(logs.String(), `{"jsonrpc":"2.0","method":5}`) {
+		t.Errorf("the skipped line was not logged:\n%s", logs)
+	}
+}
+
+func TestMalformedResponseFailsOnlyItsRequestPromptly(t *testing.T) {
+	b, _ := startRaw(t, Options{})
+	pid := b.PID()
+	cases := []struct{ name, line, want string }{
+		{"upper-case JSONRPC key", `{"JSONRPC":"2.0","id":%ID%,"result":{}}`, "version"},
+		{"error code not a number", `{"jsonrpc":"2.0","id":%ID%,"error":{"code":"boom","message":"x"}}`, "code"},
+		{"2000-deep result", `{"jsonrpc":"2.0","id":%ID%,"result":{"a":` + deepNesting(2000) + `}}`, "depth"},
+		{"id last", `{"result":{"a":` + deepNesting(2000) + `},"jsonrpc":"2.0","id":%ID%}`, "depth"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, took, err := callWithin(b, "raw", map[string]any{"lines": []string{tc.line}}, 30*time.Second)
+			var je *jsonrpc.Error
+			if !errors.As(err, &je) || je.Code != jsonrpc.CodeInternalError {
+				t.Fatalf("err = %v (%T), want a -32603 *jsonrpc.Error", err, err)
+			}
+			if !strings.Contains(je.Message, "raw") || !strings.Contains(je.Message, tc.want) {
+				t.Errorf("message %q should name the backend and what was wrong (%q)", je.Message, tc.want)
+			}
+			if took > 5*time.Second {
+				t.Errorf("the error took %v", took)
+			}
+			t.Logf("after %v: %v", took, err)
+			assertStillUp(t, b, pid)
+		})
+	}
+}
+
+var sizeInMessage = regexp.MustCompile(`(\d+) bytes`)
+
+func TestOversizedResponseFailsPromptlyNamingBackendAndSize(t *testing.T) {
+	const limit = 64 * 1024
+	check := func(t *testing.T, err error, took time.Duration, backend string, wantSize int) {
+		t.Helper()
+		if err == nil {
+			t.Fatal("a response over max_message_size was delivered")
+		}
+		t.Logf("after %v: %v", took, err)
+		if took > 5*time.Second {
+			t.Errorf("the error took %v; it must not wait for the request timeout", took)
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, backend) || !strings.Contains(msg, strconv.Itoa(limit)) {
+			t.Errorf("error %q should name backend %q and the limit %d", msg, backend, limit)
+		}
+		m := sizeInMessage.FindStringSubmatch(msg)
+		if m == nil {
+			t.Fatalf("error %q does not give the size in bytes", msg)
+		}
+		if size, _ := strconv.Atoi(m[1]); size != wantSize && !(wantSize < 0 && size > -wantSize) {
+			t.Errorf("size in error = %d, want %d", size, wantSize)
+		}
+	}
+
+	t.Run("go-sdk order, id first", func(t *testing.T) {
+		b, logs, err := start(t, Options{MaxMessageSize: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, took, err := callWithin(b, "big", map[string]any{"bytes": 200 * 1024}, 30*time.Second)
+		check(t, err, took, "fx", -200*1024) // the envelope adds some bytes
+		assertStillUp(t, b, b.PID())
+		if !strings.Contains(logs.String(), "larger than max_message_size") {
+			t.Errorf("not logged:\n%s", logs)
+		}
+	})
+
+	t.Run("TypeScript order, id last", func(t *testing.T) {
+		b, _ := startRaw(t, Options{MaxMessageSize: limit})
+		const pad = 200 * 1024
+		line := `{"result":{"content":[{"type":"text","text":"%PAD%"}]},"jsonrpc":"2.0","id":%ID%}`
+		_, took, err := callWithin(b, "raw", map[string]any{"lines": []string{line}, "pad": pad}, 30*time.Second)
+		// The second request of the session (initialize was the first) has id 2.
+		want := len(line) - len("%PAD%") + pad - len("%ID%") + len("2")
+		check(t, err, took, "raw", want)
+		assertStillUp(t, b, b.PID())
+	})
+}
+
+func TestStderrLineOverOneMiBDoesNotKillBackend(t *testing.T) {
+	b, logs := startRaw(t, Options{})
+	pid := b.PID()
+	res, _, err := callWithin(b, "stderr", map[string]any{"bytes": 2 << 20}, 10*time.Second)
+	if err != nil {
+		t.Fatalf("the call that wrote 2 MiB to stderr failed: %v", err)
+	}
+	if got := resultText(t, res); got != "ok" {
+		t.Errorf("stderr answered %q", got)
+	}
+	assertStillUp(t, b, pid)
+	// Short lines after the long one are still captured whole.
+	if _, _, err := callWithin(b, "stderr", map[string]any{"bytes": 10}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for !strings.Contains(logs.String(), "raw: eeeeeeeeee\n") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "raw: eeeeeeeeee\n") {
+		t.Errorf("the line after the long one was not logged whole:\n%.2000s", out)
+	}
+	if !strings.Contains(out, "truncated") {
+		t.Errorf("the long line was not marked as truncated in the log")
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) > 8*1024 {
+			t.Errorf("a log line of %d bytes: long stderr lines must be truncated", len(l))
+		}
+	}
+}

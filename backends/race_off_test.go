@@ -1,0 +1,5 @@
+//go:build !race
+
+package backends
+
+const raceEnabled = false
