@@ -83,9 +83,9 @@ func newLogger(cfg *mux.Config) (*log.Logger, io.Closer, error) {
 	var w io.Writer = os.Stderr
 	var closer io.Closer = io.NopCloser(nil)
 	if cfg.Mux.LogFile != "" {
-		f, err := os.OpenFile(cfg.Mux.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		f, err := openLogFile(cfg.Mux.LogFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("log_file: %w", err)
+			return nil, nil, err
 		}
 		w, closer = f, f
 	}
@@ -96,6 +96,40 @@ func newLogger(cfg *mux.Config) (*log.Logger, io.Closer, error) {
 	}
 	logger.SetLevel(level)
 	return logger, closer, nil
+}
+
+// openLogFile opens the log file for appending. A new one is created 0600
+// (logs show what backends print); an existing one keeps its mode. It must
+// not be the file stdout goes to: the protocol would be corrupted. Loading
+// the config refused the names of stdout already; the file stdout was
+// redirected to shows only now, compared with what stdout is.
+func openLogFile(path string) (*os.File, error) {
+	isStdout := func(fi os.FileInfo) bool {
+		out, err := os.Stdout.Stat()
+		if err != nil || !os.SameFile(fi, out) {
+			return false
+		}
+		// Nothing reads a stdout that is /dev/null.
+		null, err := os.Stat(os.DevNull)
+		return err != nil || !os.SameFile(fi, null)
+	}
+	errStdout := fmt.Errorf("log_file %s is the file mcp-mux's stdout goes to, which carries the MCP protocol: logs there would corrupt it (log to another file, or remove log_file to log to stderr)", path)
+	if mux.IsStdoutName(path) {
+		return nil, errStdout
+	}
+	if fi, err := os.Stat(path); err == nil && isStdout(fi) {
+		return nil, errStdout
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("log_file: %w", err)
+	}
+	// Again on what was opened: the name may lead elsewhere by now.
+	if fi, err := f.Stat(); err == nil && isStdout(fi) {
+		f.Close()
+		return nil, errStdout
+	}
+	return f, nil
 }
 
 func serve(c *cli.Context) error {
@@ -161,7 +195,15 @@ func check(c *cli.Context) error {
 		// what goes wrong (collisions, failures) is in the report.
 		logger.SetLevel(log.FatalLevel)
 	}
-	report := mux.Inspect(c.Context, cfg, logger, version)
+	// Ctrl-C while backends start (each may take startup_timeout) ends the
+	// check at once, and the backends it started are stopped.
+	ctx, caught, stop := signalContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	report := mux.Inspect(ctx, cfg, logger, version)
+	if sig := caught(); sig != 0 {
+		name := map[syscall.Signal]string{syscall.SIGINT: "SIGINT (Ctrl-C)", syscall.SIGTERM: "SIGTERM"}[sig]
+		return cli.Exit(fmt.Sprintf("mcp-mux: check interrupted by %s; every backend it started is stopped", name), 128+int(sig))
+	}
 	if c.Bool("json") {
 		writeJSON(report)
 	} else {
@@ -171,6 +213,39 @@ func check(c *cli.Context) error {
 		return cli.Exit("", 1)
 	}
 	return nil
+}
+
+// signalContext is signal.NotifyContext that also tells which signal
+// ended ctx (0 if none), for the exit code 128+signal.
+func signalContext(parent context.Context, sigs ...os.Signal) (ctx context.Context, caught func() syscall.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	var got syscall.Signal
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case s := <-ch:
+			got, _ = s.(syscall.Signal)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	caught = func() syscall.Signal {
+		if ctx.Err() == nil {
+			return 0
+		}
+		cancel()
+		<-done
+		return got
+	}
+	stop = func() {
+		signal.Stop(ch)
+		cancel()
+		<-done
+	}
+	return ctx, caught, stop
 }
 
 func writeJSON(v any) {

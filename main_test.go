@@ -468,3 +468,403 @@ func TestCheckConnectFailsWhenABackendCannotStart(t *testing.T) {
 		t.Errorf("exit %d, want 1 with the backend's reason:\n%s", code, out)
 	}
 }
+
+// leaks reports whether out contains secret or any 7-byte piece of it.
+func leaks(out, secret string) bool {
+	for i := 0; i+7 <= len(secret); i++ {
+		if strings.Contains(out, secret[i:i+7]) {
+			return true
+		}
+	}
+	return strings.Contains(out, secret)
+}
+
+// runWith runs mcp-mux with args (stdin empty) and returns its stdout,
+// stderr and exit code.
+func runWith(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(muxBin, args...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("mcp-mux %v still running after 30 s", args)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestCheckAndServeNeverPrintEnvSecrets: an env value broken in any way is
+// reported by FILE:LINE and what is wrong, never with the value, by check
+// (plain and --json) and by serve.
+func TestCheckAndServeNeverPrintEnvSecrets(t *testing.T) {
+	cases := []struct{ entry, secret, want string }{
+		{`API_TOKEN = "S3CR3Tq7Zx\u00"`, "S3CR3Tq7Zx", "invalid escape sequence"},
+		{`API_TOKEN = "xS3CR3Tw8Yv\x4"`, "xS3CR3Tw8Yv", "invalid escape sequence"},
+		{`API_TOKEN = "US3CR3Tp6Xu\U0000"`, "US3CR3Tp6Xu", "invalid escape sequence"},
+		{`PIN = 0738491625`, "0738491625", "leading zero"},
+		{`API_TOKEN = tokQ7xZsecretW`, "tokQ7xZsecretW", "expected a value"},
+		{`GITHUB_TOKEN = "${ghp_16C7e42F292c6912E7710c838347Ae178B4a}"`, "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "not set"},
+		{`"API_TOKEN=S3CR3Tj1Sq" = ""`, "S3CR3Tj1Sq", "invalid environment variable name"},
+	}
+	for _, c := range cases {
+		t.Run(c.want+"/"+c.secret[:4], func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "mcp-mux.toml")
+			src := fmt.Sprintf("[[backend]]\nname = \"api\"\ncommand = %q\nenv = { %s }\n", fixtureBin, c.entry)
+			if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"check", "--config", path}, {"check", "--json", "--config", path}, {"--config", path}} {
+				stdout, stderr, code := runWith(t, "", args...)
+				all := stdout + stderr
+				if code != 1 {
+					t.Errorf("%v: exit %d, want 1\n%s", args, code, all)
+				}
+				if leaks(all, c.secret) {
+					t.Errorf("%v: the output shows the value:\n%s", args, all)
+				}
+				if !strings.Contains(all, c.want) {
+					t.Errorf("%v: the output does not say %q:\n%s", args, c.want, all)
+				}
+				if args[1] == "--json" {
+					if !strings.Contains(stdout, `"Line": 4`) {
+						t.Errorf("%v: no line 4 in\n%s", args, stdout)
+					}
+				} else if !strings.Contains(all, path+":4: ") {
+					t.Errorf("%v: no %s:4: in\n%s", args, path, all)
+				}
+			}
+		})
+	}
+}
+
+// TestLogFileThatIsStdoutIsRefused: stdout carries the protocol, so a
+// log_file that is stdout by any name (or the file stdout is redirected to)
+// is refused: by check where it can tell, and by serve, which exits 1
+// before writing anything.
+func TestLogFileThatIsStdoutIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "to-stdout.log")
+	if err := os.Symlink("/dev/stdout", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, lf := range []string{"/dev/stdout", "/proc/self/fd/1", "/dev/fd/1", link} {
+		cfg := writeConfig(t, "log_file = "+strconv.Quote(lf), []string{"notes", "-name", "notes"})
+		out, code := runCheck(t, "--config", cfg)
+		if code != 1 || !strings.Contains(out, cfg+":3: mux.log_file: ") || !strings.Contains(out, "stdout") {
+			t.Errorf("check, log_file %s: exit %d, want 1 and %s:3: mux.log_file: ... stdout:\n%s", lf, code, cfg, out)
+		}
+		stdout, stderr, code := runWith(t, "", "--config", cfg)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, "log_file") {
+			t.Errorf("serve, log_file %s: exit %d, want 1 with the reason on stderr and nothing on stdout\nstdout: %q\nstderr: %s", lf, code, stdout, stderr)
+		}
+	}
+
+	// The file stdout is redirected to, by its name or through a symlink:
+	// only serve can tell.
+	outFile := filepath.Join(dir, "stdout.txt")
+	outLink := filepath.Join(dir, "stdout-link.log")
+	if err := os.Symlink(outFile, outLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, lf := range []string{outFile, outLink} {
+		f, err := os.Create(outFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := writeConfig(t, "log_file = "+strconv.Quote(lf), []string{"notes", "-name", "notes"})
+		cmd := exec.Command(muxBin, "--config", cfg)
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = f, &stderr
+		err = cmd.Run()
+		f.Close()
+		data, _ := os.ReadFile(outFile)
+		if code := cmd.ProcessState.ExitCode(); code != 1 || len(data) != 0 || !strings.Contains(stderr.String(), "stdout") {
+			t.Errorf("serve with stdout > %s, log_file %s: exit %d (%v), want 1 and an empty stdout\nstdout file: %q\nstderr: %s", outFile, lf, code, err, data, stderr.String())
+		}
+	}
+}
+
+// TestNewLogFileIs0600AndAnExistingOneKeepsItsMode: logs may show backend
+// output nobody else should read. Even with umask 0 a new log file is
+// 0600; an existing file's mode is left as the user set it.
+func TestNewLogFileIs0600AndAnExistingOneKeepsItsMode(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "existing.log")
+	if err := os.WriteFile(existing, []byte("old line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(existing, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file string
+		mode os.FileMode
+	}{{filepath.Join(dir, "new.log"), 0o600}, {existing, 0o640}} {
+		cfg := writeConfig(t, "log_file = "+strconv.Quote(c.file), []string{"notes", "-name", "notes"})
+		cmd := exec.Command(muxBin, "--config", cfg) // stdin empty: serve, then exit
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		old := syscall.Umask(0) // inherited by the child at fork
+		err := cmd.Start()
+		syscall.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("serve: %v\n%s", err, stderr.String())
+		}
+		fi, err := os.Stat(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != c.mode {
+			t.Errorf("%s: mode %v, want %v", filepath.Base(c.file), got, c.mode)
+		}
+		data, _ := os.ReadFile(c.file)
+		if !strings.Contains(string(data), "config loaded") {
+			t.Errorf("%s: the log was not written there:\n%s", filepath.Base(c.file), data)
+		}
+	}
+	if data, _ := os.ReadFile(existing); !strings.HasPrefix(string(data), "old line\n") {
+		t.Errorf("the existing log was not appended to:\n%s", data)
+	}
+}
+
+// TestRelativePathsInConfigAreRelativeToItsDirectory: the agent starts
+// mcp-mux in whatever directory it likes; log_file, cwd and a command
+// with a "/" are found next to the config file all the same.
+func TestRelativePathsInConfigAreRelativeToItsDirectory(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "conf")
+	for _, d := range []string{"logs", "data", "bin"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(fixtureBin, filepath.Join(dir, "bin", "fixture")); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	pidsA, pidsB := filepath.Join(root, "a.pids"), filepath.Join(root, "b.pids")
+	cfg := filepath.Join(dir, "mcp-mux.toml")
+	src := fmt.Sprintf(`[mux]
+log_file = "logs/mux.log"
+shutdown_grace = "1s"
+
+[[backend]]
+name = "a"
+command = "bin/fixture"
+args = ["-name", "a", "-grandchild-pidfile", %q]
+
+[[backend]]
+name = "b"
+command = "../bin/fixture"
+cwd = "data"
+args = ["-name", "b", "-grandchild-pidfile", %q]
+`, pidsA, pidsB)
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// check, from elsewhere and with the config named relative to the working directory.
+	for _, c := range [][2]string{{elsewhere, cfg}, {root, "conf/mcp-mux.toml"}} {
+		stdout, stderr, code := runWith(t, c[0], "check", "--config", c[1])
+		if code != 0 {
+			t.Errorf("check --config %s in %s: exit %d\n%s%s", c[1], c[0], code, stdout, stderr)
+		}
+	}
+
+	// serve, from elsewhere: the backends run, b in conf/data, and the log
+	// lands in conf/logs.
+	cmd := exec.Command(muxBin, "--config", cfg)
+	cmd.Dir = elsewhere
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitExit := func() {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("serve: %v\n%s", err, stderr.String())
+		}
+	}
+	a, b := readPidfile(t, pidsA), readPidfile(t, pidsB)
+	for _, c := range []struct {
+		pid  int
+		want string
+	}{{a[0], elsewhere}, {b[0], filepath.Join(dir, "data")}} {
+		got, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", c.pid))
+		if err != nil || got != c.want {
+			t.Errorf("backend %d runs in %q (%v), want %q", c.pid, got, err, c.want)
+		}
+	}
+	waitExit()
+	data, err := os.ReadFile(filepath.Join(dir, "logs", "mux.log"))
+	if err != nil || !strings.Contains(string(data), "config loaded") {
+		t.Errorf("no log in conf/logs/mux.log (%v):\n%s\nstderr:\n%s", err, data, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "logs")); err == nil {
+		t.Errorf("a logs directory appeared in the working directory")
+	}
+
+	// A relative cwd that does not exist: the message says relative to what.
+	os.WriteFile(cfg, []byte(strings.Replace(src, `cwd = "data"`, `cwd = "nodata"`, 1)), 0o644)
+	out, code := runCheck(t, "--config", cfg)
+	want := fmt.Sprintf(`%s:13: backend[1] (b).cwd: directory "nodata" (relative to the config file's directory %s) does not exist`, cfg, dir)
+	if code != 1 || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want 1 and %q in\n%s", code, want, out)
+	}
+}
+
+// childrenOf lists the pids whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			n, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TestCheckConnectStopsWithinASecondOnSIGINT: Ctrl-C during check
+// --connect, while one backend is still starting (10 s) and one ignores
+// stdin EOF and SIGTERM, ends it within a second, says so, exits 130, and
+// leaves no process behind, however long shutdown_grace is.
+func TestCheckConnectStopsWithinASecondOnSIGINT(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			slowPids, stubbornPids := filepath.Join(dir, "slow.pids"), filepath.Join(dir, "stubborn.pids")
+			cfg := filepath.Join(dir, "mcp-mux.toml")
+			src := fmt.Sprintf(`[mux]
+shutdown_grace = "5s"
+startup_timeout = "30s"
+
+[[backend]]
+name = "slow"
+command = %[1]q
+args = ["-name", "slow", "-start-delay", "10s", "-grandchild-pidfile", %[2]q]
+
+[[backend]]
+name = "stubborn"
+command = %[1]q
+args = ["-name", "stubborn", "-ignore-eof", "-grandchild-pidfile", %[3]q]
+
+[[backend]]
+name = "notes"
+command = %[1]q
+args = ["-name", "notes"]
+`, fixtureBin, slowPids, stubbornPids)
+			if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(muxBin, "check", "--connect", "--config", cfg)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			started := time.Now()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { cmd.Wait(); close(exited) }()
+			defer func() {
+				cmd.Process.Kill()
+				<-exited
+			}()
+			pids := append(readPidfile(t, slowPids), readPidfile(t, stubbornPids)...)
+			time.Sleep(time.Until(started.Add(300 * time.Millisecond)))
+			pids = append(pids, childrenOf(cmd.Process.Pid)...)
+			if len(pids) < 5 {
+				t.Fatalf("only %d processes found: %v", len(pids), pids)
+			}
+
+			cmd.Process.Signal(sig)
+			sent := time.Now()
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("still running 5 s after %v\nstderr:\n%s", sig, stderr.String())
+			}
+			took := time.Since(sent)
+			t.Logf("exited %v after %v; exit %d; stderr: %q; stdout: %q", took, sig, cmd.ProcessState.ExitCode(), stderr.String(), stdout.String())
+			if took > time.Second {
+				t.Errorf("took %v to exit after %v, want within 1 s", took, sig)
+			}
+			if code, want := cmd.ProcessState.ExitCode(), 128+int(sig); code != want {
+				t.Errorf("exit code %d, want %d", code, want)
+			}
+			if !strings.Contains(stderr.String(), "interrupted") {
+				t.Errorf("stderr does not say it was interrupted:\n%s", stderr.String())
+			}
+			waitGone(t, pids, 200*time.Millisecond)
+		})
+	}
+}
+
+// TestCheckConnectCtrlCWhileStoppingEndsAtOnce: Ctrl-C while check is
+// giving a backend that ignores stdin EOF its shutdown_grace (5 s) kills
+// it and ends the command within a second.
+func TestCheckConnectCtrlCWhileStoppingEndsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	pidfile := filepath.Join(dir, "stubborn.pids")
+	cfg := filepath.Join(dir, "mcp-mux.toml")
+	src := fmt.Sprintf("[mux]\nshutdown_grace = \"5s\"\n\n[[backend]]\nname = \"stubborn\"\ncommand = %q\nargs = [\"-name\", \"stubborn\", \"-ignore-eof\", \"-grandchild-pidfile\", %q]\n", fixtureBin, pidfile)
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(muxBin, "check", "--connect", "--config", cfg)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	pids := readPidfile(t, pidfile)
+	time.Sleep(500 * time.Millisecond) // started, reported, now in its grace
+	cmd.Process.Signal(syscall.SIGINT)
+	sent := time.Now()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running 10 s after SIGINT\nstderr:\n%s", stderr.String())
+	}
+	took := time.Since(sent)
+	t.Logf("exited %v after SIGINT; exit %d; stderr: %q", took, cmd.ProcessState.ExitCode(), stderr.String())
+	if took > time.Second || cmd.ProcessState.ExitCode() != 130 {
+		t.Errorf("exit %d after %v, want 130 within 1 s", cmd.ProcessState.ExitCode(), took)
+	}
+	waitGone(t, pids, 200*time.Millisecond)
+}

@@ -14,7 +14,9 @@ package mux
 // small scanner (scanKeyLines) records the line where each key path is
 // defined.
 //
-// Secrets: the values of env entries are never put in a message.
+// Secrets: the values of env entries are never put in a message (see
+// config_secrets.go). Paths: relative ones start at the config file's
+// directory (see config_paths.go).
 
 import (
 	"bytes"
@@ -147,7 +149,7 @@ func Parse(path string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
-	p := &parser{file: path, lookupEnv: lookupEnv}
+	p := &parser{file: path, dir: absDirOf(path), lookupEnv: lookupEnv}
 	cfg := p.parse(data)
 	if len(p.problems) > 0 {
 		return nil, &ConfigError{Problems: p.finish()}
@@ -257,6 +259,7 @@ type problem struct {
 
 type parser struct {
 	file      string
+	dir       string // absolute directory of file: relative paths in it start there
 	lookupEnv func(string) (string, bool)
 	lines     map[string]int // key path → line
 	problems  []problem
@@ -338,13 +341,9 @@ func (p *parser) parse(data []byte) (cfg *Config) {
 			if line == 0 {
 				line = pe.Line
 			}
-			msg := pe.Message
-			if msg == "" {
-				msg = pe.Error()
-			}
-			p.addAt(nil, line, "TOML syntax error: %s", msg)
+			p.addAt(nil, line, "TOML syntax error: %s", syntaxMessage(pe))
 		} else {
-			p.addAt(nil, 0, "TOML syntax error: %s", strings.TrimPrefix(err.Error(), "toml: "))
+			p.addAt(nil, 0, "TOML syntax error: the file cannot be parsed")
 		}
 		return nil
 	}
@@ -849,12 +848,7 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 	}
 
 	if s.LogFile != "" {
-		dir := filepath.Dir(s.LogFile)
-		if fi, err := os.Stat(s.LogFile); err == nil && fi.IsDir() {
-			p.add(mk("log_file"), "%q is a directory, expected a file name", s.LogFile)
-		} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			p.add(mk("log_file"), "directory %q does not exist", dir)
-		}
+		p.checkLogFile(mk("log_file"), s)
 	}
 
 	if present["tool_separator"] && s.ToolSeparator == "" {
@@ -952,23 +946,19 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) []backe
 		if len(s.Env) > 0 {
 			env := make(map[string]string, len(s.Env))
 			for name, val := range s.Env {
-				ek := k("env").child(name)
+				ek, line := k("env").child(envKeyShown(name)), p.lineOf(k("env").child(name))
 				if name == "" || strings.ContainsAny(name, "=\x00") {
-					p.add(ek, "invalid environment variable name (must be non-empty, without \"=\")")
+					p.addAt(ek, line, "invalid environment variable name (must be non-empty, without \"=\")")
 				}
 				exp, issues := expandEnv(val, p.lookupEnv)
 				for _, is := range issues {
-					if is.unset != "" {
-						if s.Disabled {
-							continue
-						}
-						p.add(ek, "${%s} is not set (use ${%s:-default} for a default)", is.unset, is.unset)
+					if is.unset != "" && s.Disabled {
 						continue
 					}
-					p.add(ek, "%s", is.malformed)
+					p.addAt(ek, line, "%s", is.message())
 				}
 				if strings.ContainsRune(exp, 0) {
-					p.add(ek, "value contains a NUL character")
+					p.addAt(ek, line, "value contains a NUL character")
 				}
 				env[name] = exp
 			}
@@ -983,19 +973,27 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) []backe
 		case strings.TrimSpace(s.Command) == "":
 			p.add(k("command"), "must not be empty")
 		}
+		// The agent starts mux in a directory of its choosing: relative
+		// paths are made absolute here, against the config file's directory.
+		givenCwd, givenCommand := s.Cwd, s.Command
+		var cwdNote, commandBase string
+		s.Cwd, cwdNote = p.resolvePath(s.Cwd)
+		if strings.TrimSpace(s.Command) != "" {
+			s.Command, commandBase = p.resolveCommand(s.Command, s.Cwd)
+		}
 		if !s.Disabled {
 			cwdOK := true
 			if s.Cwd != "" {
 				if fi, err := os.Stat(s.Cwd); err != nil {
 					cwdOK = false
-					p.add(k("cwd"), "directory %q does not exist", s.Cwd)
+					p.add(k("cwd"), "directory %q%s does not exist", givenCwd, cwdNote)
 				} else if !fi.IsDir() {
 					cwdOK = false
-					p.add(k("cwd"), "%q is not a directory", s.Cwd)
+					p.add(k("cwd"), "%q%s is not a directory", givenCwd, cwdNote)
 				}
 			}
 			if strings.TrimSpace(s.Command) != "" && cwdOK {
-				if msg := checkCommand(s.Command, s.Cwd); msg != "" {
+				if msg := checkCommand(givenCommand, s.Command, commandBase); msg != "" {
 					p.add(k("command"), "%s", msg)
 				}
 			}
@@ -1013,34 +1011,35 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) []backe
 	return out
 }
 
-// checkCommand reports ("" if fine) whether command can be executed the way
-// exec.Command with Dir = cwd would run it.
-func checkCommand(command, cwd string) string {
-	if strings.ContainsRune(command, '/') || strings.ContainsRune(command, filepath.Separator) {
-		path := command
-		if !filepath.IsAbs(path) && cwd != "" {
-			path = filepath.Join(cwd, path)
-		}
+// checkCommand reports ("" if fine) whether command, as written in the
+// file, can be executed; path is where it was resolved to (see
+// resolveCommand) and base what a relative path was taken relative to.
+func checkCommand(command, path, base string) string {
+	if hasPathSeparator(command) {
 		where := ""
 		if path != command {
 			where = fmt.Sprintf(" (looked at %q)", path)
 		}
+		var msg string
 		fi, err := os.Stat(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return fmt.Sprintf("command %q not found%s", command, where)
+			msg = fmt.Sprintf("command %q not found%s", command, where)
 		case err != nil:
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return fmt.Sprintf("command %q cannot be accessed%s: %v", command, where, err)
+			msg = fmt.Sprintf("command %q cannot be accessed%s: %v", command, where, err)
 		case fi.IsDir():
-			return fmt.Sprintf("command %q is a directory%s", command, where)
+			msg = fmt.Sprintf("command %q is a directory%s", command, where)
 		case runtime.GOOS != "windows" && fi.Mode().Perm()&0o111 == 0:
-			return fmt.Sprintf("command %q is not executable%s (chmod +x it)", command, where)
+			msg = fmt.Sprintf("command %q is not executable%s (chmod +x it)", command, where)
 		}
-		return ""
+		if msg != "" && base != "" {
+			msg += ": a relative command path is relative to " + base
+		}
+		return msg
 	}
 	if _, err := exec.LookPath(command); err != nil {
 		if errors.Is(err, exec.ErrDot) {

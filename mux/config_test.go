@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -665,4 +666,230 @@ func TestFindConfig(t *testing.T) {
 	if got := find("flag.toml"); got != "flag.toml" {
 		t.Errorf("got %q, want flag.toml", got)
 	}
+}
+
+// leaksSecret reports whether out contains secret or any 7-byte piece of it.
+func leaksSecret(out, secret string) bool {
+	if len(secret) < 7 {
+		return strings.Contains(out, secret)
+	}
+	for i := 0; i+7 <= len(secret); i++ {
+		if strings.Contains(out, secret[i:i+7]) {
+			return true
+		}
+	}
+	return false
+}
+
+// envSecretCases are env entries broken in ways whose error used to quote
+// the value: the TOML library's syntax errors, an unset "variable" that is
+// really a token, a NAME=value key. Each still needs its line and a word on
+// what is wrong.
+var envSecretCases = []struct {
+	name, entry, secret, want string
+}{
+	{"\\u with two digits", `API_TOKEN = "S3CR3Tq7Zx\u00"`, "S3CR3Tq7Zx", "invalid escape sequence"},
+	{"\\x with one digit", `API_TOKEN = "xS3CR3Tw8Yv\x4"`, "xS3CR3Tw8Yv", "invalid escape sequence"},
+	{"\\U with four digits", `API_TOKEN = "US3CR3Tp6Xu\U0000"`, "US3CR3Tp6Xu", "invalid escape sequence"},
+	{"\\u with letters", `API_TOKEN = "uS3CR3Tn5Wt\uZZZZ"`, "uS3CR3Tn5Wt", "invalid escape sequence"},
+	{"\\q", `API_TOKEN = "qS3CR3Tm4Vs\q"`, "qS3CR3Tm4Vs", "invalid escape sequence"},
+	{"unquoted number with a leading zero", `PIN = 0738491625`, "0738491625", "leading zero"},
+	{"unquoted number with underscores", `PIN = 73_84__91625`, "73_84__91625", "underscores"},
+	{"unquoted word", `API_TOKEN = tokQ7xZsecretW`, "tokQ7xZsecretW", "expected a value"},
+	{"unquoted float", `API_TOKEN = 3.9418275e`, "3.9418275e", "float"},
+	{"text after the string", `API_TOKEN = "pre" S3CR3Tk2Tr`, "S3CR3Tk2Tr", "TOML syntax error"},
+	{"token written as ${...}", `GITHUB_TOKEN = "${ghp_16C7e42F292c6912E7710c838347Ae178B4a}"`, "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "not set"},
+	{"NAME=value as the key", `"API_TOKEN=S3CR3Tj1Sq" = ""`, "S3CR3Tj1Sq", "invalid environment variable name"},
+	{"NAME=value as the key, with an unset variable", `"API_TOKEN=S3CR3Th0Rp" = "${NOPE}"`, "S3CR3Th0Rp", "NOPE"},
+}
+
+// TestConfigErrorNeverShowsAnEnvValue: whatever is wrong in an env entry,
+// the problem names the file, the line and what is wrong, but not the value.
+func TestConfigErrorNeverShowsAnEnvValue(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		for _, c := range envSecretCases {
+			t.Run(fmt.Sprintf("%s/inline=%v", c.name, inline), func(t *testing.T) {
+				src := "[[backend]]\nname = \"api\"\ncommand = \"go\"\n[backend.env]\n" + c.entry + "\n"
+				line := 5
+				if inline {
+					src = "[[backend]]\nname = \"api\"\ncommand = \"go\"\nenv = { " + c.entry + " }\n"
+					line = 4
+				}
+				_, err := Parse("test.toml", []byte(src), noEnv)
+				if err == nil {
+					t.Fatal("no error")
+				}
+				var ce *ConfigError
+				if !errors.As(err, &ce) {
+					t.Fatalf("error is %T", err)
+				}
+				if leaksSecret(err.Error(), c.secret) {
+					t.Errorf("the error shows the value:\n%v", err)
+				}
+				if ce.Problems[0].Line != line || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("want line %d and %q in:\n%v", line, c.want, err)
+				}
+			})
+		}
+	}
+}
+
+// TestConfigSyntaxErrorsStillSayWhereAndWhat: syntax errors outside env
+// are still reported with their line, a column and what is wrong.
+func TestConfigSyntaxErrorsStillSayWhereAndWhat(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"[[backend]]\nname = \"a\"\nargs = [\"run\" \"x\"]\n", `TOML syntax error: expected a comma (',') or array terminator (']') (column 15)`},
+		{"[[backend]]\nname = \"a\"\ncommand = go\n", "TOML syntax error: expected a value"},
+		{"[[backend]]\nname = \"a\"\ncommand = \"C:\\Users\\me\\server.exe\"\n", `TOML syntax error: invalid escape sequence in a string (column 12): \U must be followed by eight hexadecimal digits`},
+		{"[[backend]]\nname = \"a\"\nname = \"b\"\n", "TOML syntax error: Key 'backend.name' has already been defined (column"},
+		{"[[backend]\nname = \"a\"\n", "TOML syntax error: expected \"]]\" to end the [[table]] header"},
+		{"[mux]\nrequest_timeout = 007\n", "TOML syntax error: invalid integer (column 19): cannot have leading zeroes"},
+	}
+	for _, tt := range tests {
+		_, ps := parseString(t, tt.src, noEnv)
+		if len(ps) != 1 || ps[0].Line == 0 || !strings.Contains(ps[0].String(), tt.want) {
+			t.Errorf("%q: want one problem with a line containing %q, got:%s", tt.src, tt.want, problemStrings(ps))
+		}
+	}
+}
+
+func TestConfigSecretFixtureFile(t *testing.T) {
+	path := filepath.Join(configDir, "secret-bad-escape.toml")
+	_, err := Load(path)
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Load: %v, want a *ConfigError", err)
+	}
+	checkProblems(t, path, ce.Problems, []wantProblem{{7, "TOML syntax error: invalid escape sequence in a string (column"}})
+	if leaksSecret(err.Error(), "S3CR3Tq7Zx") {
+		t.Errorf("the error shows the value:\n%v", err)
+	}
+}
+
+// TestConfigUnsetVariableNames: a conventional variable name is named, so
+// that the user knows what to export; one that looks like a token is not.
+func TestConfigUnsetVariableNames(t *testing.T) {
+	for name, shown := range map[string]bool{
+		"GITHUB_TOKEN": true, "http_proxy": true, "API_KEY_V2": true, "_X": true,
+		"ghp_16C7e42F292c6912E7710c838347Ae178B4a": false, "a3f29c0d81b7e4f6": false, "AbCdEfGhIjKl": false,
+	} {
+		_, ps := parseString(t, "[[backend]]\nname = \"a\"\ncommand = \"go\"\nenv = { X = \"${"+name+"}\" }\n", noEnv)
+		s := problemStrings(ps)
+		if len(ps) != 1 || ps[0].Line != 4 || !strings.Contains(s, "not set") {
+			t.Errorf("%s: want one problem on line 4 saying it is not set:%s", name, s)
+		}
+		if strings.Contains(s, name) != shown {
+			t.Errorf("%s: name shown = %v, want %v:%s", name, !shown, shown, s)
+		}
+	}
+}
+
+// TestConfigLogFileThatIsStdoutIsAProblem: logs on stdout would corrupt
+// the protocol; check says so for every name of stdout it can recognise.
+func TestConfigLogFileThatIsStdoutIsAProblem(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "out.log")
+	if err := os.Symlink("/dev/stdout", link); err != nil {
+		t.Fatal(err)
+	}
+	link2 := filepath.Join(dir, "chain.log")
+	if err := os.Symlink("out.log", link2); err != nil {
+		t.Fatal(err)
+	}
+	fdLink := filepath.Join(dir, "fd.log")
+	if err := os.Symlink("/dev/fd/1", fdLink); err != nil {
+		t.Fatal(err)
+	}
+	ok := "[[backend]]\nname = \"ok\"\ncommand = \"go\"\n"
+	for _, lf := range []string{"/dev/stdout", "/proc/self/fd/1", "/dev/fd/1", "/dev/fd/../fd/1", link, link2, fdLink, "out.log"} {
+		path := filepath.Join(dir, "mcp-mux.toml")
+		_, err := Parse(path, []byte("[mux]\nlog_file = "+strconv.Quote(lf)+"\n"+ok), noEnv)
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			t.Errorf("log_file %q: no problem reported", lf)
+			continue
+		}
+		checkProblems(t, path, ce.Problems, []wantProblem{{2, "mux.log_file: " + strconv.Quote(lf)}})
+		if !strings.Contains(err.Error(), "stdout") {
+			t.Errorf("log_file %q: the problem does not say it is stdout: %v", lf, err)
+		}
+	}
+	// A regular file next to the config is fine.
+	if _, err := Parse(filepath.Join(dir, "mcp-mux.toml"), []byte("[mux]\nlog_file = \"mux.log\"\n"+ok), noEnv); err != nil {
+		t.Errorf("log_file mux.log: %v", err)
+	}
+}
+
+// TestConfigRelativePathsAreRelativeToTheConfigFile: log_file, cwd and a
+// command with a "/" are taken relative to the config file's directory
+// (a command relative to cwd when cwd is set), and the messages say so.
+func TestConfigRelativePathsAreRelativeToTheConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"logs", "data", "bin", "data/bin"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, exe := range []string{"bin/server", "data/bin/server"} {
+		if err := os.WriteFile(filepath.Join(dir, exe), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(t.TempDir()) // somewhere else: nothing may be found through the working directory
+	path := filepath.Join(dir, "mcp-mux.toml")
+	cfg, err := Parse(path, []byte(`[mux]
+log_file = "logs/mux.log"
+[[backend]]
+name = "a"
+command = "./bin/server"
+[[backend]]
+name = "b"
+command = "bin/server"
+cwd = "data"
+[[backend]]
+name = "c"
+command = "go"
+cwd = "./data/"
+`), noEnv)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if want := filepath.Join(dir, "logs/mux.log"); cfg.Mux.LogFile != want {
+		t.Errorf("log_file = %q, want %q", cfg.Mux.LogFile, want)
+	}
+	for i, want := range [][2]string{
+		{filepath.Join(dir, "bin/server"), ""},
+		{filepath.Join(dir, "data/bin/server"), filepath.Join(dir, "data")},
+		{"go", filepath.Join(dir, "data")},
+	} {
+		if b := cfg.Backends[i]; b.Command != want[0] || b.Cwd != want[1] {
+			t.Errorf("backend %s: command %q, cwd %q; want %q, %q", b.Name, b.Command, b.Cwd, want[0], want[1])
+		}
+	}
+
+	rel := "(relative to the config file's directory " + dir + ")"
+	_, err = Parse(path, []byte(`[mux]
+log_file = "nologs/mux.log"
+[[backend]]
+name = "a"
+command = "./nobin/server"
+[[backend]]
+name = "b"
+command = "go"
+cwd = "nodata"
+[[backend]]
+name = "c"
+command = "nobin/server"
+cwd = "data"
+`), noEnv)
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Parse: %v, want problems", err)
+	}
+	checkProblems(t, path, ce.Problems, []wantProblem{
+		{2, `mux.log_file: directory "nologs" ` + rel + ` does not exist`},
+		{5, `backend[0] (a).command: command "./nobin/server" not found (looked at "` + filepath.Join(dir, "nobin/server") + `"): a relative command path is relative to the config file's directory`},
+		{9, `backend[1] (b).cwd: directory "nodata" ` + rel + ` does not exist`},
+		{12, `backend[2] (c).command: command "nobin/server" not found (looked at "` + filepath.Join(dir, "data/nobin/server") + `"): a relative command path is relative to cwd`},
+	})
 }

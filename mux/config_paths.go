@@ -1,0 +1,112 @@
+package mux
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Paths in the config file.
+//
+// An agent starts mcp-mux in a directory of its own choosing (often / or
+// its install directory), so a path relative to the working directory would
+// mean something different under each agent. Every relative path in the
+// file is therefore relative to the directory of the file itself: log_file,
+// cwd, and a command that contains a path separator (relative to cwd when
+// cwd is set, as the child would see it; cwd itself starts at the config
+// file's directory). They are made absolute when the file is loaded.
+
+// absDirOf is the absolute directory of the config file at path.
+func absDirOf(path string) string {
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return filepath.Dir(path)
+	}
+	return dir
+}
+
+// resolvePath returns path made absolute against the config file's
+// directory, and a note for messages that says so ("" when path was
+// absolute or empty).
+func (p *parser) resolvePath(path string) (string, string) {
+	if path == "" || filepath.IsAbs(path) {
+		return path, ""
+	}
+	return filepath.Join(p.dir, path), fmt.Sprintf(" (relative to the config file's directory %s)", p.dir)
+}
+
+func hasPathSeparator(command string) bool {
+	return strings.ContainsRune(command, '/') || strings.ContainsRune(command, filepath.Separator)
+}
+
+// resolveCommand returns command made absolute if it is a relative path
+// (a bare name is looked up on PATH and left alone), and what it was taken
+// relative to: cwd (already absolute) when set, else the config file's
+// directory.
+func (p *parser) resolveCommand(command, cwd string) (string, string) {
+	if !hasPathSeparator(command) || filepath.IsAbs(command) {
+		return command, ""
+	}
+	if cwd != "" {
+		return filepath.Join(cwd, command), "cwd"
+	}
+	return filepath.Join(p.dir, command), "the config file's directory"
+}
+
+// checkLogFile resolves s.LogFile and reports a log file that cannot be
+// opened or is stdout, which carries the protocol.
+func (p *parser) checkLogFile(k keyPath, s *Settings) {
+	given := s.LogFile
+	path, note := p.resolvePath(given)
+	s.LogFile = path
+	if IsStdoutName(path) {
+		p.add(k, "%q%s is mcp-mux's stdout, which carries the MCP protocol: logs there would corrupt it (remove log_file to log to stderr)", given, note)
+		return
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		p.add(k, "%q%s is a directory, expected a file name", given, note)
+	} else if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		p.add(k, "directory %q%s does not exist", filepath.Dir(given), note)
+	}
+}
+
+// stdoutProcRe matches the /proc names of this process's fd 1.
+var stdoutProcRe = regexp.MustCompile(`^/proc/(?:self|thread-self|` + strconv.Itoa(os.Getpid()) + `)(?:/task/[0-9]+)?/fd/1$`)
+
+// IsStdoutName reports whether path names the standard output of whoever
+// opens it: /dev/stdout, /dev/fd/1, /proc/self/fd/1, or a symlink (or a
+// path through symlinked directories) leading to one of those. It looks
+// at names only; the file stdout happens to be redirected to is found by
+// comparing files when mux starts.
+func IsStdoutName(path string) bool {
+	for hops := 0; hops < 40; hops++ {
+		path = filepath.Clean(path)
+		if isStdoutAlias(path) {
+			return true
+		}
+		// /dev/fd is itself a symlink (to /proc/self/fd), as may be any
+		// directory on the way.
+		if dir, err := filepath.EvalSymlinks(filepath.Dir(path)); err == nil {
+			path = filepath.Join(dir, filepath.Base(path))
+			if isStdoutAlias(path) {
+				return true
+			}
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return false
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = target
+	}
+	return false
+}
+
+func isStdoutAlias(path string) bool {
+	return path == "/dev/stdout" || path == "/dev/fd/1" || stdoutProcRe.MatchString(path)
+}
