@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -826,6 +827,249 @@ args = ["-name", "notes"]
 			}
 			waitGone(t, pids, 200*time.Millisecond)
 		})
+	}
+}
+
+// descendantsOf lists every live process below pid, from the parent links
+// in /proc (a process that was orphaned already is no longer below it).
+func descendantsOf(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], child)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		out = append(out, children[p]...)
+		queue = append(queue, children[p]...)
+	}
+	return out
+}
+
+// TestEveryDescendantDiesWithMux: however mcp-mux ends, SIGKILL included,
+// nothing started under it survives: not a background child that ignores
+// stdin EOF, not one that called setsid, not one orphaned by a double fork
+// before the end, not the fixture's own grandchild.
+func TestEveryDescendantDiesWithMux(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid(1):", err)
+	}
+	ends := []struct {
+		name string
+		end  func(r *running)
+	}{
+		{"SIGKILL", func(r *running) { r.cmd.Process.Kill() }},
+		{"SIGTERM", func(r *running) { r.cmd.Process.Signal(syscall.SIGTERM) }},
+		{"stdin EOF", func(r *running) { r.stdin.Close() }},
+	}
+	for _, end := range ends {
+		t.Run(end.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var cfg strings.Builder
+			cfg.WriteString("[mux]\nshutdown_grace = \"1s\"\n\n")
+			// The shell writes the escaping process's pid, then becomes the
+			// fixture (exec), so the backend itself is an MCP server.
+			scripts := []struct{ name, script string }{
+				{"background", `sleep 1000 & echo $! > "$1"; exec "$2" -name background`},
+				{"setsid", `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name setsid`},
+				{"orphan", `(setsid sleep 1000 & echo $! > "$1"); exec "$2" -name orphan`},
+			}
+			for _, s := range scripts {
+				fmt.Fprintf(&cfg, "[[backend]]\nname = %q\ncommand = \"/bin/sh\"\nargs = [\"-c\", %q, \"sh\", %q, %q]\n\n",
+					s.name, s.script, filepath.Join(dir, s.name), fixtureBin)
+			}
+			fmt.Fprintf(&cfg, "[[backend]]\nname = \"grandchild\"\ncommand = %q\nargs = [\"-name\", \"grandchild\", \"-grandchild-pidfile\", %q]\n",
+				fixtureBin, filepath.Join(dir, "grandchild"))
+			path := filepath.Join(dir, "mcp-mux.toml")
+			if err := os.WriteFile(path, []byte(cfg.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+
+			r := runMux(t, path)
+			r.backendPIDs(t)
+			escapees := map[string]int{}
+			for _, name := range []string{"background", "setsid", "orphan", "grandchild"} {
+				pids := readPidfile(t, filepath.Join(dir, name))
+				escapees[name] = pids[len(pids)-1]
+			}
+			tree := descendantsOf(r.cmd.Process.Pid)
+			all := append([]int(nil), tree...)
+			for name, pid := range escapees {
+				if !alive(pid) {
+					t.Fatalf("%s: process %d not running before the test", name, pid)
+				}
+				if !slices.Contains(all, pid) { // the orphan is no longer in the tree
+					all = append(all, pid)
+				}
+			}
+			t.Cleanup(func() {
+				for _, pid := range all {
+					if alive(pid) {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			})
+
+			end.end(r)
+			select {
+			case <-r.exited:
+			case <-time.After(10 * time.Second):
+				t.Fatal("mcp-mux still running 10 s later")
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			left := func() []int {
+				var out []int
+				for _, pid := range all {
+					if alive(pid) {
+						out = append(out, pid)
+					}
+				}
+				return out
+			}
+			for len(left()) > 0 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			survivors := left()
+			t.Logf("%d of %d processes left 2 s after %s of mcp-mux", len(survivors), len(all), end.name)
+			for name, pid := range escapees {
+				if alive(pid) {
+					t.Errorf("%s: process %d survived %s of mcp-mux", name, pid, end.name)
+				}
+			}
+			if len(survivors) > 0 {
+				t.Errorf("processes left: %v (tree before: %v)", survivors, tree)
+			}
+		})
+	}
+}
+
+// TestBackendsGetAMinimalEnvironment: a variable of mcp-mux's environment
+// reaches only the backends that name it in inherit_env (or inherit all);
+// the others get the default set (PATH, HOME, locale, ...) and their own
+// env table, and no value is ever logged.
+func TestBackendsGetAMinimalEnvironment(t *testing.T) {
+	t.Setenv("MUX_E2E_TOKEN", "tok-secret-value")
+	t.Setenv("MUX_E2E_OTHER", "other-secret-value")
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("LC_TIME", "C")
+	t.Setenv("TZ", "UTC")
+	dir := t.TempDir()
+	backend := func(name, extra string) string {
+		return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n%s\n\n", name, fixtureBin, name, extra)
+	}
+	cfg := "[mux]\nshutdown_grace = \"1s\"\n\n" +
+		backend("plain", `env = { OWN = "own-value", LANG = "fr_FR.UTF-8" }`) +
+		backend("named", `inherit_env = ["MUX_E2E_TOKEN"]`) +
+		backend("prefix", `inherit_env = ["MUX_E2E_*"]`) +
+		backend("all", "inherit_env = true")
+	path := filepath.Join(dir, "mcp-mux.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runMux(t, path)
+	r.backendPIDs(t)
+	res, err := r.cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcp-mux://backends"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Backends []struct {
+			Name string `json:"name"`
+			PID  int    `json:"pid"`
+		} `json:"backends"`
+	}
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &v); err != nil {
+		t.Fatal(err)
+	}
+
+	// The expectation is written out here, not taken from the code under test.
+	defaults := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, val, _ := strings.Cut(kv, "=")
+		switch k {
+		case "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "TZ", "TMPDIR":
+			defaults[k] = val
+		default:
+			if strings.HasPrefix(k, "LC_") {
+				defaults[k] = val
+			}
+		}
+	}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, val := range defaults {
+			m[k] = val
+		}
+		for k, val := range extra {
+			m[k] = val
+		}
+		return m
+	}
+	all := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, val, _ := strings.Cut(kv, "=")
+		all[k] = val
+	}
+	want := map[string]map[string]string{
+		"plain":  with(map[string]string{"OWN": "own-value", "LANG": "fr_FR.UTF-8"}),
+		"named":  with(map[string]string{"MUX_E2E_TOKEN": "tok-secret-value"}),
+		"prefix": with(map[string]string{"MUX_E2E_TOKEN": "tok-secret-value", "MUX_E2E_OTHER": "other-secret-value"}),
+		"all":    all,
+	}
+	if len(v.Backends) != len(want) {
+		t.Fatalf("backends: %s", res.Contents[0].Text)
+	}
+	for _, b := range v.Backends {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.PID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, kv := range strings.Split(strings.TrimRight(string(data), "\x00"), "\x00") {
+			k, val, _ := strings.Cut(kv, "=")
+			got[k] = val
+		}
+		w := want[b.Name]
+		for k, val := range w {
+			if g, ok := got[k]; !ok {
+				t.Errorf("%s: %s missing from its environment", b.Name, k)
+			} else if g != val {
+				t.Errorf("%s: %s has the wrong value", b.Name, k)
+			}
+		}
+		for k := range got {
+			if _, ok := w[k]; !ok {
+				t.Errorf("%s: %s reached the backend but was not meant to", b.Name, k)
+			}
+		}
+	}
+	r.stdin.Close()
+	<-r.exited
+	for _, secret := range []string{"tok-secret-value", "other-secret-value", "own-value"} {
+		if strings.Contains(r.stderr.String(), secret) {
+			t.Errorf("a value was logged: %s", secret)
+		}
 	}
 }
 

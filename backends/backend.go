@@ -50,14 +50,14 @@ type Backend struct {
 	Spec Spec
 
 	log     *log.Logger
-	cmd     *exec.Cmd
+	proc    *proc
 	stdin   *os.File
 	stdout  *os.File
 	session *mcp.ClientSession
 	init    *mcp.InitializeResult
 
-	exited   chan struct{} // closed when cmd.Wait has returned
-	exitErr  error         // cmd.Wait's error; read after exited is closed
+	exited   chan struct{} // closed when proc.cmd.Wait has returned
+	exitErr  error         // proc.cmd.Wait's error; read after exited is closed
 	done     chan struct{} // closed when the backend is fully down (process reaped, session closed)
 	downErr  error         // why it went down; read after done is closed
 	stopOnce sync.Once
@@ -148,11 +148,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 func (b *Backend) startProcess() error {
 	cmd := exec.Command(b.Spec.Command, b.Spec.Args...)
 	cmd.Dir = b.Spec.Cwd
-	cmd.Env = os.Environ()
-	for k, v := range b.Spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.Env = childEnv(b.Spec, os.Environ())
 
 	// Plain os.Pipes rather than cmd.StdoutPipe: cmd.Wait must not wait for
 	// our readers, which a grandchild holding stdout open would block forever.
@@ -171,17 +167,21 @@ func (b *Backend) startProcess() error {
 		return fmt.Errorf("backend %s: %w", b.Spec.Name, err)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
+	p, err := startProc(cmd)
+	if err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
 		return fmt.Errorf("backend %s: starting %q: %w", b.Spec.Name, b.Spec.Command, err)
 	}
 	closeAll(inR, outW, errW) // the child has its copies
-	b.cmd, b.stdin, b.stdout = cmd, inW, outR
-	b.log.Info("started", "pid", cmd.Process.Pid, "command", b.Spec.Command, "env", b.Spec.EnvKeys())
+	b.proc, b.stdin, b.stdout = p, inW, outR
+	b.log.Info("started", "pid", p.pid, "command", b.Spec.Command, "env", b.Spec.EnvKeys(), "inherit_env", b.Spec.InheritEnv)
+	if p.unsupervised {
+		b.log.Warn("started without a supervisor (no /proc?): a process it starts may outlive mcp-mux")
+	}
 
 	go b.captureStderr(errR)
 	go func() {
-		b.exitErr = cmd.Wait()
+		b.exitErr = p.cmd.Wait()
 		close(b.exited)
 	}()
 	return nil
@@ -316,10 +316,12 @@ func exitReason(err error) string {
 	return err.Error()
 }
 
-// kill ends the whole process group at once and reaps the leader.
+// kill ends the whole process group at once (on Linux the supervisor ends
+// what left the group too) and reaps the leader.
 func (b *Backend) kill() {
-	pid := b.cmd.Process.Pid
+	pid := b.proc.pid
 	signalGroup(pid, syscall.SIGKILL)
+	b.proc.cut()
 	<-b.exited
 	b.stdin.Close()
 	waitGroupGone(pid, time.Second)
@@ -333,7 +335,8 @@ func (b *Backend) Kill(reason error) {
 		b.killReason = reason
 	}
 	b.mu.Unlock()
-	signalGroup(b.cmd.Process.Pid, syscall.SIGKILL)
+	signalGroup(b.proc.pid, syscall.SIGKILL)
+	b.proc.cut()
 }
 
 // waitGroupGone polls until no process of the group is left, or d passed.
@@ -351,7 +354,7 @@ func waitGroupGone(pid int, d time.Duration) {
 func (b *Backend) Stop(grace time.Duration) {
 	b.stopOnce.Do(func() {
 		close(b.stopping)
-		pid := b.cmd.Process.Pid
+		pid := b.proc.pid
 		b.stdin.Close()
 		select {
 		case <-b.exited:
@@ -359,10 +362,14 @@ func (b *Backend) Stop(grace time.Duration) {
 			b.log.Warn("did not exit after stdin closed; sending SIGTERM", "grace", grace)
 		}
 		// Whatever is left of the group (a stubborn leader, grandchildren
-		// such as node under npx) gets a SIGTERM, then a SIGKILL.
+		// such as node under npx) gets a SIGTERM, then a SIGKILL. On Linux
+		// the supervisor has done the same to the rest of the tree once
+		// the backend exited, and the cut lifeline makes it kill anything
+		// still below it (a process that left the group).
 		signalGroup(pid, syscall.SIGTERM)
 		waitGroupGone(pid, termWait)
 		signalGroup(pid, syscall.SIGKILL)
+		b.proc.cut()
 		<-b.exited
 		waitGroupGone(pid, time.Second)
 		b.log.Info("stopped", "pid", pid)
@@ -380,7 +387,7 @@ func (b *Backend) Session() *mcp.ClientSession { return b.session }
 func (b *Backend) InitializeResult() *mcp.InitializeResult { return b.init }
 
 // PID is the process id of the backend (the leader of its process group).
-func (b *Backend) PID() int { return b.cmd.Process.Pid }
+func (b *Backend) PID() int { return b.proc.pid }
 
 // Done is closed once the backend is down, stopped or crashed.
 func (b *Backend) Done() <-chan struct{} { return b.done }

@@ -2,11 +2,19 @@
 
 package backends
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
-// sysProcAttr puts the backend in its own process group. There is no
-// parent-death signal outside Linux: there the stdin-EOF path is what stops a
-// backend whose mux died.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+// startProc starts cmd in its own process group, so that stopping it
+// reaches grandchildren too. There is no parent-death signal nor subreaper
+// outside Linux: there the stdin-EOF path is what stops a backend whose mux
+// died, and a descendant that ignores EOF or leaves the group survives it.
+func startProc(cmd *exec.Cmd) (*proc, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &proc{cmd: cmd, pid: cmd.Process.Pid}, nil
 }

@@ -14,9 +14,14 @@ type Spec struct {
 	// Command is executed directly (never through a shell) with Args.
 	Command string   `toml:"command"`
 	Args    []string `toml:"args"`
-	// Env is added to mux's own environment. Values are already expanded
+	// Env is added to the backend's environment. Values are already expanded
 	// (${VAR}, ${VAR:-default}) when the config is loaded. Never log them.
 	Env map[string]string `toml:"env"`
+	// InheritEnv names variables of mux's own environment the backend gets
+	// besides a minimal default set (PATH, HOME, ...); "*" passes all of
+	// mux's environment. In TOML: inherit_env = true (meaning ["*"]) or a
+	// list of names.
+	InheritEnv []string `toml:"inherit_env"`
 	// Cwd is the working directory of the child; empty means mux's own.
 	Cwd string `toml:"cwd"`
 	// Prefix is put before tool and prompt names (with the mux's separator).

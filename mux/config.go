@@ -463,6 +463,7 @@ func (p *parser) decodeBackends(kp keyPath, v any) []backendEntry {
 		}
 		var b backendEntry
 		b.path = bp
+		p.decodeInheritEnv(bp, tbl)
 		b.present = p.decodeStruct(bp, tbl, reflect.ValueOf(&b.spec).Elem(), backendHint)
 		if backendNameRe.MatchString(b.spec.Name) {
 			p.names[i] = b.spec.Name
@@ -470,6 +471,36 @@ func (p *parser) decodeBackends(kp keyPath, v any) []backendEntry {
 		out = append(out, b)
 	}
 	return out
+}
+
+// decodeInheritEnv rewrites inherit_env = true (all of mux's environment)
+// as ["*"] and false as absent, and reports a value that is neither a
+// boolean nor a list, and list entries that cannot be variable names (names
+// only, so they may be shown). Entries of the wrong type are left to
+// decodeStruct.
+func (p *parser) decodeInheritEnv(bp keyPath, tbl map[string]any) {
+	v, ok := tbl["inherit_env"]
+	if !ok {
+		return
+	}
+	kp := bp.child("inherit_env")
+	switch v := v.(type) {
+	case bool:
+		if v {
+			tbl["inherit_env"] = []any{"*"}
+		} else {
+			delete(tbl, "inherit_env")
+		}
+	case []any:
+		for i, e := range v {
+			if name, ok := e.(string); ok && !backends.ValidInheritPattern(name) {
+				p.add(kp.index(i), "invalid variable name %q: use a name, a prefix ending in \"*\" (\"AWS_*\"), or \"*\" for all", name)
+			}
+		}
+	default:
+		p.add(kp, `expected true, false or a list of variable names, such as ["GITHUB_TOKEN", "AWS_*"], got %s`, kindOf(v))
+		delete(tbl, "inherit_env")
+	}
 }
 
 // Hints for keys that exist, but in another section.

@@ -1,0 +1,115 @@
+package backends
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+)
+
+// environOf reads the environment pid was started with.
+func environOf(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Skip("no /proc environ:", err)
+	}
+	env := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimRight(string(data), "\x00"), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// ourEnv is this process's environment, filtered by keep.
+func ourEnv(keep func(string) bool) map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && keep(k) {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// isDefaultName is the POSIX default set, written out independently of the
+// code under test.
+func isDefaultName(k string) bool {
+	switch k {
+	case "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "TZ", "TMPDIR":
+		return true
+	}
+	return strings.HasPrefix(k, "LC_")
+}
+
+func startEnv(t *testing.T, spec Spec) *Backend {
+	t.Helper()
+	spec.Name, spec.Command = "fx", fixtureBin
+	spec.Args = []string{"-name", "fx"}
+	b, err := Start(context.Background(), spec, Options{Logger: log.New(&syncBuffer{}), StartupTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Stop(time.Second) })
+	return b
+}
+
+func TestBackendGetsOnlyTheDefaultEnvironmentAndItsTable(t *testing.T) {
+	t.Setenv("MUX_TEST_SECRET", "not-for-this-backend")
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("LC_NUMERIC", "C")
+	t.Setenv("TZ", "UTC")
+	t.Setenv("TMPDIR", t.TempDir())
+	// A default name holding an exported shell function is not passed on,
+	// as in the official SDKs.
+	t.Setenv("TERM", "() { :; }; echo pwned")
+	b := startEnv(t, Spec{Env: map[string]string{"OWN": "own", "TZ": "Europe/Paris"}})
+
+	want := ourEnv(isDefaultName)
+	delete(want, "TERM")
+	want["OWN"], want["TZ"] = "own", "Europe/Paris"
+	if got := environOf(t, b.PID()); !reflect.DeepEqual(got, want) {
+		t.Errorf("backend environment:\n got %v\nwant %v", keysOf(got), keysOf(want))
+	}
+}
+
+func TestInheritEnvPassesTheNamedVariables(t *testing.T) {
+	t.Setenv("MUX_TEST_ONE", "1")
+	t.Setenv("MUX_TEST_TWO", "2")
+	t.Setenv("MUX_PREFIXED_A", "a")
+	t.Setenv("MUX_PREFIXED_B", "b")
+	t.Setenv("MUX_OTHER", "other")
+
+	named := startEnv(t, Spec{InheritEnv: []string{"MUX_TEST_ONE", "MUX_PREFIXED_*", "MUX_NOT_SET"}})
+	want := ourEnv(func(k string) bool {
+		return isDefaultName(k) || k == "MUX_TEST_ONE" || strings.HasPrefix(k, "MUX_PREFIXED_")
+	})
+	if got := environOf(t, named.PID()); !reflect.DeepEqual(got, want) {
+		t.Errorf("inherit_env = [MUX_TEST_ONE, MUX_PREFIXED_*]:\n got %v\nwant %v", keysOf(got), keysOf(want))
+	}
+
+	all := startEnv(t, Spec{InheritEnv: []string{"*"}, Env: map[string]string{"MUX_OTHER": "overridden"}})
+	want = ourEnv(func(string) bool { return true })
+	want["MUX_OTHER"] = "overridden"
+	if got := environOf(t, all.PID()); !reflect.DeepEqual(got, want) {
+		t.Errorf("inherit_env = true:\n got %v\nwant %v", keysOf(got), keysOf(want))
+	}
+}
+
+// keysOf shows names only: values may be secrets.
+func keysOf(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,192 @@
+package backends
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+)
+
+// shBackend starts the fixture through /bin/sh -c script, with "$1" a file
+// the script may write a pid to and "$2" the fixture.
+func shBackend(t *testing.T, script string) (*Backend, string) {
+	t.Helper()
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	spec := Spec{Name: "fx", Command: "/bin/sh", Args: []string{"-c", script, "sh", pidfile, fixtureBin}}
+	b, err := Start(context.Background(), spec, Options{Logger: log.New(&syncBuffer{}), StartupTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Stop(time.Second) })
+	return b, pidfile
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return pid
+}
+
+// TestCrashTakesAlongWhatLeftTheGroup: a crashed backend's process group is
+// killed; a child that called setsid (or was orphaned) is not in it, and
+// must go too.
+func TestCrashTakesAlongWhatLeftTheGroup(t *testing.T) {
+	for _, tt := range []struct{ name, script string }{
+		{"setsid", `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name fx`},
+		{"orphan", `(setsid sleep 1000 & echo $! > "$1"); exec "$2" -name fx`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, pidfile := shBackend(t, tt.script)
+			escapee := readPid(t, pidfile)
+			if !alive(escapee) {
+				t.Fatal("the escapee is not running")
+			}
+			go call(t, b, "crash", map[string]any{"code": 3})
+			select {
+			case <-b.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("Done not closed after a crash")
+			}
+			if err := b.Err(); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+				t.Errorf("Err() = %v, want exit status 3", err)
+			}
+			if alive(escapee) {
+				t.Errorf("process %d (%s) outlived its crashed backend", escapee, tt.name)
+			}
+		})
+	}
+}
+
+// TestKillEndsWhatLeftTheGroup: Kill, for a hung backend, ends its whole
+// tree at once.
+func TestKillEndsWhatLeftTheGroup(t *testing.T) {
+	b, pidfile := shBackend(t, `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name fx -ignore-eof`)
+	escapee := readPid(t, pidfile)
+	b.Kill(context.DeadlineExceeded)
+	select {
+	case <-b.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed after Kill")
+	}
+	if alive(escapee) {
+		t.Errorf("process %d outlived Kill", escapee)
+	}
+}
+
+// TestExitReasonSurvivesTheSupervisor: the supervisor exits as the backend
+// did, so crash reports say what the backend did, core-dumping signals
+// included (Go's runtime would turn a re-raised SIGQUIT into a goroutine dump
+// and ignore a SIGSEGV sent by kill).
+func TestExitReasonSurvivesTheSupervisor(t *testing.T) {
+	for _, tt := range []struct{ script, want string }{
+		{`exit 5`, "exit status 5"},
+		{`kill -TERM $$`, "killed by signal terminated"},
+		{`kill -QUIT $$`, "killed by signal quit"},
+		{`kill -SEGV $$`, "killed by signal segmentation fault"},
+		{`kill -ABRT $$`, "killed by signal aborted"},
+		{`kill -KILL $$`, "killed by signal killed"},
+	} {
+		t.Run(tt.script, func(t *testing.T) {
+			// The sleep holds stdin and stdout open, so that the exit, not
+			// an EOF, is what Start sees first; the supervisor ends it. In
+			// an empty directory: a core dump, if any, lands there.
+			spec := Spec{Name: "sh", Command: "/bin/sh", Args: []string{"-c", "sleep 5 <&0 & " + tt.script}, Cwd: t.TempDir()}
+			_, err := Start(context.Background(), spec, Options{Logger: log.New(&syncBuffer{}), StartupTimeout: 10 * time.Second})
+			if err == nil || !strings.Contains(err.Error(), "exited during initialize: "+tt.want) {
+				t.Errorf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestArgsAndEnvReachTheBackendByteForByte: on Linux an argument or an env
+// value may be any bytes but NUL; passing them through the supervisor must
+// not "fix" invalid UTF-8.
+func TestArgsAndEnvReachTheBackendByteForByte(t *testing.T) {
+	odd := "caf\xe9-\xff\xfe"
+	spec := Spec{Name: "fx", Command: fixtureBin, Args: []string{"-name", "fx", odd}, // the fixture ignores arguments after its flags
+		Env: map[string]string{"ODD": odd}}
+	b, err := Start(context.Background(), spec, Options{Logger: log.New(&syncBuffer{}), StartupTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop(time.Second)
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(b.PID()) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "-name\x00fx\x00" + odd + "\x00"; !strings.HasSuffix(string(cmdline), want) {
+		t.Errorf("cmdline %q does not hold %q", cmdline, want)
+	}
+	if got := environOf(t, b.PID())["ODD"]; got != odd {
+		t.Errorf("ODD = %q, want %q", got, odd)
+	}
+}
+
+// TestWithoutProcTheBackendStillStarts: where /proc/self/exe cannot be run
+// (a bare chroot), a backend starts as before there was a supervisor, and
+// the log says what that costs.
+func TestWithoutProcTheBackendStillStarts(t *testing.T) {
+	saved := selfExe
+	selfExe = "/nonexistent/proc/self/exe"
+	defer func() { selfExe = saved }()
+	b, logs, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(t, b, "echo", map[string]any{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "without a supervisor") {
+		t.Errorf("no warning in the log:\n%s", logs)
+	}
+	if ppid := parentOf(t, b.PID()); ppid != os.Getpid() {
+		t.Errorf("the backend's parent is %d, want us (%d)", ppid, os.Getpid())
+	}
+}
+
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// TestBackendRunsUnderItsSupervisor: the process mcp-mux waits on is the
+// supervisor, and the backend (whose pid PID reports) is its child.
+func TestBackendRunsUnderItsSupervisor(t *testing.T) {
+	b, _, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := b.proc.cmd.Process.Pid
+	if sup == b.PID() || parentOf(t, b.PID()) != sup || parentOf(t, sup) != os.Getpid() {
+		t.Errorf("backend %d (parent %d), supervisor %d (parent %d), us %d", b.PID(), parentOf(t, b.PID()), sup, parentOf(t, sup), os.Getpid())
+	}
+	if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(sup) + "/comm"); strings.TrimSpace(string(comm)) != "mcp-mux-superv" {
+		t.Errorf("supervisor's name %q", comm)
+	}
+}
