@@ -7,8 +7,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
 )
 
@@ -176,4 +178,64 @@ func (b *lockedBuffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]byte(nil), b.buf.Bytes()...)
+}
+
+// FuzzNotificationDelivery feeds arbitrary notifications, decoded as the
+// go-sdk decodes a backend's, into the mux's delivery path (the hooks a
+// backend's notifications reach); mux must stay up and keep answering.
+// The seeds hold every notification that once crashed or stalled it.
+func FuzzNotificationDelivery(f *testing.F) {
+	for _, s := range []struct{ method, params string }{
+		{"notifications/resources/updated", `null`},
+		{"notifications/resources/updated", ``},
+		{"notifications/resources/updated", `{}`},
+		{"notifications/resources/updated", `{"uri":5}`},
+		{"notifications/resources/updated", `{"uri":"fixture://a/res/1"}`},
+		{"notifications/resources/updated", `{"uri":"fixture://a/res/1/` + strings.Repeat("/", 1_600_000) + `"}`},
+		{"notifications/resources/updated", `{"uri":"fixture://a/res/1","_meta":{"x":[1,{"y":null}]}}`},
+		{"notifications/progress", `null`},
+		{"notifications/progress", `{"progressToken":{},"progress":1}`},
+		{"notifications/progress", `{"progressToken":"t","progress":"x"}`},
+		{"notifications/tools/list_changed", `5`},
+		{"notifications/resources/list_changed", `null`},
+		{"notifications/prompts/list_changed", `{}`},
+	} {
+		f.Add(s.method, s.params)
+	}
+	m := startMux(f, fixture("a"))
+	cs := connect(f, m, newUpdates().opts())
+	subscribe(f, cs, "fixture://a/res/1")
+	mem := m.members[0]
+	h := mem.hooks()
+	f.Fuzz(func(t *testing.T, method, params string) {
+		deliver := func(p any) bool {
+			if params == "" || params == "null" {
+				return false // the backend's connection drops these (logged)
+			}
+			return json.Unmarshal([]byte(params), p) == nil
+		}
+		switch method {
+		case "notifications/resources/updated":
+			var p *mcp.ResourceUpdatedNotificationParams
+			if deliver(&p) && p != nil {
+				h.ResourceUpdated(p)
+			}
+		case "notifications/progress":
+			var p *mcp.ProgressNotificationParams
+			if deliver(&p) && p != nil {
+				h.Progress(p)
+			}
+		case "notifications/tools/list_changed":
+			h.ToolsChanged()
+		case "notifications/prompts/list_changed":
+			h.PromptsChanged()
+		case "notifications/resources/list_changed":
+			h.ResourcesChanged()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := cs.Ping(ctx, nil); err != nil {
+			t.Fatalf("mux stopped answering after %s %.200s: %v", method, params, err)
+		}
+	})
 }
