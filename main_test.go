@@ -70,7 +70,7 @@ type running struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	cs     *mcp.ClientSession
-	stderr *bytes.Buffer
+	stderr *lockedBuf    // written by exec's copying goroutine while tests read it
 	exited chan struct{} // closed when mcp-mux has exited, with its error in err
 	err    error
 }
@@ -86,7 +86,7 @@ func runMux(t *testing.T, config string) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &running{cmd: cmd, stdin: stdin, stderr: &bytes.Buffer{}, exited: make(chan struct{})}
+	r := &running{cmd: cmd, stdin: stdin, stderr: newLockedBuf(), exited: make(chan struct{})}
 	cmd.Stderr = r.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -732,29 +732,6 @@ args = ["-name", "b", "-grandchild-pidfile", %q]
 	}
 }
 
-// childrenOf lists the pids whose parent is pid.
-func childrenOf(pid int) []int {
-	var out []int
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range stats {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			n, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // TestCheckConnectStopsWithinASecondOnSIGINT: Ctrl-C during check
 // --connect, while one backend is still starting (10 s) and one ignores
 // stdin EOF and SIGTERM, ends it within a second, says so, exits 130, and
@@ -802,7 +779,7 @@ args = ["-name", "notes"]
 			}()
 			pids := append(readPidfile(t, slowPids), readPidfile(t, stubbornPids)...)
 			time.Sleep(time.Until(started.Add(300 * time.Millisecond)))
-			pids = append(pids, childrenOf(cmd.Process.Pid)...)
+			pids = append(pids, descendantsOf(cmd.Process.Pid)...)
 			if len(pids) < 5 {
 				t.Fatalf("only %d processes found: %v", len(pids), pids)
 			}

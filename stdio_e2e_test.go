@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,22 +30,24 @@ type wire struct {
 	err    error
 }
 
+// lockedBuf collects a process's stderr, written by exec's copying
+// goroutine while the test reads it.
 type lockedBuf struct {
-	mu  chan struct{}
+	mu  sync.Mutex
 	buf strings.Builder
 }
 
-func newLockedBuf() *lockedBuf { return &lockedBuf{mu: make(chan struct{}, 1)} }
+func newLockedBuf() *lockedBuf { return &lockedBuf{} }
 
 func (b *lockedBuf) Write(p []byte) (int, error) {
-	b.mu <- struct{}{}
-	defer func() { <-b.mu }()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
 func (b *lockedBuf) String() string {
-	b.mu <- struct{}{}
-	defer func() { <-b.mu }()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.buf.String()
 }
 
@@ -140,22 +142,6 @@ func (w *wire) initialize() {
 
 func call(id int, method, params string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
-}
-
-// descendants lists every process below pid, through /proc.
-func descendants(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, f := range tasks {
-		data, _ := os.ReadFile(f)
-		for _, s := range strings.Fields(string(data)) {
-			if c, err := strconv.Atoi(s); err == nil {
-				out = append(out, c)
-				out = append(out, descendants(c)...)
-			}
-		}
-	}
-	return out
 }
 
 // peakRSS is a process's peak resident set in bytes (VmHWM).
@@ -332,7 +318,7 @@ func TestShutdownWithBlockedStdout(t *testing.T) {
 			w := startWire(t, floodConfig(t))
 			w.stall(1_000_000)
 			time.Sleep(time.Second) // stdout's pipe is full by now
-			kids := descendants(w.cmd.Process.Pid)
+			kids := descendantsOf(w.cmd.Process.Pid)
 			if len(kids) == 0 {
 				t.Fatal("no backend running")
 			}
