@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -56,10 +57,23 @@ type Mux struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	sessions map[*mcp.ServerSession]string // session → our id for it
-	ids      map[string]*mcp.ServerSession // and back
+	sessions map[*mcp.ServerSession]*session
+	ids      map[string]*session // by session id
 	nextID   int
 	closed   bool
+}
+
+// session is one agent session as mux tracks it.
+type session struct {
+	id string
+	ss *mcp.ServerSession
+	// lastActive is when the agent last sent a request (unix nanoseconds):
+	// a backend's request to the agent goes to the most recently active
+	// session when nothing else decides.
+	lastActive atomic.Int64
+
+	mu       sync.Mutex
+	logLevel mcp.LoggingLevel // what the agent set with logging/setLevel; "" until it does
 }
 
 // New builds the merged server for cfg. Nothing runs until Start.
@@ -75,8 +89,8 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 		byName:   map[string]*member{},
 		ctx:      ctx,
 		cancel:   cancel,
-		sessions: map[*mcp.ServerSession]string{},
-		ids:      map[string]*mcp.ServerSession{},
+		sessions: map[*mcp.ServerSession]*session{},
+		ids:      map[string]*session{},
 		subs:     subs.New(cfg.Mux.MaxSubscriptions),
 
 		backoffBase: defaultBackoff,
@@ -185,36 +199,42 @@ func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
 	return err
 }
 
-// sessionID names a session for the subscription registry and logs.
-func (m *Mux) sessionID(ss *mcp.ServerSession) string {
+// session returns mux's record of ss, making it on first sight.
+func (m *Mux) session(ss *mcp.ServerSession) *session {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	id, ok := m.sessions[ss]
+	s, ok := m.sessions[ss]
 	if !ok {
 		m.nextID++
-		id = fmt.Sprintf("s%d", m.nextID)
-		m.sessions[ss] = id
-		m.ids[id] = ss
-		m.log.Debug("client session started", "session", id)
+		s = &session{id: fmt.Sprintf("s%d", m.nextID), ss: ss}
+		m.sessions[ss] = s
+		m.ids[s.id] = s
+		m.log.Debug("client session started", "session", s.id)
 	}
-	return id
+	return s
 }
+
+// sessionID names a session for the subscription registry and logs.
+func (m *Mux) sessionID(ss *mcp.ServerSession) string { return m.session(ss).id }
 
 func (m *Mux) sessionByID(id string) *mcp.ServerSession {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.ids[id]
+	if s := m.ids[id]; s != nil {
+		return s.ss
+	}
+	return nil
 }
 
 // liveSessions lists the sessions that are initialized (notifications before
 // that would break the protocol).
-func (m *Mux) liveSessions() []*mcp.ServerSession {
+func (m *Mux) liveSessions() []*session {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []*mcp.ServerSession
-	for ss := range m.sessions {
+	var out []*session
+	for ss, s := range m.sessions {
 		if ss.InitializeParams() != nil {
-			out = append(out, ss)
+			out = append(out, s)
 		}
 	}
 	return out
@@ -222,15 +242,17 @@ func (m *Mux) liveSessions() []*mcp.ServerSession {
 
 func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 	m.mu.Lock()
-	id, ok := m.sessions[ss]
+	s, ok := m.sessions[ss]
 	delete(m.sessions, ss)
-	delete(m.ids, id)
+	if ok {
+		delete(m.ids, s.id)
+	}
 	m.mu.Unlock()
 	if !ok {
 		return
 	}
-	m.log.Debug("client session ended", "session", id)
-	m.endSessionSubscriptions(id)
+	m.log.Debug("client session ended", "session", s.id)
+	m.endSessionSubscriptions(s.id)
 }
 
 // Close ends every session's subscriptions, stops every backend (in

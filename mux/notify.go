@@ -62,7 +62,8 @@ func (n *listNotifier) loop() {
 		k := n.pending
 		n.pending = 0
 		n.mu.Unlock()
-		for _, ss := range m.liveSessions() {
+		for _, sess := range m.liveSessions() {
+			ss := sess.ss
 			var err error
 			if k&kindTools != 0 {
 				err = notify(m, ss, "notifications/tools/list_changed", &mcp.ToolListChangedParams{})
@@ -74,7 +75,7 @@ func (n *listNotifier) loop() {
 				err = notify(m, ss, "notifications/resources/list_changed", &mcp.ResourceListChangedParams{})
 			}
 			if err != nil {
-				m.log.Debug("list_changed not delivered", "session", m.sessionID(ss), "err", err)
+				m.log.Debug("list_changed not delivered", "session", sess.id, "err", err)
 			}
 		}
 		select {

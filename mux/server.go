@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -12,6 +13,9 @@ import (
 // and refuses URIs a backend serves without listing them).
 func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+			m.session(ss).lastActive.Store(time.Now().UnixNano())
+		}
 		switch r := req.(type) {
 		case *mcp.ListToolsRequest:
 			return m.listTools(ctx, r.Params)
