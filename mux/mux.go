@@ -49,6 +49,9 @@ type Mux struct {
 	lists *listNotifier
 	out   *outbox
 
+	// progressSeq numbers the progress tokens mux gives forwarded requests.
+	progressSeq atomic.Uint64
+
 	// backoffBase is the first restart delay (tests shorten it).
 	backoffBase time.Duration
 

@@ -2,7 +2,8 @@ package mux
 
 import (
 	"context"
-	"fmt"
+	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -116,29 +117,38 @@ func (o *outbox) loop() {
 }
 
 // progressWaiter is a call in flight that asked for progress: where the
-// notifications go, and the deadline they extend.
+// notifications go, with which token, and the deadline they extend.
 type progressWaiter struct {
 	ss       *mcp.ServerSession
+	token    any // the agent's own token
 	deadline *deadline
 }
 
-// awaitProgress routes the backend's progress notifications for token to
-// ss, extending d, until done is called. Tokens pass through unchanged, as
-// the agent chose them.
-func (mem *member) awaitProgress(token any, ss *mcp.ServerSession, d *deadline) (done func()) {
-	key := fmt.Sprintf("%T:%v", token, token)
+// awaitProgress gives a forwarded request's progress token (in meta) one
+// of mux's own, unique to this request, and routes the backend's progress
+// for it back to ss under the agent's token, extending d, until done is
+// called. Agents choose tokens per session, so two sessions may use the
+// same one on one backend: rewritten, no session sees another's progress.
+// meta is not changed; the returned copy goes to the backend.
+func (mem *member) awaitProgress(meta mcp.Meta, ss *mcp.ServerSession, d *deadline) (fwd mcp.Meta, done func()) {
+	tok, ok := meta["progressToken"]
+	if !ok || tok == nil {
+		return meta, func() {}
+	}
+	key := "mcp-mux-" + strconv.FormatUint(mem.m.progressSeq.Add(1), 10)
+	fwd = maps.Clone(meta)
+	fwd["progressToken"] = key
 	mem.mu.Lock()
-	mem.progress[key] = progressWaiter{ss, d}
+	mem.progress[key] = progressWaiter{ss, tok, d}
 	mem.mu.Unlock()
-	return func() {
+	return fwd, func() {
 		// The go-sdk hands a backend's response to the caller at once but
 		// queues its notifications, so progress sent just before the
 		// response may be handled just after it: keep routing it briefly.
+		// The key is this request's alone, so nothing else can reuse it.
 		time.AfterFunc(progressGrace, func() {
 			mem.mu.Lock()
-			if mem.progress[key].ss == ss {
-				delete(mem.progress, key)
-			}
+			delete(mem.progress, key)
 			mem.mu.Unlock()
 		})
 	}
@@ -148,7 +158,7 @@ func (mem *member) awaitProgress(token any, ss *mcp.ServerSession, d *deadline) 
 const progressGrace = 500 * time.Millisecond
 
 func (mem *member) forwardProgress(p *mcp.ProgressNotificationParams) {
-	key := fmt.Sprintf("%T:%v", p.ProgressToken, p.ProgressToken)
+	key, _ := p.ProgressToken.(string)
 	mem.mu.Lock()
 	w, ok := mem.progress[key]
 	mem.mu.Unlock()
@@ -157,8 +167,10 @@ func (mem *member) forwardProgress(p *mcp.ProgressNotificationParams) {
 		return
 	}
 	w.deadline.extend()
+	up := *p
+	up.ProgressToken = w.token
 	mem.m.out.push(func() {
-		if err := notify(mem.m, w.ss, "notifications/progress", p); err != nil {
+		if err := notify(mem.m, w.ss, "notifications/progress", &up); err != nil {
 			mem.log.Debug("progress not delivered", "err", err)
 		}
 	})

@@ -21,8 +21,8 @@ import (
 const CodeResourceNotFound = -32002
 
 // callTool routes by exposed name; the backend is called with the tool's
-// original name, and the agent's arguments and _meta (progress token) pass
-// through unchanged.
+// original name and the agent's arguments and _meta, whose progress token
+// is replaced by one of mux's own (see awaitProgress).
 func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	m.waitStarted(ctx)
 	p := r.Params
@@ -39,11 +39,9 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallTo
 	}
 	ctx, d, cancel := m.withDeadline(ctx, e.mem)
 	defer cancel()
-	if tok := p.GetProgressToken(); tok != nil {
-		done := e.mem.awaitProgress(tok, r.Session, d)
-		defer done()
-	}
-	res, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Meta: p.Meta, Name: e.original, Arguments: p.Arguments})
+	meta, done := e.mem.awaitProgress(p.Meta, r.Session, d)
+	defer done()
+	res, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: e.original, Arguments: p.Arguments})
 	if err != nil {
 		return nil, m.backendError(ctx, e.mem, b, err)
 	}
@@ -51,8 +49,9 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallTo
 	return res, nil
 }
 
-func (m *Mux) getPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	m.waitStarted(ctx)
+	p := r.Params
 	e, ok := m.cat.get().prompts.lookup(p.Name)
 	if !ok {
 		return nil, m.unknownName("prompt", p.Name)
@@ -61,10 +60,13 @@ func (m *Mux) getPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPr
 	if err != nil {
 		return nil, toAgentError(e.mem, err)
 	}
-	ctx, _, cancel := m.withDeadline(ctx, e.mem)
+	ctx, d, cancel := m.withDeadline(ctx, e.mem)
 	defer cancel()
 	fwd := *p
 	fwd.Name = e.original
+	var done func()
+	fwd.Meta, done = e.mem.awaitProgress(p.Meta, r.Session, d)
+	defer done()
 	res, err := b.Session().GetPrompt(ctx, &fwd)
 	if err != nil {
 		return nil, m.backendError(ctx, e.mem, b, err)
@@ -115,7 +117,8 @@ func resourceNotFound(uri string) error {
 	return &jsonrpc.Error{Code: CodeResourceNotFound, Message: "Resource not found", Data: data}
 }
 
-func (m *Mux) readResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	p := r.Params
 	if p.URI == "" {
 		return nil, errMissingURI
 	}
@@ -131,9 +134,13 @@ func (m *Mux) readResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp
 	if err != nil {
 		return nil, toAgentError(mem, err)
 	}
-	ctx, _, cancel := m.withDeadline(ctx, mem)
+	ctx, d, cancel := m.withDeadline(ctx, mem)
 	defer cancel()
-	res, err := b.Session().ReadResource(ctx, p)
+	fwd := *p
+	var done func()
+	fwd.Meta, done = mem.awaitProgress(p.Meta, r.Session, d)
+	defer done()
+	res, err := b.Session().ReadResource(ctx, &fwd)
 	if err != nil {
 		return nil, m.backendError(ctx, mem, b, err)
 	}
@@ -143,8 +150,9 @@ func (m *Mux) readResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp
 // complete routes completion/complete by its reference: a prompt by its
 // exposed name (renamed back), a resource template by the backend that has
 // it (or that owns the URI).
-func (m *Mux) complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 	m.waitStarted(ctx)
+	p := r.Params
 	if p.Ref == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete: missing ref"}
 	}
@@ -179,8 +187,11 @@ func (m *Mux) complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.Complet
 	if err != nil {
 		return nil, toAgentError(mem, err)
 	}
-	ctx, _, cancel := m.withDeadline(ctx, mem)
+	ctx, d, cancel := m.withDeadline(ctx, mem)
 	defer cancel()
+	var done func()
+	fwd.Meta, done = mem.awaitProgress(p.Meta, r.Session, d)
+	defer done()
 	res, err := b.Session().Complete(ctx, &fwd)
 	if err != nil {
 		return nil, m.backendError(ctx, mem, b, err)

@@ -28,11 +28,11 @@ func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		case *mcp.CallToolRequest:
 			return m.callTool(ctx, r)
 		case *mcp.GetPromptRequest:
-			return m.getPrompt(ctx, r.Params)
+			return m.getPrompt(ctx, r)
 		case *mcp.ReadResourceRequest:
-			return m.readResource(ctx, r.Params)
+			return m.readResource(ctx, r)
 		case *mcp.CompleteRequest:
-			return m.complete(ctx, r.Params)
+			return m.complete(ctx, r)
 		}
 		// initialize, ping, logging/setLevel, and resources/subscribe and
 		// unsubscribe (which reach m.subscribe / m.unsubscribe through the
