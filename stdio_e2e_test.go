@@ -342,3 +342,46 @@ func TestShutdownWithBlockedStdout(t *testing.T) {
 		})
 	}
 }
+
+// A request the agent cancels gets no response (MCP: the receiver should
+// not answer it), and the backend is told the agent's reason.
+func TestCancelledRequestGetsNoResponseAndBackendGetsTheReason(t *testing.T) {
+	w := startWire(t, writeConfig(t, "", []string{"notes", "-name", "notes"}))
+	w.initialize()
+	w.send(call(5, "tools/call", `{"name":"notes__sleep","arguments":{"ms":5000}}`))
+	time.Sleep(200 * time.Millisecond)
+	w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"the user pressed stop"}}`)
+	time.Sleep(300 * time.Millisecond) // time for a response that must not come
+	w.send(call(6, "tools/call", `{"name":"notes__stats","arguments":{}}`))
+	for {
+		m, ok := w.next()
+		if !ok {
+			t.Fatalf("stdout ended\nstderr:\n%s", w.stderr)
+		}
+		if m.Method != "" {
+			continue
+		}
+		if string(m.ID) == "5" {
+			t.Errorf("the cancelled request got a response: %s", m.Result)
+			continue
+		}
+		if string(m.ID) != "6" {
+			continue
+		}
+		var res struct {
+			Content []struct{ Text string } `json:"content"`
+		}
+		json.Unmarshal(m.Result, &res)
+		var st struct {
+			Cancelled     int      `json:"cancelled"`
+			CancelReasons []string `json:"cancel_reasons"`
+		}
+		if len(res.Content) == 0 || json.Unmarshal([]byte(res.Content[0].Text), &st) != nil {
+			t.Fatalf("stats: %s", m.Result)
+		}
+		if st.Cancelled != 1 || len(st.CancelReasons) != 1 || st.CancelReasons[0] != "the user pressed stop" {
+			t.Errorf("the backend saw %d cancellations with reasons %q, want 1 with the agent's\n%s", st.Cancelled, st.CancelReasons, w.stderr)
+		}
+		break
+	}
+}

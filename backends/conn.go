@@ -226,7 +226,7 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	data, err := jsonrpc.EncodeMessage(msg)
+	data, err := jsonrpc.EncodeMessage(withCancelReason(ctx, msg))
 	if err != nil {
 		return fmt.Errorf("backend %s: encoding a message: %w", c.name, err)
 	}

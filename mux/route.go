@@ -39,6 +39,7 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallTo
 	}
 	ctx, d, cancel := m.withDeadline(ctx, e.mem)
 	defer cancel()
+	ctx = m.withCancelReason(ctx, e.mem, r.Extra)
 	meta, done := e.mem.awaitProgress(p.Meta, r.Session, d)
 	defer done()
 	res, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: e.original, Arguments: p.Arguments})
@@ -62,6 +63,7 @@ func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetP
 	}
 	ctx, d, cancel := m.withDeadline(ctx, e.mem)
 	defer cancel()
+	ctx = m.withCancelReason(ctx, e.mem, r.Extra)
 	fwd := *p
 	fwd.Name = e.original
 	var done func()
@@ -136,6 +138,7 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mc
 	}
 	ctx, d, cancel := m.withDeadline(ctx, mem)
 	defer cancel()
+	ctx = m.withCancelReason(ctx, mem, r.Extra)
 	fwd := *p
 	var done func()
 	fwd.Meta, done = mem.awaitProgress(p.Meta, r.Session, d)
@@ -189,6 +192,7 @@ func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.Comple
 	}
 	ctx, d, cancel := m.withDeadline(ctx, mem)
 	defer cancel()
+	ctx = m.withCancelReason(ctx, mem, r.Extra)
 	var done func()
 	fwd.Meta, done = mem.awaitProgress(p.Meta, r.Session, d)
 	defer done()
@@ -212,6 +216,21 @@ type deadline struct {
 	start   time.Time
 	timeout time.Duration
 	max     time.Duration
+}
+
+// withCancelReason makes the reason a forwarded request is cancelled with at
+// the backend the agent's own (when it cancelled its request and said why)
+// or mux's timeout, instead of the go-sdk's "context canceled".
+func (m *Mux) withCancelReason(ctx context.Context, mem *member, extra *mcp.RequestExtra) context.Context {
+	return backends.WithCancelReason(ctx, func() string {
+		if r, ok := agentCancelReasons.Load(extra); ok {
+			return r.(string)
+		}
+		if context.Cause(ctx) == errTimedOut {
+			return fmt.Sprintf("mcp-mux: request_timeout (%s) passed", m.requestTimeout(mem))
+		}
+		return ""
+	})
 }
 
 // withDeadline derives the context of one forwarded request. When it runs

@@ -68,7 +68,7 @@ func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		incoming: make(chan jsonrpc.Message),
 		eof:      make(chan struct{}),
 		closed:   make(chan struct{}),
-		inflight: map[jsonrpc.ID]struct{}{},
+		inflight: map[jsonrpc.ID]*agentCall{},
 		room:     make(chan struct{}, 1),
 	}
 	logger := t.opts.Logger
@@ -98,9 +98,26 @@ type stdioConn struct {
 	closeOnce sync.Once
 
 	mu       sync.Mutex
-	inflight map[jsonrpc.ID]struct{} // requests read and not yet answered on stdout
-	room     chan struct{}           // signalled when inflight shrinks
+	inflight map[jsonrpc.ID]*agentCall // requests read and not yet answered on stdout
+	room     chan struct{}             // signalled when inflight shrinks
 }
+
+// agentCall is one of the agent's requests in flight.
+type agentCall struct {
+	// extra is given to the go-sdk with the request, which hands it to the
+	// handler: it is how a handler finds its request's cancellation reason
+	// (agentCancelReasons), as the SDK tells a handler nothing else of it.
+	extra     *mcp.RequestExtra
+	cancelled bool // the agent cancelled it: it gets no response
+}
+
+// agentCancelReasons holds the reason the agent gave for cancelling a
+// request in flight, by the request's extra, for mux to tell the backend.
+var agentCancelReasons sync.Map // *mcp.RequestExtra → string
+
+// cancelReasonKeep is how long a cancelled request's reason is kept after
+// its handler returned.
+const cancelReasonKeep = 10 * time.Second
 
 func (c *stdioConn) SessionID() string { return "" }
 
@@ -125,6 +142,10 @@ func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
 		return mcp.ErrConnectionClosed
 	default:
 	}
+	if r, ok := msg.(*jsonrpc.Response); ok && c.isCancelled(r.ID) {
+		c.written(r.ID)
+		return nil
+	}
 	if r, ok := msg.(*jsonrpc.Response); ok && r.Error != nil {
 		var we *jsonrpc.Error
 		if !errors.As(r.Error, &we) || we.Code == 0 {
@@ -137,6 +158,13 @@ func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
 		}
 	}
 	return c.out.push(msg)
+}
+
+func (c *stdioConn) isCancelled(id jsonrpc.ID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	call := c.inflight[id]
+	return call != nil && call.cancelled
 }
 
 // Close ends the session's connection. What is queued for stdout gets a
@@ -176,11 +204,13 @@ func (c *stdioConn) readLoop() {
 // and too many are outstanding. It reports false if the connection closed.
 func (c *stdioConn) deliver(msg jsonrpc.Message) bool {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+		call := &agentCall{extra: &mcp.RequestExtra{}}
+		req.Extra = call.extra
 		for {
 			c.mu.Lock()
 			n := len(c.inflight)
 			if n < maxInflight {
-				c.inflight[req.ID] = struct{}{}
+				c.inflight[req.ID] = call
 			}
 			c.mu.Unlock()
 			if n < maxInflight {
@@ -192,6 +222,8 @@ func (c *stdioConn) deliver(msg jsonrpc.Message) bool {
 				return false
 			}
 		}
+	} else if ok && req.Method == "notifications/cancelled" {
+		c.cancelled(req)
 	}
 	select {
 	case c.incoming <- msg:
@@ -201,9 +233,41 @@ func (c *stdioConn) deliver(msg jsonrpc.Message) bool {
 	}
 }
 
-// written is called by the out queue once a response is on stdout.
+// cancelled records the agent's cancellation of a request in flight: it
+// gets no response (as MCP says), and its reason is kept for the backend.
+// The go-sdk cancels the handler itself.
+func (c *stdioConn) cancelled(n *jsonrpc.Request) {
+	var p struct {
+		RequestID any    `json:"requestId"`
+		Reason    string `json:"reason"`
+	}
+	if json.Unmarshal(n.Params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if call := c.inflight[id]; call != nil {
+		call.cancelled = true
+		if p.Reason != "" {
+			agentCancelReasons.Store(call.extra, p.Reason)
+		}
+	}
+}
+
+// written is called by the out queue once a response is on stdout (or
+// dropped, for a cancelled request).
 func (c *stdioConn) written(id jsonrpc.ID) {
 	c.mu.Lock()
+	if call := c.inflight[id]; call != nil && call.cancelled {
+		// The go-sdk tells the backend of the cancellation from another
+		// goroutine, maybe after the handler has returned: keep the reason
+		// for as long as it may take to (its own bound is 5 s).
+		time.AfterFunc(cancelReasonKeep, func() { agentCancelReasons.Delete(call.extra) })
+	}
 	delete(c.inflight, id)
 	c.mu.Unlock()
 	select {

@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -69,5 +70,27 @@ func TestSameProgressTokenInTwoSessionsDoesNotCross(t *testing.T) {
 				t.Errorf("session %d notification %d = %q, want %q", i, j, g, want)
 			}
 		}
+	}
+}
+
+// A request mux cancels because its request_timeout passed is cancelled at
+// the backend with that reason, not "context canceled".
+func TestTimedOutRequestIsCancelledAtBackendWithTheReason(t *testing.T) {
+	cfg := testConfig(fixture("notes"))
+	cfg.Mux.RequestTimeout.Duration = 300 * time.Millisecond
+	m := startMuxConfig(t, cfg)
+	cs := connect(t, m, nil)
+	if _, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__sleep", Arguments: map[string]any{"ms": 3000}}); err == nil {
+		t.Fatal("a call past request_timeout succeeded")
+	}
+	var st struct {
+		CancelReasons []string `json:"cancel_reasons"`
+	}
+	eventually(t, 3*time.Second, "the backend to be told", func() bool {
+		json.Unmarshal([]byte(callText(t, cs, "notes__stats", nil)), &st)
+		return len(st.CancelReasons) > 0
+	})
+	if want := "mcp-mux: request_timeout (300ms) passed"; st.CancelReasons[0] != want {
+		t.Errorf("the backend was told %q, want %q", st.CancelReasons[0], want)
 	}
 }
