@@ -31,6 +31,9 @@ type Hooks struct {
 	ResourcesChanged func()
 	ResourceUpdated  func(*mcp.ResourceUpdatedNotificationParams)
 	Progress         func(*mcp.ProgressNotificationParams)
+	// Log is notifications/message; without it the message goes to the
+	// backend's debug log.
+	Log func(*mcp.LoggingMessageParams)
 }
 
 // Options configure how a backend is started and stopped.
@@ -232,6 +235,10 @@ func (b *Backend) clientOptions(h Hooks) *mcp.ClientOptions {
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 			if r.Params == nil {
 				dropped("notifications/message")
+				return
+			}
+			if h.Log != nil {
+				h.Log(r.Params)
 				return
 			}
 			b.log.Debug("log message", "level", r.Params.Level, "logger", r.Params.Logger, "data", r.Params.Data)

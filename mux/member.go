@@ -102,6 +102,7 @@ func (mem *member) hooks() backends.Hooks {
 		ResourcesChanged: func() { mem.markDirty(kindResources) },
 		ResourceUpdated:  func(p *mcp.ResourceUpdatedNotificationParams) { mem.m.resourceUpdated(mem, p) },
 		Progress:         mem.forwardProgress,
+		Log:              mem.forwardLog,
 	}
 }
 

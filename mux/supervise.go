@@ -99,6 +99,7 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 	// see this backend's tools, and nobody can have listed it yet.
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Mux.StartupTimeout.Duration)
 	mem.refresh(ctx, allKinds, false)
+	mem.restoreLogLevel(ctx, b)
 	if restarted {
 		mem.resubscribe(ctx, b)
 	}

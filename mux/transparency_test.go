@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -93,4 +94,78 @@ func TestTimedOutRequestIsCancelledAtBackendWithTheReason(t *testing.T) {
 	if want := "mcp-mux: request_timeout (300ms) passed"; st.CancelReasons[0] != want {
 		t.Errorf("the backend was told %q, want %q", st.CancelReasons[0], want)
 	}
+}
+
+// logLog records the log messages one client received.
+type logLog struct {
+	mu  sync.Mutex
+	got []string // "level logger data"
+}
+
+func (l *logLog) opts() *mcp.ClientOptions {
+	return &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+		l.mu.Lock()
+		l.got = append(l.got, fmt.Sprintf("%s %s %v", r.Params.Level, r.Params.Logger, r.Params.Data))
+		l.mu.Unlock()
+	}}
+}
+
+func (l *logLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.got...)
+}
+
+// A backend's log messages reach each session at or above the level it set,
+// named after the backend; logging/setLevel reaches the backend (the most
+// verbose any session asked for), also after it restarts.
+func TestBackendLogMessagesFollowEachSessionsLevel(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	var logs [3]logLog
+	var cs [3]*mcp.ClientSession
+	for i := range cs {
+		cs[i] = connect(t, m, logs[i].opts())
+	}
+	for i, level := range []mcp.LoggingLevel{"info", "error"} { // the third sets none
+		if err := cs[i].SetLoggingLevel(ctxT(t), &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st struct {
+		LogLevel string `json:"log_level"`
+		PID      int    `json:"pid"`
+	}
+	stats := func() {
+		json.Unmarshal([]byte(callText(t, cs[2], "notes__stats", nil)), &st)
+	}
+	eventually(t, 2*time.Second, "the backend to get the level", func() bool { stats(); return st.LogLevel == "info" })
+
+	callText(t, cs[2], "notes__log", map[string]any{"level": "warning", "logger": "db", "data": "disk slow"})
+	callText(t, cs[2], "notes__log", map[string]any{"level": "error", "data": "disk full"})
+	callText(t, cs[2], "notes__log", map[string]any{"level": "debug", "data": "noise"})
+	eventually(t, 2*time.Second, "the error to reach both sessions", func() bool {
+		return len(logs[0].all()) == 2 && len(logs[1].all()) == 1
+	})
+	time.Sleep(100 * time.Millisecond)
+	if got, want := logs[0].all(), []string{"warning notes/db disk slow", "error notes disk full"}; !slices.Equal(got, want) {
+		t.Errorf("the info session got %q, want %q", got, want)
+	}
+	if got, want := logs[1].all(), []string{"error notes disk full"}; !slices.Equal(got, want) {
+		t.Errorf("the error session got %q, want %q", got, want)
+	}
+	if got := logs[2].all(); len(got) != 0 {
+		t.Errorf("a session that set no level got %q", got)
+	}
+
+	// A restarted backend is told the level again.
+	old := st.PID
+	cs[2].CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__crash", Arguments: map[string]any{"code": 1}})
+	eventually(t, 5*time.Second, "the backend to come back told the level", func() bool {
+		_, err := cs[2].CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__stats"})
+		if err != nil {
+			return false
+		}
+		stats()
+		return st.PID != old && st.LogLevel == "info"
+	})
 }

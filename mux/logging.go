@@ -1,0 +1,119 @@
+package mux
+
+import (
+	"context"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+)
+
+// Logging: a backend's notifications/message reach every session that set
+// a level at or below theirs with logging/setLevel, under a logger that
+// names the backend ("notes", or "notes/<the backend's logger>"); they go
+// to mcp-mux's own log too, at the matching level. logging/setLevel is
+// forwarded to every backend that advertises logging, at the most verbose
+// level any session asked for (each session's own level filters what it
+// gets), and to a backend that (re)starts later.
+
+// levelRank orders MCP's log levels (RFC 5424 severities, least first).
+var levelRank = map[mcp.LoggingLevel]int{
+	"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7,
+}
+
+// ownLevel is the level of mcp-mux's own log a backend's message goes to.
+func ownLevel(l mcp.LoggingLevel) log.Level {
+	switch r := levelRank[l]; {
+	case r <= levelRank["debug"]:
+		return log.DebugLevel
+	case r <= levelRank["notice"]:
+		return log.InfoLevel
+	case r <= levelRank["warning"]:
+		return log.WarnLevel
+	}
+	return log.ErrorLevel
+}
+
+// setLevel records a session's logging/setLevel and passes the most
+// verbose level any session wants on to the backends. The go-sdk records
+// it for the session as well (next), which its Log filters by.
+func (m *Mux) setLevel(ctx context.Context, r *mcp.ServerRequest[*mcp.SetLoggingLevelParams]) {
+	if r.Params == nil {
+		return
+	}
+	if _, ok := levelRank[r.Params.Level]; !ok {
+		return // the go-sdk answers it
+	}
+	s := m.session(r.Session)
+	s.mu.Lock()
+	s.logLevel = r.Params.Level
+	s.mu.Unlock()
+	level, ok := m.backendLogLevel()
+	if !ok {
+		return
+	}
+	for _, mem := range m.members {
+		if b, err := mem.backend(); err == nil {
+			m.goOwned(func() { mem.setLogLevel(m.ctx, b, level) })
+		}
+	}
+}
+
+// backendLogLevel is the most verbose level a session set, if any did.
+func (m *Mux) backendLogLevel() (mcp.LoggingLevel, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var level mcp.LoggingLevel
+	for _, s := range m.sessions {
+		s.mu.Lock()
+		l := s.logLevel
+		s.mu.Unlock()
+		if l != "" && (level == "" || levelRank[l] < levelRank[level]) {
+			level = l
+		}
+	}
+	return level, level != ""
+}
+
+// setLogLevel tells the backend the level, if it does logging.
+func (mem *member) setLogLevel(ctx context.Context, b *backends.Backend, level mcp.LoggingLevel) {
+	if b.Capabilities().Logging == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, mem.m.requestTimeout(mem))
+	defer cancel()
+	if err := b.Session().SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+		mem.log.Warn("logging/setLevel failed", "level", level, "err", err)
+	}
+}
+
+// restoreLogLevel tells a backend that just started the level the
+// sessions asked for.
+func (mem *member) restoreLogLevel(ctx context.Context, b *backends.Backend) {
+	if level, ok := mem.m.backendLogLevel(); ok {
+		mem.setLogLevel(ctx, b, level)
+	}
+}
+
+// forwardLog delivers a backend's log message. It runs in the backend's
+// notification dispatch: the sending is queued.
+func (mem *member) forwardLog(p *mcp.LoggingMessageParams) {
+	m := mem.m
+	mem.log.Log(ownLevel(p.Level), "backend log message", "level", p.Level, "logger", p.Logger, "data", p.Data)
+	up := *p
+	up.Logger = mem.spec.Name
+	if p.Logger != "" {
+		up.Logger += "/" + p.Logger
+	}
+	for _, s := range m.liveSessions() {
+		m.out.push(func() {
+			ctx, cancel := context.WithTimeout(m.ctx, notifyTimeout)
+			defer cancel()
+			// Log sends only at or above the level the session set.
+			if err := s.ss.Log(ctx, &up); err != nil {
+				mem.log.Debug("log message not delivered", "session", s.id, "err", err)
+			}
+		})
+	}
+}
