@@ -53,7 +53,14 @@ func (b *lockedBuf) String() string {
 
 func startWire(t *testing.T, config string) *wire {
 	t.Helper()
-	cmd := exec.Command(muxBin, "--config", config)
+	return startWireCmd(t, muxBin, "--config", config)
+}
+
+// startWireCmd runs any stdio MCP server with raw pipes (a backend alone,
+// to compare with what mcp-mux makes of it).
+func startWireCmd(t *testing.T, name string, args ...string) *wire {
+	t.Helper()
+	cmd := exec.Command(name, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -384,4 +391,100 @@ func TestCancelledRequestGetsNoResponseAndBackendGetsTheReason(t *testing.T) {
 		}
 		break
 	}
+}
+
+// rawResult sends one request and returns its result as generic JSON.
+func (w *wire) rawResult(id int, method, params string) map[string]any {
+	w.t.Helper()
+	w.send(call(id, method, params))
+	m := w.response(id)
+	if m.Error != nil {
+		w.t.Fatalf("%s: %+v", method, m.Error)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(m.Result, &v); err != nil {
+		w.t.Fatal(err)
+	}
+	return v
+}
+
+// byName indexes a list result's items by a field, with a prefix cut off.
+func byName(t *testing.T, list any, field, prefix string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	items, _ := list.([]any)
+	for _, it := range items {
+		m := it.(map[string]any)
+		name, _ := m[field].(string)
+		if n, ok := strings.CutPrefix(name, prefix); ok {
+			m[field] = n
+			out[n] = m
+		}
+	}
+	return out
+}
+
+// What a backend lists reaches the agent whole: every field of its tools,
+// prompts and templates (title, icons, annotations, outputSchema, _meta…),
+// compared on the wire with the backend alone, apart from the prefix; and
+// so do a tool's structured result and a completion's total and hasMore.
+func TestListedItemsReachTheAgentFieldForField(t *testing.T) {
+	bare := startWireCmd(t, fixtureBin, "-name", "notes", "-rich")
+	bare.initialize()
+	mux := startWire(t, writeConfig(t, "", []string{"notes", "-name", "notes", "-rich"}))
+	mux.initialize()
+	for _, l := range []struct{ method, key, field, prefix string }{
+		{"tools/list", "tools", "name", "notes__"},
+		{"prompts/list", "prompts", "name", "notes__"},
+		{"resources/templates/list", "resourceTemplates", "uriTemplate", ""},
+		{"resources/list", "resources", "uri", "fixture://"},
+	} {
+		want := byName(t, bare.rawResult(2, l.method, `{}`)[l.key], l.field, "")
+		got := byName(t, mux.rawResult(2, l.method, `{}`)[l.key], l.field, l.prefix)
+		if l.prefix == "fixture://" {
+			want = byName(t, bare.rawResult(2, l.method, `{}`)[l.key], l.field, "fixture://")
+		}
+		if len(want) == 0 {
+			t.Fatalf("%s: the backend lists nothing", l.method)
+		}
+		for name, w := range want {
+			g, ok := got[name]
+			if !ok {
+				t.Errorf("%s: %s missing through mcp-mux", l.method, name)
+				continue
+			}
+			for k, wv := range w {
+				if gv, ok := g[k]; !ok {
+					t.Errorf("%s: %s lost its %q", l.method, name, k)
+				} else if a, b := mustJSON(t, wv), mustJSON(t, gv); a != b {
+					t.Errorf("%s: %s %q = %s through mcp-mux, %s from the backend", l.method, name, k, b, a)
+				}
+			}
+			for k := range g {
+				if _, ok := w[k]; !ok {
+					t.Errorf("%s: %s gained %q through mcp-mux", l.method, name, k)
+				}
+			}
+		}
+	}
+	want := bare.rawResult(3, "tools/call", `{"name":"rich","arguments":{"q":"?"}}`)
+	got := mux.rawResult(3, "tools/call", `{"name":"notes__rich","arguments":{"q":"?"}}`)
+	if a, b := mustJSON(t, want), mustJSON(t, got); a != b {
+		t.Errorf("tools/call result through mcp-mux %s, from the backend %s", b, a)
+	}
+	params := `{"ref":{"type":"ref/prompt","name":"%s"},"argument":{"name":"name","value":""}}`
+	want = bare.rawResult(4, "completion/complete", fmt.Sprintf(params, "greet"))
+	got = mux.rawResult(4, "completion/complete", fmt.Sprintf(params, "notes__greet"))
+	if a, b := mustJSON(t, want), mustJSON(t, got); a != b {
+		t.Errorf("completion through mcp-mux %s, from the backend %s", b, a)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/subs"
 )
 
-// mux's own resources, listed first with the backends' ones. Both are
+// mux's own resources, listed after the backends' ones. Both are
 // readable and subscribable; an update is sent when what they show changes.
 const (
 	uriSubscriptions = "mcp-mux://subscriptions"

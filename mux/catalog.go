@@ -17,6 +17,8 @@ type catalog struct {
 	prompts    named[mcp.Prompt]
 	templates  []exposed[mcp.ResourceTemplate]
 	collisions []Collision
+	// cache is the hints of each merged list: tools, prompts, templates.
+	cache [3]mcp.Cacheable
 }
 
 // exposed is an item as the agent sees it (tools and prompts renamed with
@@ -87,11 +89,16 @@ func (h *catalogHolder) rebuild(m *Mux) {
 	collide := func(kind, name string, winner, loser *member) {
 		c.collisions = append(c.collisions, Collision{kind, name, winner.spec.Name, loser.spec.Name})
 	}
+	parts := 0
 	for _, mem := range m.members {
 		if !mem.serving() {
 			continue
 		}
 		part := mem.snapshot()
+		for i := range c.cache {
+			c.cache[i] = mergeCache(c.cache[i], parts > 0, part.cache[i])
+		}
+		parts++
 		for _, t := range part.tools {
 			cp := *t
 			cp.Name = m.exposedName(mem, t.Name)
@@ -108,6 +115,11 @@ func (h *catalogHolder) rebuild(m *Mux) {
 		}
 		for _, t := range part.templates {
 			c.templates = append(c.templates, exposed[mcp.ResourceTemplate]{t, t.URITemplate, mem})
+		}
+	}
+	if parts == 0 {
+		for i := range c.cache {
+			c.cache[i] = normalCache(c.cache[i])
 		}
 	}
 	for _, col := range c.collisions {

@@ -70,35 +70,40 @@ func page[T any](items []exposed[T], s, kind string) ([]*T, string, error) {
 
 func (m *Mux) listTools(ctx context.Context, p *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
 	m.waitStarted(ctx)
-	items, next, err := page(m.cat.get().tools.items, paramsCursor(p), "tools")
+	cat := m.cat.get()
+	items, next, err := page(cat.tools.items, paramsCursor(p), "tools")
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ListToolsResult{Tools: items, NextCursor: next}, nil
+	return &mcp.ListToolsResult{Tools: items, NextCursor: next, Cacheable: cat.cache[0]}, nil
 }
 
 func (m *Mux) listPrompts(ctx context.Context, p *mcp.ListPromptsParams) (*mcp.ListPromptsResult, error) {
 	m.waitStarted(ctx)
-	items, next, err := page(m.cat.get().prompts.items, paramsCursor(p), "prompts")
+	cat := m.cat.get()
+	items, next, err := page(cat.prompts.items, paramsCursor(p), "prompts")
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ListPromptsResult{Prompts: items, NextCursor: next}, nil
+	return &mcp.ListPromptsResult{Prompts: items, NextCursor: next, Cacheable: cat.cache[1]}, nil
 }
 
 func (m *Mux) listTemplates(ctx context.Context, p *mcp.ListResourceTemplatesParams) (*mcp.ListResourceTemplatesResult, error) {
 	m.waitStarted(ctx)
-	items, next, err := page(m.cat.get().templates, paramsCursor(p), "templates")
+	cat := m.cat.get()
+	items, next, err := page(cat.templates, paramsCursor(p), "templates")
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ListResourceTemplatesResult{ResourceTemplates: items, NextCursor: next}, nil
+	return &mcp.ListResourceTemplatesResult{ResourceTemplates: items, NextCursor: next, Cacheable: cat.cache[2]}, nil
 }
 
 // listResources pages through the backends' own pages, in config order: one
-// backend page per mux page, so a huge backend is never held in memory. The
-// first page also carries mux's own resources. A URI an earlier backend
-// lists too is left out (the earlier one owns it).
+// backend page per mux page, so a huge backend is never held in memory; a
+// page carries its backend page's cache hints. mux's own resources come
+// last, after every backend's: a client that reads only the first page
+// sees the backends' resources. A URI an earlier backend claims is left out
+// (the earlier one owns it).
 func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
 	m.waitStarted(ctx)
 	c, err := decodeCursor(paramsCursor(p), "resources")
@@ -107,9 +112,7 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 	}
 	res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
 	start := 0
-	if c.Backend == "" {
-		res.Resources = append(res.Resources, m.builtinResources()...)
-	} else {
+	if c.Backend != "" {
 		mem, ok := m.byName[c.Backend]
 		if !ok {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q: unknown backend", paramsCursor(p))}
@@ -146,6 +149,7 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 				res.Resources = append(res.Resources, r)
 			}
 		}
+		res.Cacheable = normalCache(r.Cacheable)
 		if r.NextCursor != "" {
 			res.NextCursor = cursor{Kind: "resources", Backend: mem.spec.Name, Cursor: r.NextCursor}.encode()
 			return res, nil
@@ -155,10 +159,13 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 			// starts at the following backend.
 			if nextMem := m.nextWithResources(i + 1); nextMem != nil {
 				res.NextCursor = cursor{Kind: "resources", Backend: nextMem.spec.Name}.encode()
+				return res, nil
 			}
-			return res, nil
+			break // the last backend page: mux's own come with it
 		}
 	}
+	res.Cacheable = mergeCache(res.Cacheable, len(res.Resources) > 0, ownCache)
+	res.Resources = append(res.Resources, m.builtinResources()...)
 	return res, nil
 }
 

@@ -70,7 +70,8 @@ type memberCatalog struct {
 	compiled  []*uritemplate.Template // parallel to templates; nil where unparseable
 	uris      map[string]struct{}     // every URI it lists: exact routing and dedup
 	nres      int
-	sums      [3]uint64 // fingerprints per kind, to tell a real change from a no-op
+	sums      [3]uint64        // fingerprints per kind, to tell a real change from a no-op
+	cache     [3]mcp.Cacheable // the lists' cache hints: tools, prompts, templates
 }
 
 // maxLearned bounds the URIs remembered from tool results per backend.
@@ -160,24 +161,45 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 	cs := b.Session()
 	next := mem.snapshot()
 	if k&kindTools != 0 && caps.Tools != nil {
-		if tools, err := collect(mem, cs.Tools(ctx, nil), func(t *mcp.Tool) bool { return mem.named("tool", t.Name) }); err != nil {
+		tools, cache, err := listPages(mem, func(c string) ([]*mcp.Tool, string, mcp.Cacheable, error) {
+			r, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: c})
+			if err != nil {
+				return nil, "", mcp.Cacheable{}, err
+			}
+			return r.Tools, r.NextCursor, r.Cacheable, nil
+		}, func(t *mcp.Tool) bool { return mem.named("tool", t.Name) })
+		if err != nil {
 			mem.log.Warn("listing tools failed", "err", err)
 		} else {
-			next.tools = tools
+			next.tools, next.cache[0] = tools, cache
 		}
 	}
 	if k&kindPrompts != 0 && caps.Prompts != nil {
-		if prompts, err := collect(mem, cs.Prompts(ctx, nil), func(p *mcp.Prompt) bool { return mem.named("prompt", p.Name) }); err != nil {
+		prompts, cache, err := listPages(mem, func(c string) ([]*mcp.Prompt, string, mcp.Cacheable, error) {
+			r, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: c})
+			if err != nil {
+				return nil, "", mcp.Cacheable{}, err
+			}
+			return r.Prompts, r.NextCursor, r.Cacheable, nil
+		}, func(p *mcp.Prompt) bool { return mem.named("prompt", p.Name) })
+		if err != nil {
 			mem.log.Warn("listing prompts failed", "err", err)
 		} else {
-			next.prompts = prompts
+			next.prompts, next.cache[1] = prompts, cache
 		}
 	}
 	if k&kindResources != 0 && caps.Resources != nil {
-		if tmpls, err := collect(mem, cs.ResourceTemplates(ctx, nil), mem.acceptTemplate); err != nil {
+		tmpls, cache, err := listPages(mem, func(c string) ([]*mcp.ResourceTemplate, string, mcp.Cacheable, error) {
+			r, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: c})
+			if err != nil {
+				return nil, "", mcp.Cacheable{}, err
+			}
+			return r.ResourceTemplates, r.NextCursor, r.Cacheable, nil
+		}, mem.acceptTemplate)
+		if err != nil {
 			mem.log.Warn("listing resource templates failed", "err", err)
 		} else {
-			next.templates = tmpls
+			next.templates, next.cache[2] = tmpls, cache
 			next.compiled = make([]*uritemplate.Template, len(tmpls))
 			for i, t := range tmpls {
 				ut, err := uritemplate.New(t.URITemplate)
@@ -190,16 +212,18 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 		}
 		// Only URIs are kept: the list itself is paged through live.
 		uris := map[string]struct{}{}
-		var err error
-		for r, e := range cs.Resources(ctx, nil) {
-			if e != nil {
-				err = e
-				break
+		_, _, err = listPages(mem, func(c string) ([]*mcp.Resource, string, mcp.Cacheable, error) {
+			r, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: c})
+			if err != nil {
+				return nil, "", mcp.Cacheable{}, err
 			}
+			return r.Resources, r.NextCursor, r.Cacheable, nil
+		}, func(r *mcp.Resource) bool {
 			if mem.acceptResource(r) {
 				uris[r.URI] = struct{}{}
 			}
-		}
+			return false // only the URIs are kept
+		})
 		if err != nil {
 			mem.log.Warn("listing resources failed", "err", err)
 		} else {
@@ -229,26 +253,6 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 		}
 		mem.m.builtinChanged(uriBackends)
 	}
-}
-
-// collect gathers a list the backend pages through, leaving out entries
-// that are null or that ok refuses (it logs why): one bad entry must not
-// cost the rest of the list, nor crash mux.
-func collect[T any](mem *member, seq func(func(*T, error) bool), ok func(*T) bool) ([]*T, error) {
-	out := []*T{}
-	for v, err := range seq {
-		if err != nil {
-			return out, err
-		}
-		if v == nil {
-			mem.log.Warn("null entry in the backend's list, skipped")
-			continue
-		}
-		if ok(v) {
-			out = append(out, v)
-		}
-	}
-	return out, nil
 }
 
 func (mem *member) named(kind, name string) bool {

@@ -169,3 +169,53 @@ func TestBackendLogMessagesFollowEachSessionsLevel(t *testing.T) {
 		return st.PID != old && st.LogLevel == "info"
 	})
 }
+
+// List results carry the backends' cache hints: a resources page its
+// backend page's, a merged list the most cautious of its parts'. mux's own
+// resources come after every backend's.
+func TestListsCarryCacheHintsAndMuxResourcesComeLast(t *testing.T) {
+	m := startMux(t,
+		fixture("a", "-cache-ttl-ms", "5000", "-resources", "5", "-page-size", "2"),
+		fixture("b", "-cache-ttl-ms", "2000", "-cache-scope", "private"),
+	)
+	cs := connect(t, m, nil)
+	ctx := ctxT(t)
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tools.TTLMs != 2000 || tools.CacheScope != "private" {
+		t.Errorf("tools/list hints: ttl %d scope %q, want 2000 private (the most cautious part)", tools.TTLMs, tools.CacheScope)
+	}
+	first, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.TTLMs != 5000 || first.CacheScope != "public" {
+		t.Errorf("first resources page (a's) hints: ttl %d scope %q, want a's: 5000 public", first.TTLMs, first.CacheScope)
+	}
+	var uris []string
+	for _, r := range first.Resources {
+		uris = append(uris, r.URI)
+	}
+	if want := []string{"fixture://a/res/1", "fixture://a/res/2"}; !slices.Equal(uris, want) {
+		t.Errorf("first page %v, want a's first page %v: a client reading one page sees the backends' resources", uris, want)
+	}
+	var last *mcp.ListResourcesResult
+	for page := first; ; {
+		last = page
+		if page.NextCursor == "" {
+			break
+		}
+		if page, err = cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: page.NextCursor}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := len(last.Resources)
+	if n < 2 || last.Resources[n-2].URI != uriSubscriptions || last.Resources[n-1].URI != uriBackends {
+		t.Errorf("the last page does not end with mux's own resources: %v", last.Resources)
+	}
+	if last.TTLMs != 0 || last.CacheScope != "private" {
+		t.Errorf("the page with mux's own resources: ttl %d scope %q, want 0 private", last.TTLMs, last.CacheScope)
+	}
+}
