@@ -34,6 +34,18 @@ type Hooks struct {
 	// Log is notifications/message; without it the message goes to the
 	// backend's debug log.
 	Log func(*mcp.LoggingMessageParams)
+	// ElicitationComplete is notifications/elicitation/complete; like the
+	// hooks above it must not block.
+	ElicitationComplete func(*mcp.ElicitationCompleteParams)
+
+	// Requests the backend sends its client, answered by whoever mcp-mux
+	// forwards them to. They run on the go-sdk's request goroutines and may
+	// block until the answer comes (a human answering an elicitation); ctx
+	// ends when the backend cancels or goes away. A nil hook leaves the
+	// request to the go-sdk's default answer.
+	Roots         func(context.Context, *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
+	CreateMessage func(context.Context, *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error)
+	Elicit        func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
 }
 
 // Options configure how a backend is started and stopped.
@@ -46,6 +58,12 @@ type Options struct {
 	MaxMessageSize int
 	ClientInfo     *mcp.Implementation
 	Hooks          Hooks
+	// ClientCapabilities says what to declare in initialize; of what it
+	// returns only roots, sampling and elicitation are declared (the hooks
+	// answer those requests). It is called once the process runs, so it may
+	// wait (bounded by ctx) for the capabilities to be known while the
+	// process boots. Nil, or a nil result, declares none.
+	ClientCapabilities func(context.Context) *mcp.ClientCapabilities
 }
 
 // Backend is one running backend: its process and the MCP session with it.
@@ -58,6 +76,10 @@ type Backend struct {
 	stdout  *os.File
 	session *mcp.ClientSession
 	init    *mcp.InitializeResult
+	caps    *mcp.ClientCapabilities // what was declared in initialize
+	// sendRaw is the go-sdk's sending chain: the only way to send the
+	// backend a notification the SDK has no call for.
+	sendRaw mcp.MethodHandler
 
 	exited   chan struct{} // closed when proc.cmd.Wait has returned
 	exitErr  error         // proc.cmd.Wait's error; read after exited is closed
@@ -97,7 +119,17 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 		return nil, err
 	}
 
+	var want *mcp.ClientCapabilities
+	if opts.ClientCapabilities != nil {
+		want = opts.ClientCapabilities(ctx)
+	}
+	b.caps = declared(want)
 	client := mcp.NewClient(opts.ClientInfo, b.clientOptions(opts.Hooks))
+	client.AddReceivingMiddleware(clientRequests(opts.Hooks))
+	client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		b.sendRaw = next
+		return next
+	})
 	// Our own transport: no line the backend prints can end the connection
 	// (see stdioConn).
 	transport := stdioTransport{newStdioConn(spec.Name, b.log, b.stdout, b.stdin, opts.MaxMessageSize)}
@@ -208,9 +240,20 @@ func (b *Backend) clientOptions(h Hooks) *mcp.ClientOptions {
 		b.log.Warn("notification without params, dropped", "method", method)
 	}
 	return &mcp.ClientOptions{
-		// Advertise nothing (not even the default roots): mcp-mux has no
-		// roots, sampling or elicitation of its own to offer a backend.
-		Capabilities:               &mcp.ClientCapabilities{},
+		// Exactly what the agent declared (never the go-sdk's default
+		// roots): the requests go to the agent. No sampling or elicitation
+		// handler is set, so the SDK infers nothing more; clientRequests
+		// answers them instead, without the SDK's checks and rewrites.
+		Capabilities: b.caps,
+		ElicitationCompleteHandler: func(_ context.Context, r *mcp.ElicitationCompleteNotificationRequest) {
+			if r.Params == nil {
+				dropped("notifications/elicitation/complete")
+				return
+			}
+			if h.ElicitationComplete != nil {
+				h.ElicitationComplete(r.Params)
+			}
+		},
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { call(h.ToolsChanged) },
 		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { call(h.PromptsChanged) },
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { call(h.ResourcesChanged) },

@@ -42,6 +42,7 @@ var errInterrupted = errors.New("check interrupted while stopping")
 func Inspect(ctx context.Context, cfg *Config, logger *log.Logger, version string) *Report {
 	m := New(cfg, logger, version)
 	defer m.Close()
+	m.agent.wait = -1 // no agent: backends are told no client capabilities
 	m.Start()
 	m.waitStarted(ctx)
 	r := &Report{Config: cfg.Path, OK: true, Backends: m.Status(), Collisions: m.Collisions()}

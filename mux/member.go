@@ -47,6 +47,11 @@ type member struct {
 	started     chan struct{} // closed when the first start attempt has finished
 	startedOnce sync.Once
 	wake        chan struct{} // a refresh is wanted (cap 1: requests coalesce)
+	reinit      chan struct{} // the agent's capabilities came after the backend was told others (cap 1)
+	inflight    inflight      // agent requests in flight to the backend
+	// reinitting: serve stopped the backend to start it again with the
+	// agent's capabilities (run's goroutine only).
+	reinitting bool
 
 	mu       sync.Mutex
 	state    string
@@ -86,6 +91,7 @@ func newMember(m *Mux, spec backends.Spec, index int) *member {
 		log:      m.log.With("backend", spec.Name),
 		started:  make(chan struct{}),
 		wake:     make(chan struct{}, 1),
+		reinit:   make(chan struct{}, 1),
 		state:    stateStarting,
 		since:    time.Now(),
 		learned:  map[string]struct{}{},

@@ -59,6 +59,8 @@ type Mux struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	agent agentState // the agent's capabilities, as backends are told them
+
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
 	ids      map[string]*session // by session id
@@ -121,6 +123,7 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 			Logging:     &mcp.LoggingCapabilities{},
 		},
 		SubscribeHandler:          m.subscribe,
+		RootsListChangedHandler:   m.rootsListChanged,
 		UnsubscribeHandler:        m.unsubscribe,
 		SupportedProtocolVersions: protocolVersions,
 	})
@@ -131,6 +134,8 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 		return next
 	})
 	m.server.AddReceivingMiddleware(m.receive)
+	// Added last, so outermost: what m.receive routes sees the session.
+	m.server.AddReceivingMiddleware(m.agentContext)
 	return m
 }
 

@@ -39,6 +39,7 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallTo
 	}
 	ctx, d, cancel := m.withDeadline(ctx, e.mem)
 	defer cancel()
+	defer e.mem.track(ctx, d)()
 	ctx = m.withCancelReason(ctx, e.mem, r.Extra)
 	meta, done := e.mem.awaitProgress(p.Meta, r.Session, d)
 	defer done()
@@ -63,6 +64,7 @@ func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetP
 	}
 	ctx, d, cancel := m.withDeadline(ctx, e.mem)
 	defer cancel()
+	defer e.mem.track(ctx, d)()
 	ctx = m.withCancelReason(ctx, e.mem, r.Extra)
 	fwd := *p
 	fwd.Name = e.original
@@ -138,6 +140,7 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mc
 	}
 	ctx, d, cancel := m.withDeadline(ctx, mem)
 	defer cancel()
+	defer mem.track(ctx, d)()
 	ctx = m.withCancelReason(ctx, mem, r.Extra)
 	fwd := *p
 	var done func()
@@ -192,6 +195,7 @@ func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.Comple
 	}
 	ctx, d, cancel := m.withDeadline(ctx, mem)
 	defer cancel()
+	defer mem.track(ctx, d)()
 	ctx = m.withCancelReason(ctx, mem, r.Extra)
 	var done func()
 	fwd.Meta, done = mem.awaitProgress(p.Meta, r.Session, d)
@@ -216,6 +220,7 @@ type deadline struct {
 	start   time.Time
 	timeout time.Duration
 	max     time.Duration
+	paused  int // the agent is answering a request of the backend: see pauseDeadlines
 }
 
 // withCancelReason makes the reason a forwarded request is cancelled with at
@@ -248,6 +253,9 @@ func (m *Mux) withDeadline(ctx context.Context, mem *member) (context.Context, *
 func (d *deadline) extend() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.paused > 0 {
+		return
+	}
 	left := d.max - time.Since(d.start)
 	d.timer.Reset(max(0, min(d.timeout, left)))
 }

@@ -46,8 +46,9 @@ func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 		mode = subs.Forwarded
 	}
 	added, err := m.subs.Subscribe(sid, mem.spec.Name, uri, mode, func() error {
-		ctx, _, cancel := m.withDeadline(ctx, mem)
+		ctx, d, cancel := m.withDeadline(ctx, mem)
 		defer cancel()
+		defer mem.track(ctx, d)()
 		if err := b.Session().Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 			return m.backendError(ctx, mem, b, err) // reaches the agent as the backend said it
 		}

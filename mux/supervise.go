@@ -33,12 +33,17 @@ func (mem *member) run() {
 	var crashes []time.Time
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
-		b, err := backends.Start(m.ctx, mem.spec, m.startOptions(mem))
+		b, err := backends.Start(m.ctx, mem.spec, mem.withClientRequests(m.startOptions(mem)))
 		if err == nil {
 			if !mem.serve(b, attempt > 0) {
 				return // mux is closing
 			}
 			err = b.Err()
+			if mem.reinitting { // not a crash: start it again at once
+				mem.reinitting = false
+				mem.setDown(stateRestarting, nil)
+				continue
+			}
 			if time.Since(began) >= healthyAfter {
 				backoff, crashes = m.backoffBase, nil
 			}
@@ -120,6 +125,12 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 			return false
 		case <-b.Done():
 			return true
+		case <-mem.reinit:
+			if m.agent.stale(mem) {
+				mem.reinitting = true
+				b.Stop(m.cfg.Mux.ShutdownGrace.Duration)
+				return true
+			}
 		case <-mem.wake:
 			mem.mu.Lock()
 			k := mem.dirty

@@ -1,0 +1,79 @@
+package backends
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// declared keeps of want what mcp-mux can honour for a backend: roots,
+// sampling and elicitation, which it forwards. Never nil: a nil Capabilities
+// option would make the go-sdk declare its default roots.
+func declared(want *mcp.ClientCapabilities) *mcp.ClientCapabilities {
+	caps := &mcp.ClientCapabilities{}
+	if want == nil {
+		return caps
+	}
+	if want.RootsV2 != nil {
+		r := *want.RootsV2
+		caps.RootsV2 = &r
+	}
+	if want.Sampling != nil {
+		s := *want.Sampling
+		caps.Sampling = &s
+	}
+	if want.Elicitation != nil {
+		e := *want.Elicitation
+		caps.Elicitation = &e
+	}
+	return caps
+}
+
+// clientRequests answers the backend's roots/list, sampling/createMessage
+// and elicitation/create with the hooks. The go-sdk has no roots handler,
+// and its sampling and elicitation handlers validate and rewrite what
+// passes (schema defaults applied to an elicitation's content): a proxy
+// passes the request and the answer on as they are.
+func clientRequests(h Hooks) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch r := req.(type) {
+			case *mcp.ListRootsRequest:
+				if h.Roots != nil {
+					return result(h.Roots(ctx, r.Params))
+				}
+			case *mcp.CreateMessageWithToolsRequest:
+				if h.CreateMessage != nil {
+					return result(h.CreateMessage(ctx, r.Params))
+				}
+			case *mcp.ElicitRequest:
+				if h.Elicit != nil {
+					return result(h.Elicit(ctx, r.Params))
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// result keeps a typed nil result out of the mcp.Result interface.
+func result[R mcp.Result](res R, err error) (mcp.Result, error) {
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ClientCapabilities is what mcp-mux declared to the backend in initialize.
+func (b *Backend) ClientCapabilities() *mcp.ClientCapabilities { return b.caps }
+
+// NotifyRootsListChanged sends the backend notifications/roots/list_changed
+// (the go-sdk sends it only when a client's own roots change).
+func (b *Backend) NotifyRootsListChanged(ctx context.Context) error {
+	req := &mcp.ClientRequest[*mcp.RootsListChangedParams]{Session: b.session, Params: &mcp.RootsListChangedParams{}}
+	if _, err := b.sendRaw(ctx, "notifications/roots/list_changed", req); err != nil {
+		return fmt.Errorf("backend %s: notifications/roots/list_changed: %w", b.Spec.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,368 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+)
+
+// Server-to-client requests: a backend's roots/list, sampling/createMessage
+// and elicitation/create go to the agent session they belong to, and the
+// answer goes back unchanged. Backends are told the agent's roots, sampling
+// and elicitation capabilities, so that they offer through mux what they
+// offer the agent directly.
+//
+// Backends start before the agent's initialize arrives, and a client's
+// capabilities are fixed when it initializes. So each backend's process is
+// started at once, and its initialize waits (at most agentWait after mux
+// started) for the first agent session's initialize. A backend that had to
+// be initialized without them (the agent was later than that) is restarted
+// when they arrive, if they differ from what it was told.
+
+// defaultAgentWait bounds how long a backend's initialize waits for the
+// agent's: an agent that launched mux sends initialize within milliseconds.
+const defaultAgentWait = 2 * time.Second
+
+// modernProtocol is the first protocol revision in which a server cannot
+// send requests to the client (they became multi-round-trip results).
+const modernProtocol = "2026-07-28"
+
+// codeCannotForward is the error a backend gets when no agent session can
+// take its request. Not -32601: the go-sdk replaces the message of any
+// -32601 with a bare "method not found", and the reason would be lost.
+const codeCannotForward = jsonrpc.CodeInternalError
+
+// maxElicitations bounds the URL-mode elicitations remembered for routing
+// their notifications/elicitation/complete.
+const maxElicitations = 1000
+
+// agentState is what the backends are told of the agent.
+type agentState struct {
+	// wait is how long backends wait for the first agent session's
+	// initialize: 0 means defaultAgentWait, < 0 that no agent will come
+	// (check --connect declares no capabilities). Set before Start.
+	wait  time.Duration
+	once  sync.Once
+	ready chan struct{} // closed when the first agent session initialized
+	until time.Time     // backends wait for ready until then
+
+	mu    sync.Mutex
+	known bool
+	caps  *mcp.ClientCapabilities             // the first agent session's roots, sampling, elicitation
+	told  map[*member]*mcp.ClientCapabilities // what each member's current backend was told (nil: none)
+	// elicitations maps a URL-mode elicitation's id to the session asked,
+	// where its notifications/elicitation/complete goes.
+	elicitations map[string]*session
+}
+
+func (a *agentState) init() {
+	a.once.Do(func() {
+		a.ready = make(chan struct{})
+		w := a.wait
+		if w == 0 {
+			w = defaultAgentWait
+		}
+		a.until = time.Now().Add(max(w, 0))
+	})
+}
+
+// withClientRequests adds to a backend's start options what makes it a
+// client of the agent: the capabilities to declare and the request hooks.
+func (mem *member) withClientRequests(opts backends.Options) backends.Options {
+	opts.ClientCapabilities = mem.clientCapabilities
+	opts.Hooks.Roots = mem.forwardRoots
+	opts.Hooks.CreateMessage = mem.forwardCreateMessage
+	opts.Hooks.Elicit = mem.forwardElicit
+	opts.Hooks.ElicitationComplete = mem.forwardElicitationComplete
+	return opts
+}
+
+// clientCapabilities is called by backends.Start once the process runs:
+// it waits (bounded) for the agent's capabilities and records what the
+// backend is told.
+func (mem *member) clientCapabilities(ctx context.Context) *mcp.ClientCapabilities {
+	a := &mem.m.agent
+	a.init()
+	if d := time.Until(a.until); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-a.ready:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.told == nil {
+		a.told = map[*member]*mcp.ClientCapabilities{}
+	}
+	a.told[mem] = a.caps
+	if !a.known {
+		mem.log.Debug("initializing the backend before the agent: no client capabilities declared")
+	}
+	return a.caps
+}
+
+// agentInitialized takes the capabilities of the first agent session that
+// initialized, and restarts the backends that were told others.
+func (m *Mux) agentInitialized(ss *mcp.ServerSession) {
+	p := ss.InitializeParams()
+	if p == nil {
+		return
+	}
+	a := &m.agent
+	a.init()
+	a.mu.Lock()
+	if a.known {
+		a.mu.Unlock()
+		return
+	}
+	a.known = true
+	a.caps = forwardable(p.Capabilities)
+	close(a.ready)
+	var stale []*member
+	for mem, told := range a.told {
+		if capsKey(told) != capsKey(a.caps) {
+			stale = append(stale, mem)
+		}
+	}
+	a.mu.Unlock()
+	for _, mem := range stale {
+		mem.log.Info("the agent's capabilities came after the backend was initialized without them: restarting it", "capabilities", capsKey(a.caps))
+		select {
+		case mem.reinit <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// stale reports whether mem's backend was told other capabilities than the
+// agent's (a reinit signal may outlive the backend it was meant for).
+func (a *agentState) stale(mem *member) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	told, ok := a.told[mem]
+	return a.known && ok && capsKey(told) != capsKey(a.caps)
+}
+
+// forwardable keeps of c what mux forwards: roots, sampling, elicitation.
+func forwardable(c *mcp.ClientCapabilities) *mcp.ClientCapabilities {
+	out := &mcp.ClientCapabilities{}
+	if c != nil {
+		out.RootsV2, out.Sampling, out.Elicitation = c.RootsV2, c.Sampling, c.Elicitation
+	}
+	return out
+}
+
+// capsKey identifies what a backend is told (RootsV2 has no JSON of its own).
+func capsKey(c *mcp.ClientCapabilities) string {
+	c = forwardable(c)
+	k, _ := json.Marshal(struct {
+		Roots       *mcp.RootCapabilities        `json:"roots,omitempty"`
+		Sampling    *mcp.SamplingCapabilities    `json:"sampling,omitempty"`
+		Elicitation *mcp.ElicitationCapabilities `json:"elicitation,omitempty"`
+	}{c.RootsV2, c.Sampling, c.Elicitation})
+	return string(k)
+}
+
+func hasRoots(c *mcp.ClientCapabilities) bool    { return c.RootsV2 != nil }
+func hasSampling(c *mcp.ClientCapabilities) bool { return c.Sampling != nil }
+
+func (mem *member) forwardRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	if p == nil {
+		p = &mcp.ListRootsParams{}
+	}
+	_, res, err := forwardToAgent[*mcp.ListRootsResult](ctx, mem, "roots/list", "roots", hasRoots, p)
+	return res, err
+}
+
+func (mem *member) forwardCreateMessage(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+	if p == nil {
+		p = &mcp.CreateMessageWithToolsParams{}
+	}
+	_, res, err := forwardToAgent[*mcp.CreateMessageWithToolsResult](ctx, mem, "sampling/createMessage", "sampling", hasSampling, p)
+	return res, err
+}
+
+func (mem *member) forwardElicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if p == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "elicitation/create: missing params"}
+	}
+	mode := p.Mode
+	if mode == "" && p.URL != "" {
+		mode = "url"
+	}
+	capName, has := "elicitation (form mode)", func(c *mcp.ClientCapabilities) bool {
+		// An elicitation capability naming no mode means form (2025-06-18).
+		return c.Elicitation != nil && (c.Elicitation.Form != nil || c.Elicitation.URL == nil)
+	}
+	if mode == "url" {
+		capName, has = "elicitation (url mode)", func(c *mcp.ClientCapabilities) bool {
+			return c.Elicitation != nil && c.Elicitation.URL != nil
+		}
+	}
+	s, res, err := forwardToAgent[*mcp.ElicitResult](ctx, mem, "elicitation/create", capName, has, p)
+	if err == nil && mode == "url" && p.ElicitationID != "" {
+		mem.m.rememberElicitation(p.ElicitationID, s)
+	}
+	return res, err
+}
+
+func (m *Mux) rememberElicitation(id string, s *session) {
+	a := &m.agent
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.elicitations == nil {
+		a.elicitations = map[string]*session{}
+	}
+	if len(a.elicitations) >= maxElicitations {
+		for k := range a.elicitations { // a bound, not an LRU
+			delete(a.elicitations, k)
+			break
+		}
+	}
+	a.elicitations[id] = s
+}
+
+// forwardElicitationComplete sends the agent session that was asked the
+// URL-mode elicitation the backend's notifications/elicitation/complete.
+// It runs in the backend's notification dispatch: it only enqueues.
+func (mem *member) forwardElicitationComplete(p *mcp.ElicitationCompleteParams) {
+	m := mem.m
+	a := &m.agent
+	a.mu.Lock()
+	s := a.elicitations[p.ElicitationID]
+	delete(a.elicitations, p.ElicitationID)
+	a.mu.Unlock()
+	if s == nil {
+		var err error
+		if s, err = m.agentFor(mem, "elicitation (url mode)", func(c *mcp.ClientCapabilities) bool {
+			return c.Elicitation != nil && c.Elicitation.URL != nil
+		}); err != nil {
+			mem.log.Warn("notifications/elicitation/complete dropped", "elicitation_id", p.ElicitationID, "err", err)
+			return
+		}
+	}
+	m.out.push(func() {
+		if err := notify(m, s.ss, "notifications/elicitation/complete", p); err != nil {
+			mem.log.Debug("notifications/elicitation/complete not delivered", "session", s.id, "err", err)
+		}
+	})
+}
+
+// forwardToAgent sends the backend's request to the agent session it
+// belongs to and returns the answer as the agent gave it. Meanwhile the
+// request_timeout of that session's requests to the backend is paused: the
+// agent may be waiting on a human.
+func forwardToAgent[R mcp.Result, P mcp.Params](ctx context.Context, mem *member, method, capName string, has func(*mcp.ClientCapabilities) bool, p P) (*session, R, error) {
+	var zero R
+	m := mem.m
+	s, err := m.agentFor(mem, capName, has)
+	if err != nil {
+		mem.log.Warn("the backend's request cannot go to the agent", "method", method, "err", err)
+		return nil, zero, err
+	}
+	mem.log.Debug("forwarding the backend's request to the agent", "method", method, "session", s.id)
+	resume := mem.pauseDeadlines(s)
+	defer resume()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(m.ctx, cancel)()
+	res, err := m.send(ctx, method, &mcp.ServerRequest[P]{Session: s.ss, Params: p})
+	if err != nil {
+		var je *jsonrpc.Error
+		if errors.As(err, &je) {
+			// As the agent said it: a wrapped one would lose its data.
+			return s, zero, &jsonrpc.Error{Code: je.Code, Message: je.Message, Data: je.Data}
+		}
+		return s, zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %s to agent session %s: %v", method, s.id, err)}
+	}
+	r, ok := res.(R)
+	if !ok {
+		return s, zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %s: unexpected result %T", method, res)}
+	}
+	return s, r, nil
+}
+
+// agentFor picks the agent session a request of mem's backend goes to:
+// the session with a request in flight to that backend (a sampling request
+// inside a tools/call), else the only session, else the most recently
+// active one that declared the capability. A session that cannot take it
+// makes a JSON-RPC error for the backend that says why.
+func (m *Mux) agentFor(mem *member, capName string, has func(*mcp.ClientCapabilities) bool) (*session, error) {
+	cands := mem.sessionsInFlight()
+	inFlight := len(cands) > 0
+	if !inFlight {
+		cands = m.liveSessions()
+	}
+	if len(cands) == 0 {
+		return nil, &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: no agent session is connected to take the %s request", capName)}
+	}
+	var best, refused *session
+	var why error
+	for _, s := range cands {
+		if err := canTake(s, capName, has); err != nil {
+			if refused == nil || s.lastActive.Load() > refused.lastActive.Load() {
+				refused, why = s, err
+			}
+			continue
+		}
+		if best == nil || s.lastActive.Load() > best.lastActive.Load() {
+			best = s
+		}
+	}
+	if best == nil {
+		if len(cands) > 1 {
+			why = &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: none of the %d agent sessions that could have sent this (backend %q) can take a %s request; last: %v", len(cands), mem.spec.Name, capName, why)}
+		}
+		return nil, why
+	}
+	return best, nil
+}
+
+// canTake says why session s cannot take a request needing capName.
+func canTake(s *session, capName string, has func(*mcp.ClientCapabilities) bool) error {
+	p := s.ss.InitializeParams()
+	switch {
+	case p == nil:
+		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s has not initialized, so it cannot take a %s request", s.id, capName)}
+	case p.ProtocolVersion >= modernProtocol:
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: agent session %s speaks protocol %s, in which a server cannot send the client a %s request (and mcp-mux does not turn it into a multi-round-trip result)", s.id, p.ProtocolVersion, capName)}
+	case p.Capabilities == nil || !has(p.Capabilities):
+		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s did not declare the %s capability", s.id, capName)}
+	}
+	return nil
+}
+
+// rootsListChanged passes the agent's notifications/roots/list_changed to
+// every backend that was told roots.listChanged. It runs in the session's
+// dispatch: the sends run apart.
+func (m *Mux) rootsListChanged(_ context.Context, _ *mcp.RootsListChangedRequest) {
+	for _, mem := range m.members {
+		mem.mu.Lock()
+		b := mem.b
+		mem.mu.Unlock()
+		if b == nil {
+			continue // a backend that starts later asks for the roots anew
+		}
+		if c := b.ClientCapabilities(); c == nil || c.RootsV2 == nil || !c.RootsV2.ListChanged {
+			continue
+		}
+		m.goOwned(func() {
+			ctx, cancel := context.WithTimeout(m.ctx, notifyTimeout)
+			defer cancel()
+			if err := b.NotifyRootsListChanged(ctx); err != nil {
+				mem.log.Debug("roots/list_changed not delivered", "err", err)
+			}
+		})
+	}
+}

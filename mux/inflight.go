@@ -1,0 +1,132 @@
+package mux
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A backend's request to its client (sampling inside a tools/call) carries
+// nothing that ties it to the request it serves. What ties it is timing:
+// the agent session with a request in flight to that backend when it asks.
+// Each forwarding function registers its request here for its duration.
+
+// inflight is the requests in flight to one backend.
+type inflight struct {
+	mu    sync.Mutex
+	calls map[*inflightCall]struct{}
+}
+
+type inflightCall struct {
+	s     *session
+	d     *deadline
+	start time.Time
+}
+
+// sessionKey carries the agent's *session in a request's context (set by
+// agentContext), so that forwarding functions that get only params know it.
+type sessionKey struct{}
+
+func sessionFrom(ctx context.Context) *session {
+	s, _ := ctx.Value(sessionKey{}).(*session)
+	return s
+}
+
+// agentContext is the outermost receiving middleware: it puts the agent's
+// session into the context of everything below, and learns the agent's
+// capabilities from the first initialize.
+func (m *Mux) agentContext(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, ok := req.GetSession().(*mcp.ServerSession)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		s := m.session(ss)
+		res, err := next(context.WithValue(ctx, sessionKey{}, s), method, req)
+		if method == "initialize" && err == nil {
+			m.agentInitialized(ss)
+		}
+		return res, err
+	}
+}
+
+// track records that the request of ctx's session, bounded by d, is in
+// flight to mem until the returned func is called.
+func (mem *member) track(ctx context.Context, d *deadline) (done func()) {
+	s := sessionFrom(ctx)
+	if s == nil {
+		return func() {}
+	}
+	c := &inflightCall{s: s, d: d, start: time.Now()}
+	in := &mem.inflight
+	in.mu.Lock()
+	if in.calls == nil {
+		in.calls = map[*inflightCall]struct{}{}
+	}
+	in.calls[c] = struct{}{}
+	in.mu.Unlock()
+	return func() {
+		in.mu.Lock()
+		delete(in.calls, c)
+		in.mu.Unlock()
+	}
+}
+
+// sessionsInFlight lists the sessions with a request in flight to mem.
+func (mem *member) sessionsInFlight() []*session {
+	in := &mem.inflight
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []*session
+	seen := map[*session]bool{}
+	for c := range in.calls {
+		if !seen[c.s] {
+			seen[c.s] = true
+			out = append(out, c.s)
+		}
+	}
+	return out
+}
+
+// pauseDeadlines stops the request_timeout of s's requests in flight to
+// mem while the agent answers a request of that backend (a human may take
+// minutes over an elicitation); max_request_time still bounds them. The
+// returned func restarts them, each with a full request_timeout.
+func (mem *member) pauseDeadlines(s *session) (resume func()) {
+	in := &mem.inflight
+	in.mu.Lock()
+	var ds []*deadline
+	for c := range in.calls {
+		if c.s == s && c.d != nil {
+			ds = append(ds, c.d)
+		}
+	}
+	in.mu.Unlock()
+	for _, d := range ds {
+		d.pause()
+	}
+	return func() {
+		for _, d := range ds {
+			d.resume()
+		}
+	}
+}
+
+func (d *deadline) pause() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.paused++
+	d.timer.Reset(max(0, d.max-time.Since(d.start)))
+}
+
+func (d *deadline) resume() {
+	d.mu.Lock()
+	d.paused--
+	running := d.paused == 0
+	d.mu.Unlock()
+	if running {
+		d.extend()
+	}
+}
