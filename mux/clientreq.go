@@ -201,6 +201,16 @@ func (mem *member) forwardElicit(ctx context.Context, p *mcp.ElicitParams) (*mcp
 	if mode == "" && p.URL != "" {
 		mode = "url"
 	}
+	if mode == "" {
+		mode = "form" // what an absent mode means
+	}
+	if p.Mode != mode {
+		// ElicitParams.Mode has no omitempty: as it came (absent) it would
+		// go out as "mode":"", which clients refuse.
+		cp := *p
+		cp.Mode = mode
+		p = &cp
+	}
 	capName, has := "elicitation (form mode)", func(c *mcp.ClientCapabilities) bool {
 		// An elicitation capability naming no mode means form (2025-06-18).
 		return c.Elicitation != nil && (c.Elicitation.Form != nil || c.Elicitation.URL == nil)
