@@ -28,9 +28,7 @@ import (
 // check listed here must still pass against the bare server (that proves
 // the check); through mcp-mux its outcome is only reported, and the test
 // skips. Delete the line when the feature lands.
-var interopGaps = map[string]string{
-	"instructions": "the backends' instructions in initialize",
-}
+var interopGaps = map[string]string{}
 
 // interopFieldGaps are fields mcp-mux does not pass on as the server sent
 // them yet: a difference in one is logged, not failed. Delete the line

@@ -61,6 +61,7 @@ type Settings struct {
 	ShutdownGrace    backends.Duration `toml:"shutdown_grace"`    // time to exit after stdin close before SIGTERM, default 2s
 	RestartMax       int               `toml:"restart_max"`       // crashes within RestartWindow before "failed", default 5
 	RestartWindow    backends.Duration `toml:"restart_window"`    // default 60s
+	Instructions     string            `toml:"instructions"`      // default "": the backends' own, merged
 }
 
 // Defaults of [mux]; a zero value in the file (or a missing key) means the default.

@@ -113,7 +113,7 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 	m.out = newOutbox(m)
 	m.lists = newListNotifier(m)
 
-	m.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Mux.Name, Version: version}, &mcp.ServerOptions{
+	m.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Mux.Name, Title: "mcp-mux: many MCP servers as one", Version: version}, &mcp.ServerOptions{
 		Logger: slog.New(logger.WithPrefix("go-sdk")),
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -136,6 +136,8 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 	m.server.AddReceivingMiddleware(m.receive)
 	// Added last, so outermost: what m.receive routes sees the session.
 	m.server.AddReceivingMiddleware(m.agentContext)
+	// Outermost of all: it adds to initialize what agentContext let happen.
+	m.server.AddReceivingMiddleware(m.initialize)
 	return m
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -217,5 +218,39 @@ func TestListsCarryCacheHintsAndMuxResourcesComeLast(t *testing.T) {
 	}
 	if last.TTLMs != 0 || last.CacheScope != "private" {
 		t.Errorf("the page with mux's own resources: ttl %d scope %q, want 0 private", last.TTLMs, last.CacheScope)
+	}
+}
+
+// The agent gets the backends' instructions, each under its backend's name
+// and prefix, after one sentence of mux's; [mux] instructions replaces
+// them. serverInfo has mux's name, version and a title.
+func TestInitializeCarriesTheBackendsInstructions(t *testing.T) {
+	m := startMux(t,
+		fixture("notes", "-instructions", "Use notes for notes."),
+		fixture("plain"),
+		fixture("tasks", "-instructions", "Tasks are due on Fridays."),
+	)
+	cs := connect(t, m, nil)
+	r := cs.InitializeResult()
+	for _, want := range []string{
+		"This server is mcp-mux",
+		"## notes (tools and prompts prefixed `notes__`)\n\nUse notes for notes.",
+		"## tasks (tools and prompts prefixed `tasks__`)\n\nTasks are due on Fridays.",
+	} {
+		if !strings.Contains(r.Instructions, want) {
+			t.Errorf("instructions lack %q:\n%s", want, r.Instructions)
+		}
+	}
+	if strings.Contains(r.Instructions, "## plain") {
+		t.Errorf("a backend without instructions has a section:\n%s", r.Instructions)
+	}
+	if si := r.ServerInfo; si.Name != "mcp-mux" || si.Version != "test" || si.Title == "" {
+		t.Errorf("serverInfo = %+v, want mcp-mux's name, version and a title", si)
+	}
+
+	cfg := testConfig(fixture("notes", "-instructions", "Use notes for notes."))
+	cfg.Mux.Instructions = "Only what the user wrote."
+	if got := connect(t, startMuxConfig(t, cfg), nil).InitializeResult().Instructions; got != "Only what the user wrote." {
+		t.Errorf("with [mux] instructions: %q", got)
 	}
 }

@@ -1,0 +1,65 @@
+package mux
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The initialize result: the go-sdk builds it (protocol, capabilities,
+// serverInfo); mux adds the instructions, which are the backends' own, each
+// under its backend's name and prefix, after one sentence of mux's about
+// the prefixes ([mux] instructions replaces all of it).
+
+// instructionsWait bounds how long initialize waits for backends to start
+// so that their instructions are in it. Backends initialize only once the
+// agent's initialize came (they are told its capabilities), so it waits
+// about one backend start; a backend slower than this is left out (there
+// is no notification to add it later).
+const instructionsWait = 2 * time.Second
+
+// initialize is the outermost receiving middleware: once the go-sdk and
+// the middleware below it answered initialize (which lets the backends
+// initialize), it adds the instructions.
+func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
+			if m.cfg.Mux.Instructions == "" {
+				wctx, cancel := context.WithTimeout(ctx, instructionsWait)
+				m.waitStarted(wctx)
+				cancel()
+			}
+			r.Instructions = m.instructions()
+		}
+		return res, err
+	}
+}
+
+// instructions merges the instructions of the backends that are ready.
+func (m *Mux) instructions() string {
+	if m.cfg.Mux.Instructions != "" {
+		return m.cfg.Mux.Instructions
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "This server is mcp-mux: it combines several MCP servers. The tools and prompts of each carry its prefix (`<prefix>%s<name>`); resource URIs are those of the server that owns them.", m.cfg.Mux.ToolSeparator)
+	for _, mem := range m.members {
+		b, err := mem.backend()
+		if err != nil {
+			continue
+		}
+		r := b.InitializeResult()
+		if r == nil || strings.TrimSpace(r.Instructions) == "" {
+			continue
+		}
+		names := "unprefixed"
+		if mem.prefix != "" {
+			names = "prefixed `" + mem.prefix + m.cfg.Mux.ToolSeparator + "`"
+		}
+		fmt.Fprintf(&sb, "\n\n## %s (tools and prompts %s)\n\n%s", mem.spec.Name, names, strings.TrimSpace(r.Instructions))
+	}
+	return sb.String()
+}
