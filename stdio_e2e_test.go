@@ -488,3 +488,134 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// modernMeta makes a request of the current protocol era (2026-07-28): no
+// initialize, the version and capabilities in every request's _meta.
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"modern","version":"1"}}`
+
+// rawMsg is any message, generic.
+type rawMsg map[string]any
+
+// until reads messages until one satisfies want, returning it.
+func (w *wire) until(what string, want func(rawMsg) bool) rawMsg {
+	w.t.Helper()
+	deadline := time.AfterFunc(10*time.Second, func() { w.cmd.Process.Kill() })
+	defer deadline.Stop()
+	for {
+		line, err := w.out.ReadBytes('\n')
+		if err != nil {
+			w.t.Fatalf("stdout ended waiting for %s\nstderr:\n%s", what, w.stderr)
+		}
+		var m rawMsg
+		if err := json.Unmarshal(line, &m); err != nil {
+			w.t.Fatalf("stdout line is not JSON: %q", line)
+		}
+		if want(m) {
+			return m
+		}
+	}
+}
+
+func isResponse(id float64) func(rawMsg) bool {
+	return func(m rawMsg) bool { _, note := m["method"]; return !note && m["id"] == id }
+}
+
+func subscriptionID(m rawMsg) any {
+	p, _ := m["params"].(map[string]any)
+	meta, _ := p["_meta"].(map[string]any)
+	return meta["io.modelcontextprotocol/subscriptionId"]
+}
+
+// A client of the current era (2026-07-28) gets server/discover, lists and
+// calls as a handshake-era client does, and subscriptions/listen: routed
+// like resources/subscribe (forwarded, local-only), acknowledged with what
+// is honoured, notifications tagged with the stream, list changes only
+// because it asked, and cancelling the stream releases its subscriptions
+// at the backends.
+func TestCurrentEraClient(t *testing.T) {
+	w := startWire(t, writeConfig(t, "", []string{"notes", "-name", "notes"}, []string{"plain", "-name", "plain", "-subscribe=false"}))
+	req := func(id int, method, params string) {
+		if params == "" {
+			params = "{" + modernMeta + "}"
+		} else {
+			params = params[:len(params)-1] + "," + modernMeta + "}"
+		}
+		w.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+	}
+	result := func(m rawMsg) map[string]any {
+		if e, ok := m["error"]; ok {
+			t.Fatalf("error: %v", e)
+		}
+		r, _ := m["result"].(map[string]any)
+		return r
+	}
+	stats := func(id int, backend string) map[string]any {
+		req(id, "tools/call", fmt.Sprintf(`{"name":"%s__stats","arguments":{}}`, backend))
+		r := result(w.until("stats", isResponse(float64(id))))
+		text := r["content"].([]any)[0].(map[string]any)["text"].(string)
+		var st map[string]any
+		json.Unmarshal([]byte(text), &st)
+		return st
+	}
+
+	req(1, "server/discover", "")
+	d := result(w.until("discover", isResponse(1)))
+	if v := fmt.Sprint(d["supportedVersions"]); !strings.Contains(v, "2026-07-28") || !strings.Contains(v, "2025-11-25") {
+		t.Errorf("supportedVersions = %v", v)
+	}
+	if ins, _ := d["instructions"].(string); !strings.Contains(ins, "mcp-mux") {
+		t.Errorf("discover instructions = %q", ins)
+	}
+	req(2, "tools/list", "")
+	if tools := fmt.Sprint(result(w.until("tools/list", isResponse(2)))["tools"]); !strings.Contains(tools, "notes__echo") || !strings.Contains(tools, "plain__echo") {
+		t.Errorf("tools/list lacks the backends' tools: %.300s", tools)
+	}
+	req(3, "resources/read", `{"uri":"nope://x"}`)
+	if e, _ := w.until("read", isResponse(3))["error"].(map[string]any); e["code"] != float64(-32602) {
+		t.Errorf("unknown resource in the current era: %v, want -32602", e)
+	}
+
+	req(4, "subscriptions/listen", `{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fixture://notes/res/1","fixture://plain/res/1"]}}`)
+	ack := w.until("the acknowledgement", func(m rawMsg) bool { return m["method"] == "notifications/subscriptions/acknowledged" })
+	if subscriptionID(ack) != float64(4) {
+		t.Errorf("acknowledgement %v not tagged with the listen's id", ack)
+	}
+	if got := fmt.Sprint(ack["params"]); !strings.Contains(got, "fixture://notes/res/1") || !strings.Contains(got, "fixture://plain/res/1") || !strings.Contains(got, "toolsListChanged:true") {
+		t.Errorf("acknowledgement does not list what is honoured: %v", got)
+	}
+	if st := stats(5, "notes"); fmt.Sprint(st["subscribe"]) != "map[fixture://notes/res/1:1]" {
+		t.Errorf("notes was subscribed %v, want res/1 once", st["subscribe"])
+	}
+	if st := stats(6, "plain"); fmt.Sprint(st["subscribe"]) != "map[]" {
+		t.Errorf("plain (no subscribe) was sent %v; its subscription is local-only", st["subscribe"])
+	}
+
+	req(7, "tools/call", `{"name":"notes__update","arguments":{"uri":"fixture://notes/res/1"}}`)
+	up := w.until("the update", func(m rawMsg) bool { return m["method"] == "notifications/resources/updated" })
+	if subscriptionID(up) != float64(4) {
+		t.Errorf("update %v not tagged with the listen's id", up)
+	}
+	req(8, "tools/call", `{"name":"notes__add_tool","arguments":{"name":"fresh"}}`)
+	lc := w.until("tools/list_changed", func(m rawMsg) bool { return m["method"] == "notifications/tools/list_changed" })
+	if subscriptionID(lc) != float64(4) {
+		t.Errorf("list_changed %v not tagged with the listen's id", lc)
+	}
+
+	req(9, "subscriptions/listen", `{"notifications":{"resourceSubscriptions":["nope://unknown"]}}`)
+	if e, _ := w.until("listen to an unknown URI", isResponse(9))["error"].(map[string]any); e["code"] != float64(-32602) {
+		t.Errorf("listen to an unknown URI: %v, want -32602", e)
+	}
+
+	// Cancelling the stream releases the backend subscription.
+	w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4,"reason":"done"}}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for id := 10; ; id++ {
+		if fmt.Sprint(stats(id, "notes")["unsubscribe"]) == "map[fixture://notes/res/1:1]" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("cancelling the listen did not unsubscribe the backend")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -22,6 +22,10 @@ import (
 // server/discover probe that makes some real stdio servers exit or hang.
 const ProtocolVersion = "2025-11-25"
 
+// ProtocolAuto is Spec.Protocol for a backend that is probed for the
+// current protocol era (server/discover) instead of pinned.
+const ProtocolAuto = "auto"
+
 // Hooks receive what a backend sends on its own initiative. They are called
 // from the go-sdk's notification dispatch, one at a time per backend, so they
 // must not block: hand the work to another goroutine.
@@ -141,7 +145,11 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		cs, err := client.Connect(cctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+		opts := &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion}
+		if spec.Protocol == ProtocolAuto {
+			opts.ProtocolVersion = "" // the go-sdk probes server/discover
+		}
+		cs, err := client.Connect(cctx, transport, opts)
 		ch <- result{cs, err}
 	}()
 	var r result

@@ -33,6 +33,10 @@ type Spec struct {
 	PollInterval Duration `toml:"poll_interval"`
 	// Restart is "on-failure" (default) or "never".
 	Restart string `toml:"restart"`
+	// Protocol is "" (the default: the handshake era, pinned, since real
+	// stdio servers exit or hang on the current era's server/discover
+	// probe) or "auto" (probe, and speak the current era if it answers).
+	Protocol string `toml:"protocol"`
 	// RequestTimeout overrides [mux] request_timeout for this backend.
 	RequestTimeout Duration `toml:"request_timeout"`
 }

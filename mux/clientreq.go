@@ -31,10 +31,6 @@ import (
 // agent's: an agent that launched mux sends initialize within milliseconds.
 const defaultAgentWait = 2 * time.Second
 
-// modernProtocol is the first protocol revision in which a server cannot
-// send requests to the client (they became multi-round-trip results).
-const modernProtocol = "2026-07-28"
-
 // codeCannotForward is the error a backend gets when no agent session can
 // take its request. Not -32601: the go-sdk replaces the message of any
 // -32601 with a bare "method not found", and the reason would be lost.
@@ -128,6 +124,11 @@ func (m *Mux) agentInitialized(ss *mcp.ServerSession) {
 	}
 	a.known = true
 	a.caps = forwardable(p.Capabilities)
+	if p.ProtocolVersion >= modernEra {
+		// The current era has no server-to-client requests: backends are
+		// told the agent can take none.
+		a.caps = &mcp.ClientCapabilities{}
+	}
 	close(a.ready)
 	var stale []*member
 	for mem, told := range a.told {
@@ -345,7 +346,7 @@ func canTake(s *session, capName string, has func(*mcp.ClientCapabilities) bool)
 	switch {
 	case p == nil:
 		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s has not initialized, so it cannot take a %s request", s.id, capName)}
-	case p.ProtocolVersion >= modernProtocol:
+	case p.ProtocolVersion >= modernEra:
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: agent session %s speaks protocol %s, in which a server cannot send the client a %s request (and mcp-mux does not turn it into a multi-round-trip result)", s.id, p.ProtocolVersion, capName)}
 	case p.Capabilities == nil || !has(p.Capabilities):
 		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s did not declare the %s capability", s.id, capName)}

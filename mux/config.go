@@ -965,6 +965,12 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) []backe
 			p.add(k(key), "tool prefix %q contains the tool separator %q, so tool names would be ambiguous (set prefix, or change [mux] tool_separator)", pre, mux.ToolSeparator)
 		}
 
+		switch s.Protocol {
+		case "", backends.ProtocolAuto:
+		default:
+			p.add(k("protocol"), "must be %q (probe the backend for the current protocol era) or absent (the handshake era, pinned) (got %q)", backends.ProtocolAuto, s.Protocol)
+		}
+
 		// restart
 		switch s.Restart {
 		case "":

@@ -45,8 +45,8 @@ func (m *Mux) agentContext(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		s := m.session(ss)
 		res, err := next(context.WithValue(ctx, sessionKey{}, s), method, req)
-		if method == "initialize" && err == nil {
-			m.agentInitialized(ss)
+		if err == nil && (method == "initialize" || s.isModern()) {
+			m.agentInitialized(ss) // once: the first session's
 		}
 		return res, err
 	}

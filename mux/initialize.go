@@ -27,16 +27,28 @@ const instructionsWait = 2 * time.Second
 func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if r, ok := res.(*mcp.InitializeResult); ok && err == nil {
-			if m.cfg.Mux.Instructions == "" {
-				wctx, cancel := context.WithTimeout(ctx, instructionsWait)
-				m.waitStarted(wctx)
-				cancel()
-			}
-			r.Instructions = m.instructions()
+		if err != nil {
+			return res, err
+		}
+		switch r := res.(type) {
+		case *mcp.InitializeResult:
+			r.Instructions = m.waitInstructions(ctx)
+		case *mcp.DiscoverResult: // the current era's initialize
+			r.Instructions = m.waitInstructions(ctx)
 		}
 		return res, err
 	}
+}
+
+// waitInstructions waits (bounded) for the backends' first start, then
+// merges their instructions.
+func (m *Mux) waitInstructions(ctx context.Context) string {
+	if m.cfg.Mux.Instructions == "" {
+		wctx, cancel := context.WithTimeout(ctx, instructionsWait)
+		m.waitStarted(wctx)
+		cancel()
+	}
+	return m.instructions()
 }
 
 // instructions merges the instructions of the backends that are ready.

@@ -23,10 +23,10 @@ import (
 	"github.com/mcp-mux/mcp-mux/subs"
 )
 
-// protocolVersions are the revisions the upstream server negotiates. The
-// go-sdk also speaks 2026-07-28, whose per-request sessionless model does not
-// fit a stdio multiplexer yet; clients fall back to these.
-var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+// protocolVersions are the revisions the upstream server speaks: the
+// current era (2026-07-28: server/discover, per-request _meta,
+// subscriptions/listen; see listen.go) and the handshake era.
+var protocolVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // Mux is the merged server. Create it with New, start its backends with
 // Start, attach client sessions with Connect or Serve, and Close it.
@@ -78,7 +78,8 @@ type session struct {
 	lastActive atomic.Int64
 
 	mu       sync.Mutex
-	logLevel mcp.LoggingLevel // what the agent set with logging/setLevel; "" until it does
+	logLevel mcp.LoggingLevel       // what the agent set with logging/setLevel; "" until it does
+	streams  map[*listenStream]bool // the current era's subscriptions/listen streams (listen.go)
 }
 
 // New builds the merged server for cfg. Nothing runs until Start.
@@ -131,7 +132,12 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 	// hold of the chain to send session-targeted notifications with.
 	m.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		m.send = next
-		return next
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "notifications/subscriptions/acknowledged" {
+				m.acknowledged(ctx, req)
+			}
+			return next(ctx, method, req)
+		}
 	})
 	m.server.AddReceivingMiddleware(m.receive)
 	// Added last, so outermost: what m.receive routes sees the session.
@@ -226,6 +232,13 @@ func (m *Mux) session(ss *mcp.ServerSession) *session {
 
 // sessionID names a session for the subscription registry and logs.
 func (m *Mux) sessionID(ss *mcp.ServerSession) string { return m.session(ss).id }
+
+// sessionRecord is the session named id, or nil once it ended.
+func (m *Mux) sessionRecord(id string) *session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ids[id]
+}
 
 func (m *Mux) sessionByID(id string) *mcp.ServerSession {
 	m.mu.Lock()

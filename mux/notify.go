@@ -66,14 +66,14 @@ func (n *listNotifier) loop() {
 		for _, sess := range m.liveSessions() {
 			ss := sess.ss
 			var err error
-			if k&kindTools != 0 {
-				err = notify(m, ss, "notifications/tools/list_changed", &mcp.ToolListChangedParams{})
+			if p := listChangedParams(sess, kindTools, &mcp.ToolListChangedParams{}); k&kindTools != 0 && p != nil {
+				err = notify(m, ss, "notifications/tools/list_changed", p)
 			}
-			if k&kindPrompts != 0 && err == nil {
-				err = notify(m, ss, "notifications/prompts/list_changed", &mcp.PromptListChangedParams{})
+			if p := listChangedParams(sess, kindPrompts, &mcp.PromptListChangedParams{}); k&kindPrompts != 0 && p != nil && err == nil {
+				err = notify(m, ss, "notifications/prompts/list_changed", p)
 			}
-			if k&kindResources != 0 && err == nil {
-				err = notify(m, ss, "notifications/resources/list_changed", &mcp.ResourceListChangedParams{})
+			if p := listChangedParams(sess, kindResources, &mcp.ResourceListChangedParams{}); k&kindResources != 0 && p != nil && err == nil {
+				err = notify(m, ss, "notifications/resources/list_changed", p)
 			}
 			if err != nil {
 				m.log.Debug("list_changed not delivered", "session", sess.id, "err", err)

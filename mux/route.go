@@ -132,7 +132,7 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mc
 	m.waitStarted(ctx)
 	mem, ok := m.owner(p.URI)
 	if !ok {
-		return nil, resourceNotFound(p.URI)
+		return nil, resourceNotFoundFor(r.Session, p.URI)
 	}
 	b, err := mem.backend()
 	if err != nil {
@@ -183,7 +183,7 @@ func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.Comple
 		if mem == nil {
 			var ok bool
 			if mem, ok = m.owner(ref.URI); !ok {
-				return nil, resourceNotFound(ref.URI)
+				return nil, resourceNotFoundFor(r.Session, ref.URI)
 			}
 		}
 	default:

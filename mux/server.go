@@ -33,6 +33,8 @@ func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			return m.readResource(ctx, r)
 		case *mcp.CompleteRequest:
 			return m.complete(ctx, r)
+		case *mcp.SubscriptionsListenRequest:
+			return m.listen(ctx, method, req, next)
 		case *mcp.ServerRequest[*mcp.SetLoggingLevelParams]:
 			m.setLevel(ctx, r) // and the go-sdk records it (next)
 		}

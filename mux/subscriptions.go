@@ -80,6 +80,10 @@ func (m *Mux) subscribeResult(sid, uri string, err error) error {
 // when no session holds the URI any more, and never for local-only ones.
 // Unsubscribing what is not held succeeds and changes nothing.
 func (m *Mux) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	// The go-sdk also calls this when a subscriptions/listen stream ends,
+	// with that request's context, cancelled by then: the backend must be
+	// told all the same (unforward bounds it).
+	ctx = context.WithoutCancel(ctx)
 	sid := m.sessionID(req.Session)
 	removed, err := m.subs.Unsubscribe(sid, req.Params.URI, func(backend string) error {
 		return m.unforward(ctx, backend, req.Params.URI)
@@ -151,14 +155,8 @@ func (m *Mux) deliverUpdated(backend string, p *mcp.ResourceUpdatedNotificationP
 		return
 	}
 	for _, sid := range sids {
-		ss := m.sessionByID(sid)
-		if ss == nil {
-			continue
+		if s := m.sessionRecord(sid); s != nil {
+			m.notifyUpdated(s, p)
 		}
-		m.out.push(func() {
-			if err := notify(m, ss, "notifications/resources/updated", p); err != nil {
-				m.log.Debug("resources/updated not delivered", "session", sid, "err", err)
-			}
-		})
 	}
 }

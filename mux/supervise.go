@@ -170,17 +170,10 @@ func (mem *member) resubscribe(ctx context.Context, b *backends.Backend) {
 // it was updated: its contents may have changed while the backend was down.
 func (mem *member) announceRestored() {
 	m := mem.m
-	for _, s := range m.subs.Backend(mem.spec.Name) {
-		ss := m.sessionByID(s.Session)
-		if ss == nil {
-			continue
+	for _, sub := range m.subs.Backend(mem.spec.Name) {
+		if s := m.sessionRecord(sub.Session); s != nil {
+			m.notifyUpdated(s, &mcp.ResourceUpdatedNotificationParams{URI: sub.URI})
 		}
-		p := &mcp.ResourceUpdatedNotificationParams{URI: s.URI}
-		m.out.push(func() {
-			if err := notify(m, ss, "notifications/resources/updated", p); err != nil {
-				mem.log.Debug("resources/updated not delivered", "session", s.Session, "err", err)
-			}
-		})
 	}
 }
 

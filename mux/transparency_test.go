@@ -254,3 +254,33 @@ func TestInitializeCarriesTheBackendsInstructions(t *testing.T) {
 		t.Errorf("with [mux] instructions: %q", got)
 	}
 }
+
+// Backends are pinned to the handshake era unless protocol = "auto", which
+// probes server/discover: a backend of the current era is then spoken to
+// in it, and serves through mux as any other (lists, calls, subscriptions).
+func TestBackendProtocolAutoSpeaksTheCurrentEra(t *testing.T) {
+	pinned, auto := fixture("pinned"), fixture("modern")
+	auto.Protocol = "auto"
+	m := startMux(t, pinned, auto)
+	u := newUpdates()
+	cs := connect(t, m, u.opts())
+	toolNames(t, cs) // both started
+	st := m.Status()
+	if st[0].ProtocolVersion != "2025-11-25" || st[1].ProtocolVersion != "2026-07-28" {
+		t.Fatalf("protocols: pinned %q, auto %q; want 2025-11-25 and 2026-07-28", st[0].ProtocolVersion, st[1].ProtocolVersion)
+	}
+	if got := callText(t, cs, "modern__echo", map[string]any{"x": 1}); got != `{"x":1}` {
+		t.Errorf("modern__echo = %q", got)
+	}
+	const uri = "fixture://modern/res/1"
+	subscribe(t, cs, uri)
+	callText(t, cs, "modern__update", map[string]any{"uri": uri})
+	u.waitFor(t, uri, 1)
+}
+
+func TestConfigProtocolMustBeAutoOrAbsent(t *testing.T) {
+	_, ps := parseString(t, "[[backend]]\nname = \"a\"\ncommand = \"go\"\nprotocol = \"2026-07-28\"\n", noEnv)
+	if len(ps) != 1 || ps[0].Line != 4 || !strings.Contains(ps[0].Message, `"auto"`) {
+		t.Errorf("problems = %v, want one at line 4 naming \"auto\"", ps)
+	}
+}
