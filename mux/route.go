@@ -150,6 +150,9 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mc
 	if err != nil {
 		return nil, m.backendError(ctx, mem, b, err)
 	}
+	// The typed result always has the cache hints: a backend that sent
+	// none would otherwise be passed on with the invalid scope "".
+	res.Cacheable = normalCache(res.Cacheable)
 	return res, nil
 }
 

@@ -284,3 +284,19 @@ func TestConfigProtocolMustBeAutoOrAbsent(t *testing.T) {
 		t.Errorf("problems = %v, want one at line 4 naming \"auto\"", ps)
 	}
 }
+
+// A read whose backend sent no cache hints gets valid defaults, not the
+// invalid scope "" (which the TypeScript SDK v2 client rejects).
+func TestReadResultHasValidCacheHints(t *testing.T) {
+	m := startMux(t, fixture("notes", "-cache-scope", "none"))
+	cs := connect(t, m, nil)
+	for _, uri := range []string{"fixture://notes/res/1", "fixture://notes/items/7"} {
+		res, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.CacheScope != "public" && res.CacheScope != "private" {
+			t.Errorf("read %s: cacheScope %q", uri, res.CacheScope)
+		}
+	}
+}
