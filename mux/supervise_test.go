@@ -13,14 +13,16 @@ import (
 )
 
 // waitReady waits until backend i is ready with a process other than
-// notPID, and returns its pid.
+// notPID, and one that is not about to be restarted because it was told
+// other client capabilities than the agent's (see agentInitialized), and
+// returns its pid.
 func waitReady(t *testing.T, m *Mux, i, notPID int) int {
 	t.Helper()
 	var pid int
 	eventually(t, 10*time.Second, "backend to be ready again", func() bool {
 		st := m.Status()[i]
 		pid = st.PID
-		return st.State == stateReady && st.PID > 0 && st.PID != notPID
+		return st.State == stateReady && st.PID > 0 && st.PID != notPID && !m.agent.stale(m.members[i])
 	})
 	if pid <= 0 { // never signal pid 0 or -1: that is the test's own group
 		t.Fatalf("bad pid %d", pid)
@@ -173,6 +175,9 @@ func TestHungBackendIsRestarted(t *testing.T) {
 	pid := waitReady(t, m, 0, 0)
 	syscall.Kill(pid, syscall.SIGSTOP) // answers nothing any more, not even ping
 	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__echo"})
+	if err == nil {
+		t.Fatalf("a call to the stopped backend (pid %d) succeeded; status %+v", pid, m.Status()[0])
+	}
 	if je := rpcCode(t, err); !strings.Contains(je.Message, "timed out") {
 		t.Errorf("error = %q", je.Message)
 	}
