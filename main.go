@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -132,7 +134,25 @@ func openLogFile(path string) (*os.File, error) {
 	return f, nil
 }
 
+// tuneGC fits the garbage collector to what mcp-mux is: a small,
+// long-lived process whose garbage is almost all per-message buffers (the
+// go-sdk's JSON decoding allocates tens of KiB per message). Collecting
+// four times less often than Go's default took about 18% off a tools/call
+// through mcp-mux (585 vs 713 µs in alternating runs); the soft limit of
+// 32 MiB keeps bursts from growing the heap with it (peak RSS under a
+// stalled agent and a flood: 44 MB, 30 MB with Go's defaults). GOGC and
+// GOMEMLIMIT in the environment win.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(32 << 20)
+	}
+}
+
 func serve(c *cli.Context) error {
+	tuneGC()
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
@@ -143,6 +163,14 @@ func serve(c *cli.Context) error {
 	}
 	defer closer.Close()
 	logger.Info("config loaded", "path", cfg.Path, "backends", len(cfg.Backends))
+	if path := os.Getenv("MCP_MUX_CPUPROFILE"); path != "" {
+		// For profiling the real binary over real pipes (see README,
+		// Development): the profile is written when the session ends.
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
 
 	// The agent going away (stdin EOF) or a signal ends the session; then
 	// subscriptions are cleaned up and every backend is stopped.

@@ -304,7 +304,7 @@ func (q *outQueue) take(buf []byte, ids []jsonrpc.ID) ([]byte, []jsonrpc.ID) {
 
 // stallLimit is how long one write may block before the agent counts as
 // not reading.
-const stallLimit = 500 * time.Millisecond
+const stallLimit = 200 * time.Millisecond
 
 // stalled reports whether the agent is not reading: a write has been
 // blocked for stallLimit.
