@@ -175,7 +175,7 @@ func (c *stdioConn) keepTail(p []byte) {
 // decode turns one line into a message, or logs why it cannot and returns
 // the error response owed for it, or nil.
 func (c *stdioConn) decode(line []byte) jsonrpc.Message {
-	msg, err := jsonrpc.DecodeMessage(line)
+	msg, err := DecodeMessage(line)
 	if err == nil {
 		return msg
 	}

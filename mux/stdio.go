@@ -15,6 +15,8 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // The agent's side of mcp-mux: newline-delimited JSON-RPC on stdin and
@@ -329,7 +331,7 @@ func (c *stdioConn) readLine() ([]byte, error) {
 // decode returns the message in line, or nil after answering a line the
 // SDK could not take.
 func (c *stdioConn) decode(line []byte) jsonrpc.Message {
-	msg, err := jsonrpc.DecodeMessage(line)
+	msg, err := backends.DecodeMessage(line)
 	if err == nil {
 		return msg
 	}

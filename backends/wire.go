@@ -1,0 +1,282 @@
+package backends
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// DecodeMessage decodes one JSON-RPC message exactly as the go-sdk's
+// jsonrpc.DecodeMessage does (what it accepts, and the message it makes),
+// but without its cost for the messages that make up nearly all traffic:
+// the go-sdk's decoder allocates a buffer of tens of KiB per message, which
+// was a tenth of mcp-mux's CPU and most of its garbage. A plain envelope (the
+// keys jsonrpc, id, method, params, result once each, jsonrpc "2.0", an id
+// that is an integer or a string without escapes, a method without escapes,
+// nothing after the object) is decoded here; anything else goes to the
+// go-sdk's decoder, so every quirk of it stays as it is.
+// FuzzDecodeMessageMatchesTheSDK holds the two to the same answers.
+func DecodeMessage(line []byte) (jsonrpc.Message, error) {
+	if msg, ok := decodePlain(line); ok {
+		return msg, nil
+	}
+	return jsonrpc.DecodeMessage(line)
+}
+
+// maxDepth is the go-sdk decoder's nesting limit.
+const maxDepth = 1000
+
+// decodePlain decodes line if it is a plain envelope; ok is false if it is
+// not (or is not valid), leaving the verdict to the go-sdk's decoder.
+func decodePlain(line []byte) (msg jsonrpc.Message, ok bool) {
+	p := plainParser{b: line}
+	p.ws()
+	if !p.eat('{') {
+		return nil, false
+	}
+	var (
+		seen             [5]bool // jsonrpc id method params result
+		method           string
+		id               jsonrpc.ID
+		hasID, hasMethod bool
+		params, result   []byte
+		version          bool
+		first            = true
+	)
+	for {
+		p.ws()
+		if p.eat('}') {
+			break
+		}
+		if !first && !p.eat(',') {
+			return nil, false
+		}
+		p.ws()
+		first = false
+		key, ok := p.simpleString()
+		if !ok {
+			return nil, false
+		}
+		p.ws()
+		if !p.eat(':') {
+			return nil, false
+		}
+		p.ws()
+		k := -1
+		switch key {
+		case "jsonrpc":
+			k = 0
+			s, ok := p.simpleString()
+			if !ok || s != "2.0" {
+				return nil, false
+			}
+			version = true
+		case "id":
+			k = 1
+			if id, ok = p.id(); !ok {
+				return nil, false
+			}
+			hasID = true
+		case "method":
+			k = 2
+			if method, ok = p.simpleString(); !ok {
+				return nil, false
+			}
+			hasMethod = true
+		case "params", "result":
+			k = 3
+			if key == "result" {
+				k = 4
+			}
+			raw, ok := p.value()
+			if !ok {
+				return nil, false
+			}
+			if k == 3 {
+				params = raw
+			} else {
+				result = raw
+			}
+		default:
+			return nil, false // "error", or a key the SDK ignores: its decoder decides
+		}
+		if seen[k] {
+			return nil, false
+		}
+		seen[k] = true
+	}
+	p.ws()
+	if p.i != len(line) || !version || checkDepth(line) {
+		return nil, false
+	}
+	if hasMethod {
+		if result != nil {
+			return nil, false
+		}
+		return &jsonrpc.Request{ID: id, Method: method, Params: clone(params)}, true
+	}
+	if !hasID || params != nil {
+		return nil, false
+	}
+	return &jsonrpc.Response{ID: id, Result: clone(result)}, true
+}
+
+// clone copies a raw value out of the line, whose buffer is reused (nil
+// stays nil, as absent).
+func clone(raw []byte) json.RawMessage {
+	if raw == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), raw...)
+}
+
+type plainParser struct {
+	b []byte
+	i int
+}
+
+func (p *plainParser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *plainParser) eat(c byte) bool {
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// simpleString reads a string of printable ASCII without escapes.
+func (p *plainParser) simpleString() (string, bool) {
+	if !p.eat('"') {
+		return "", false
+	}
+	start := p.i
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			s := string(p.b[start:p.i])
+			p.i++
+			return s, true
+		case c == '\\' || c < 0x20 || c >= 0x7f:
+			return "", false
+		}
+		p.i++
+	}
+	return "", false
+}
+
+// id reads an id: a simple string, or an integer of at most 15 digits
+// (exact as the float64 the go-sdk decodes it to).
+func (p *plainParser) id() (jsonrpc.ID, bool) {
+	if p.i < len(p.b) && p.b[p.i] == '"' {
+		s, ok := p.simpleString()
+		if !ok {
+			return jsonrpc.ID{}, false
+		}
+		id, err := jsonrpc.MakeID(s)
+		return id, err == nil
+	}
+	start := p.i
+	p.eat('-')
+	digits := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	n := p.i - digits
+	if n == 0 || n > 15 || (n > 1 && p.b[digits] == '0') {
+		return jsonrpc.ID{}, false
+	}
+	if p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '.', 'e', 'E':
+			return jsonrpc.ID{}, false
+		}
+	}
+	v, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 64)
+	if err != nil {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(float64(v))
+	return id, err == nil
+}
+
+// value reads one JSON object or array and returns its bytes, if valid.
+// Other values (null, numbers, strings) are left to the SDK's decoder.
+func (p *plainParser) value() ([]byte, bool) {
+	if p.i >= len(p.b) || (p.b[p.i] != '{' && p.b[p.i] != '[') {
+		return nil, false
+	}
+	start := p.i
+	depth, inString, escaped := 0, false, false
+	for ; p.i < len(p.b); p.i++ {
+		c := p.b[p.i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				p.i++
+				raw := p.b[start:p.i]
+				return raw, json.Valid(raw)
+			}
+		}
+	}
+	return nil, false
+}
+
+// checkDepth reports whether line nests deeper than the go-sdk decoder
+// accepts, counted as it counts (over the whole line, strings skipped).
+func checkDepth(line []byte) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range line {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > maxDepth {
+				return true
+			}
+		case '}', ']':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return false
+}

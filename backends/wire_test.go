@@ -1,0 +1,98 @@
+package backends
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+var wireSeeds = []string{
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":[1,2,{"b":"c\"d"}]}}}`,
+	`{"jsonrpc":"2.0","id":"abc","result":{"content":[{"type":"text","text":"hi"}]}}`,
+	`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`,
+	` { "id" : -7 , "jsonrpc" : "2.0" , "result" : [ ] } `,
+	`{"result":{},"jsonrpc":"2.0","id":3}`,
+	`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`,
+	`{"jsonrpc":"2.0"}`, `{"jsonrpc":"2.0","method":5}`, `{"JSONRPC":"2.0","id":1,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":{},"result":{}}`, `{"jsonrpc":"2.0","id":true,"result":{}}`,
+	`{"jsonrpc":"2.0","id":1.5,"result":{}}`, `{"jsonrpc":"2.0","id":1e3,"result":{}}`, `{"jsonrpc":"2.0","id":007,"result":{}}`,
+	`{"jsonrpc":"2.0","id":"\u0041","method":"x"}`, `{"jsonrpc":"2.0","id":1,"method":"x","params":null}`,
+	`{"jsonrpc":"2.0","id":1,"method":"x","params":{}} trailing`, `{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":}}`, `{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"\xff"}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"x","params":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}`,
+	`{"jsonrpc":"2.0","id":1,"method":"x","params":` + strings.Repeat("[", 999) + strings.Repeat("]", 999) + `}`,
+	strings.Repeat("[", 2000) + strings.Repeat("]", 2000), `{"jsonrpc":"2.0","id":123456789012345,"result":{}}`,
+	`{"jsonrpc":"2.0","id":1234567890123456789,"result":{}}`, `{"jsonrpc":"2.0","method":"x","result":{}}`,
+	`{"jsonrpc":"2.0","id":null,"method":"x"}`, `{"jsonrpc":"2.0","result":{}}`, `{}`, `[]`, `null`, ``,
+}
+
+// FuzzDecodeMessageMatchesTheSDK: for any line, DecodeMessage accepts it
+// exactly when the go-sdk's decoder does, and makes the same message.
+func FuzzDecodeMessageMatchesTheSDK(f *testing.F) {
+	for _, s := range wireSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		want, wantErr := jsonrpc.DecodeMessage([]byte(line))
+		got, gotErr := DecodeMessage([]byte(line))
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("%q: the SDK says %v, DecodeMessage %v", line, wantErr, gotErr)
+		}
+		if wantErr != nil {
+			return
+		}
+		if a, b := encode(t, want), encode(t, got); !bytes.Equal(a, b) {
+			t.Fatalf("%q: the SDK made %s, DecodeMessage %s", line, a, b)
+		}
+	})
+}
+
+func encode(t *testing.T, m jsonrpc.Message) []byte {
+	t.Helper()
+	b, err := jsonrpc.EncodeMessage(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(typeName(m)+" "), b...)
+}
+
+func typeName(m jsonrpc.Message) string {
+	switch m := m.(type) {
+	case *jsonrpc.Request:
+		if m.IsCall() {
+			return "call"
+		}
+		return "notification"
+	case *jsonrpc.Response:
+		return "response"
+	}
+	return "?"
+}
+
+// The plain path must take what mcp-mux's traffic is made of, or it saves
+// nothing.
+func TestDecodeMessageTakesPlainMessagesItself(t *testing.T) {
+	for _, s := range wireSeeds[:5] {
+		if _, ok := decodePlain([]byte(s)); !ok {
+			t.Errorf("not decoded on the plain path: %s", s)
+		}
+	}
+}
+
+func BenchmarkDecodeMessage(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","id":42,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 200) + `"}],"structuredContent":{"a":1}}}`)
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			jsonrpc.DecodeMessage(line)
+		}
+	})
+	b.Run("plain", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			DecodeMessage(line)
+		}
+	})
+}
