@@ -218,23 +218,14 @@ func (p *plainParser) value() ([]byte, bool) {
 		return nil, false
 	}
 	start := p.i
-	depth, inString, escaped := 0, false, false
+	depth := 0
+	var str stringState
 	for ; p.i < len(p.b); p.i++ {
 		c := p.b[p.i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
+		if str.inside(c) {
 			continue
 		}
 		switch c {
-		case '"':
-			inString = true
 		case '{', '[':
 			depth++
 		case '}', ']':
@@ -249,25 +240,35 @@ func (p *plainParser) value() ([]byte, bool) {
 	return nil, false
 }
 
+// stringState follows JSON strings through a byte scan.
+type stringState struct{ in, escaped bool }
+
+// inside reports whether c is part of a string (its quotes included).
+func (s *stringState) inside(c byte) bool {
+	switch {
+	case !s.in:
+		s.in = c == '"'
+		return s.in
+	case s.escaped:
+		s.escaped = false
+	case c == '\\':
+		s.escaped = true
+	case c == '"':
+		s.in = false
+	}
+	return true
+}
+
 // checkDepth reports whether line nests deeper than the go-sdk decoder
 // accepts, counted as it counts (over the whole line, strings skipped).
 func checkDepth(line []byte) bool {
-	depth, inString, escaped := 0, false, false
+	depth := 0
+	var str stringState
 	for _, c := range line {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
+		if str.inside(c) {
 			continue
 		}
 		switch c {
-		case '"':
-			inString = true
 		case '{', '[':
 			if depth++; depth > maxDepth {
 				return true
