@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// mode is what the agent (this program) talks to.
+type mode int
+
+const (
+	direct mode = iota // the fixture itself
+	relay              // the relay, which runs the fixture
+	muxed              // mcp-mux, configured with the fixture(s) as backends
+	before             // as muxed, another mcp-mux binary (-before)
+)
+
+func (m mode) String() string {
+	return [...]string{"direct", "relay", "mcp-mux", "mcp-mux (before)"}[m]
+}
+
+func (m mode) isMux() bool { return m == muxed || m == before }
+
+// fixtureSpec is one fixture process: its -name and further flags.
+type fixtureSpec struct {
+	name string
+	args []string
+}
+
+func (f fixtureSpec) argv() []string { return append([]string{"-name", f.name}, f.args...) }
+
+// proc is a started process under test, in its own process group, with
+// its stdio on pipes of ours.
+type proc struct {
+	mode    mode
+	cmd     *exec.Cmd
+	stdin   *os.File // our write end
+	stdout  *os.File // our read end
+	logPath string   // its stderr
+	started time.Time
+	waited  chan struct{}
+	waitErr error
+}
+
+// procs tracks every process started, so that an error or Ctrl-C kills
+// them all.
+var procs struct {
+	sync.Mutex
+	live map[*proc]struct{}
+	seq  int
+}
+
+// start runs the process under test for mode m with the given fixtures
+// (exactly one unless m is a mcp-mux).
+func (b *bench) start(m mode, fixtures ...fixtureSpec) (*proc, error) {
+	procs.Lock()
+	procs.seq++
+	seq := procs.seq
+	procs.Unlock()
+	var argv []string
+	switch m {
+	case direct:
+		argv = append([]string{b.fixture}, fixtures[0].argv()...)
+	case relay:
+		argv = append([]string{b.relay, b.fixture}, fixtures[0].argv()...)
+	case muxed, before:
+		cfg := filepath.Join(b.dir, fmt.Sprintf("mux-%d.toml", seq))
+		if err := os.WriteFile(cfg, muxConfig(b.fixture, fixtures), 0o600); err != nil {
+			return nil, fmt.Errorf("writing the mcp-mux config: %w", err)
+		}
+		bin := b.mux
+		if m == before {
+			bin = b.before
+		}
+		argv = []string{bin, "--config", cfg}
+	}
+	logPath := filepath.Join(b.dir, fmt.Sprintf("%s-%d.log", m, seq))
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating a log file: %w", err)
+	}
+	defer logf.Close()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &proc{mode: m, cmd: cmd, stdin: inW, stdout: outR, logPath: logPath, waited: make(chan struct{})}
+	p.started = time.Now()
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	procs.Lock()
+	if procs.live == nil {
+		procs.live = make(map[*proc]struct{})
+	}
+	procs.live[p] = struct{}{}
+	procs.Unlock()
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.waited)
+	}()
+	return p, nil
+}
+
+// muxConfig is a config as a user would write it: defaults everywhere, the
+// fixtures as backends.
+func muxConfig(fixture string, fixtures []fixtureSpec) []byte {
+	var b bytes.Buffer
+	b.WriteString("[mux]\nstartup_timeout = \"30s\"\n")
+	for _, f := range fixtures {
+		fmt.Fprintf(&b, "\n[[backend]]\nname = %s\ncommand = %s\nargs = [", tomlString(f.name), tomlString(fixture))
+		for i, a := range f.argv() {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(tomlString(a))
+		}
+		b.WriteString("]\n")
+	}
+	return b.Bytes()
+}
+
+// tomlString quotes s as a TOML literal string when it can, which needs no
+// escaping.
+func tomlString(s string) string {
+	if !strings.ContainsAny(s, "'\n\r") {
+		return "'" + s + "'"
+	}
+	return strconv.Quote(s) // close enough for what the benchmark writes
+}
+
+// stop ends the process as an agent would (stdin EOF), then kills its
+// process group if it is still there after grace.
+func (p *proc) stop(grace time.Duration) {
+	p.stdin.Close()
+	select {
+	case <-p.waited:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.waited
+	}
+	p.stdout.Close()
+	procs.Lock()
+	delete(procs.live, p)
+	procs.Unlock()
+}
+
+// killAll stops every process still running, for errors and Ctrl-C.
+func killAll() {
+	procs.Lock()
+	live := make([]*proc, 0, len(procs.live))
+	for p := range procs.live {
+		live = append(live, p)
+	}
+	procs.Unlock()
+	// stdin EOF first, as an agent ends a server: a relay then reaps its
+	// child and mcp-mux stops its backends; what is still there after the
+	// grace is killed.
+	var wg sync.WaitGroup
+	for _, p := range live {
+		wg.Go(func() { p.stop(2 * time.Second) })
+	}
+	wg.Wait()
+}
+
+// logTail is the last n lines of the process's stderr, for error reports.
+func (p *proc) logTail(n int) string {
+	data, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// procStat is what /proc says about one process.
+type procStat struct {
+	pid  int
+	ppid int
+	comm string
+	cpu  time.Duration // user+sys of the process itself (not of its children)
+}
+
+// clockTick is USER_HZ, which is 100 on every Linux the benchmark runs on.
+const clockTick = 100
+
+func readStat(pid int) (procStat, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	// comm is in parentheses and may hold anything: fields follow the last ')'.
+	s := string(data)
+	open, closeIdx := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closeIdx < open {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(s[closeIdx+1:])
+	if len(f) < 13 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	// f[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
+	ppid, _ := strconv.Atoi(f[1])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return procStat{pid: pid, ppid: ppid, comm: s[open+1 : closeIdx], cpu: time.Duration(ut+st) * time.Second / clockTick}, nil
+}
+
+// descendants are every live process below pid.
+func descendants(pid int) []procStat {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]procStat{}
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(n); err == nil {
+			children[st.ppid] = append(children[st.ppid], st)
+		}
+	}
+	var out []procStat
+	queue := []int{pid}
+	for len(queue) > 0 {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c.pid)
+		}
+		queue = queue[1:]
+	}
+	return out
+}
+
+// peakRSS is VmHWM of pid, in bytes.
+func peakRSS(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
+}
+
+// leftovers are processes still running one of the binaries in dir (the
+// fixture and relay the benchmark built), which should all have exited.
+func leftovers(dir string) []procStat {
+	entries, _ := os.ReadDir("/proc")
+	var out []procStat
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil || n == os.Getpid() {
+			continue
+		}
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", n))
+		if err != nil || !strings.HasPrefix(exe, dir+string(os.PathSeparator)) {
+			continue
+		}
+		if st, err := readStat(n); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// selfCPU is the user+sys time of this program so far (the client side).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ourCPU is the user+sys time of this program and of every process it
+// started and reaped (their descendants included, as each was reaped).
+func ourCPU() time.Duration {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + children.Utime.Nano() + children.Stime.Nano())
+}
+
+// machineCPU is the CPU time every process on the machine has used since
+// boot (all cores), from /proc/stat.
+func machineCPU() time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	var busy int64
+	for i, v := range f {
+		if i == 0 || i == 4 || i == 5 || i > 8 {
+			continue // the label, idle, iowait, guest (already in user)
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / clockTick
+}

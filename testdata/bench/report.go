@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// row is one line of the table.
+type row struct {
+	label  string
+	key    string
+	unit   func(float64) string
+	ratio  bool   // relay and mcp-mux as ratios to direct
+	target string // the issue's target, "—" for none
+	// met says whether mcp-mux's value v meets the target, given direct d.
+	met func(d, v float64) bool
+}
+
+func (b *bench) rows() []row {
+	atMost := func(r float64) func(d, v float64) bool { return func(d, v float64) bool { return v <= r*d } }
+	atLeast := func(r float64) func(d, v float64) bool { return func(d, v float64) bool { return v >= r*d } }
+	return []row{
+		{"resources/read p50, 1 caller", mReadP50, dur, true, "≤ ×1.5", atMost(1.5)},
+		{"resources/read p99, 1 caller", mReadP99, dur, true, "—", nil},
+		{"tools/call p50, 1 caller", mCallP50, dur, true, "≤ ×1.5", atMost(1.5)},
+		{"tools/call p99, 1 caller", mCallP99, dur, true, "—", nil},
+		{"reads/s, 8 concurrent callers (one session)", mReads8, perSec, true, "≥ ×0.8", atLeast(0.8)},
+		{"calls/s, 1 caller", mCalls1, perSec, true, "≥ ×0.65", atLeast(0.65)},
+		{fmt.Sprintf("%s `resources/updated` burst: rate", count(float64(b.burstN))), mBurstRate, perSec, true, "≥ ×0.9", atLeast(0.9)},
+		{"… of which lost", mBurstLost, count, false, "0", func(_, v float64) bool { return v == 0 }},
+		{"spawn → first full tools/list, 1 backend", mSpawn, dur, true, "≤ ×1.5", atMost(1.5)},
+		{"… of which until the initialize response", mSpawnInit, dur, true, "—", nil},
+		{"10 backends × 200 ms start → first full tools/list (direct: one)", mStart10, dur, false, "≤ 250 ms", func(_, v float64) bool { return v <= 0.250 }},
+		{"… of which until the initialize response", mStart10Ini, dur, false, "—", nil},
+		{"resources/list of 10 × 1,000 resources, all pages (direct: 1 × 1,000)", mList, dur, false, "≤ 55 ms", func(_, v float64) bool { return v <= 0.055 }},
+		{"process CPU, whole load run (the fixture; the relay; mcp-mux itself)", mCPU, secs, true, "≤ ×2", atMost(2)},
+		{"… the backend's CPU in that run (everything below the process)", mCPUBackend, secs, true, "—", nil},
+		{"peak RSS (VmHWM), 1 backend", mRSS, mb, false, "≤ 25 MB", func(_, v float64) bool { return v <= 25e6 }},
+	}
+}
+
+func (b *bench) printTable(w io.Writer) {
+	fmt.Fprintf(w, "## mcp-mux benchmark\n\n")
+	fmt.Fprintf(w, "mcp-mux: %s. Fixture and relay built from this tree. %s %s/%s, %d CPUs. Medians of %d interleaved round(s); "+
+		"%d requests per latency row, %v per throughput row, burst of %d.\n\n",
+		b.muxFrom, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), b.rounds, b.latencyN, b.duration, b.burstN)
+	if b.before != "" {
+		fmt.Fprintf(w, "mcp-mux (before): %s.\n\n", b.before)
+		fmt.Fprintln(w, "| metric | direct | relay (floor) | mcp-mux (before) | mcp-mux | target | met |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	} else {
+		fmt.Fprintln(w, "| metric | direct | relay (floor) | mcp-mux | target | met |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	}
+	for _, r := range b.rows() {
+		d, dok := b.median(direct, r.key)
+		cell := func(m mode) string {
+			v, ok := b.median(m, r.key)
+			switch {
+			case !ok:
+				return "—"
+			case r.ratio && dok && d > 0:
+				return fmt.Sprintf("×%.2f (%s)", v/d, r.unit(v))
+			}
+			return r.unit(v)
+		}
+		dcell := "—"
+		if dok {
+			dcell = r.unit(d)
+		}
+		if r.key == mList && dok {
+			dcell += " per 1,000"
+		}
+		muxCell := func(m mode) string {
+			c := cell(m)
+			if v, ok := b.median(m, r.key); ok && dok && d > 0 && r.key == mList {
+				c += fmt.Sprintf(" (×%.2f of 10 × direct)", v/(10*d))
+			}
+			return c
+		}
+		mcell := muxCell(muxed)
+		if b.before != "" {
+			mcell = muxCell(before) + " | " + mcell
+		}
+		met := ""
+		if v, ok := b.median(muxed, r.key); ok && dok && r.met != nil {
+			met = "no"
+			if r.met(d, v) {
+				met = "yes"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.label, dcell, cell(relay), mcell, r.target, met)
+	}
+
+	fmt.Fprintf(w, "\nThe client's own CPU (this program, the go-sdk client) during the loaded rows, as a share of one core "+
+		"(near 100%% would make the client the bottleneck; the machine has %d cores for the client, the hop and the fixture):\n\n", runtime.NumCPU())
+	fmt.Fprint(w, "| row |")
+	for _, m := range b.modes {
+		fmt.Fprintf(w, " %s |", m)
+	}
+	fmt.Fprintln(w, "\n|---|"+strings.Repeat("---|", len(b.modes)))
+	for _, r := range []struct{ label, key string }{
+		{"reads/s, 8 callers", cReads8}, {"calls/s, 1 caller", cCalls1}, {"burst", cBurst},
+	} {
+		fmt.Fprintf(w, "| %s |", r.label)
+		for _, m := range b.modes {
+			v, _ := b.median(m, r.key)
+			fmt.Fprintf(w, " %.0f%% |", 100*v)
+		}
+		fmt.Fprintln(w)
+	}
+
+	fmt.Fprint(w, "\nCPU of the last load run, by process:")
+	for _, m := range b.modes[1:] {
+		fmt.Fprintf(w, " %s: %s.", m, b.cpuInfo[m])
+	}
+	fmt.Fprintln(w)
+	if len(b.warnings) > 0 {
+		fmt.Fprintln(w, "\nWarnings:")
+		for _, s := range b.warnings {
+			fmt.Fprintln(w, "- "+s)
+		}
+	}
+	fmt.Fprintf(w, "\nOther processes used %.0f%% of the machine's CPU while measuring. Total time: %v.\n",
+		100*b.others, time.Since(b.started).Round(100*time.Millisecond))
+}
+
+func dur(s float64) string {
+	switch {
+	case s < 1e-3:
+		return fmt.Sprintf("%.0f µs", s*1e6)
+	case s < 1:
+		return fmt.Sprintf("%.1f ms", s*1e3)
+	}
+	return fmt.Sprintf("%.2f s", s)
+}
+
+func secs(s float64) string { return fmt.Sprintf("%.2f s", s) }
+
+func mb(v float64) string { return fmt.Sprintf("%.1f MB", v/1e6) }
+
+func perSec(v float64) string { return count(v) + "/s" }
+
+// count is v rounded, with thousands separated by commas.
+func count(v float64) string {
+	s := strconv.FormatInt(int64(math.Round(v)), 10)
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
