@@ -13,7 +13,9 @@ import (
 
 // outQueue holds what mux has to write to one agent, in order, and writes
 // it from one goroutine, so that nobody waits on an agent that does not
-// read. What such an agent can make mux hold is bounded:
+// read. An agent that reads gets everything. What an agent that does not
+// read (a write blocked for stallLimit, or coalesceAbove bytes queued) can
+// make mux hold is bounded:
 //   - responses (and mux's own requests to the agent) are never dropped;
 //     there are at most maxInflight of them, since the agent's requests are
 //     not read beyond that;
@@ -56,6 +58,7 @@ type outItem struct {
 }
 
 const (
+	coalesceAbove  = 4 << 20
 	maxDroppable   = 1000
 	maxQueuedBytes = 8 << 20
 	maxWriteBatch  = 256 << 10
@@ -155,13 +158,14 @@ func classify(n *jsonrpc.Request) (key string, droppable bool) {
 // admit decides whether a notification joins the queue, coalescing it or
 // making room for it. Called with q.mu held.
 func (q *outQueue) admit(it *outItem) bool {
-	if it.key != "" {
+	pressed := q.bytes >= coalesceAbove || (q.writing && time.Since(q.since) > stallLimit)
+	if it.key != "" && pressed {
 		if _, queued := q.pending[it.key]; queued {
 			return false // the queued one says the same
 		}
 	}
 	updated := strings.HasPrefix(it.key, "updated\x00")
-	if it.droppable && !updated {
+	if it.droppable && !updated && pressed {
 		for len(q.droppable) >= maxDroppable {
 			q.dropOldest()
 		}
