@@ -78,6 +78,7 @@ type Backend struct {
 	proc    *proc
 	stdin   *os.File
 	stdout  *os.File
+	conn    *stdioConn
 	session *mcp.ClientSession
 	init    *mcp.InitializeResult
 	caps    *mcp.ClientCapabilities // what was declared in initialize
@@ -128,15 +129,17 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 		want = opts.ClientCapabilities(ctx)
 	}
 	b.caps = declared(want)
+	conn := newStdioConn(spec.Name, b.log, b.stdout, b.stdin, opts.MaxMessageSize)
+	b.conn = conn
 	client := mcp.NewClient(opts.ClientInfo, b.clientOptions(opts.Hooks))
-	client.AddReceivingMiddleware(clientRequests(opts.Hooks))
+	client.AddReceivingMiddleware(clientRequests(opts.Hooks), conn.handled)
 	client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		b.sendRaw = next
 		return next
 	})
 	// Our own transport: no line the backend prints can end the connection
 	// (see stdioConn).
-	transport := stdioTransport{newStdioConn(spec.Name, b.log, b.stdout, b.stdin, opts.MaxMessageSize)}
+	transport := stdioTransport{conn}
 	cctx, cancel := context.WithTimeout(ctx, opts.StartupTimeout)
 	defer cancel()
 	type result struct {
@@ -440,6 +443,12 @@ const termWait = 300 * time.Millisecond
 
 // Session is the MCP client session with the backend.
 func (b *Backend) Session() *mcp.ClientSession { return b.session }
+
+// Settle waits (at most d) until the notifications the backend sent before
+// now have been handled: call it when a response arrived, before passing
+// it on, so that what the backend sent before it (progress, updates)
+// reaches the agent before it too.
+func (b *Backend) Settle(d time.Duration) { b.conn.settle(d) }
 
 // InitializeResult is what the backend answered to initialize.
 func (b *Backend) InitializeResult() *mcp.InitializeResult { return b.init }

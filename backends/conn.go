@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/charmbracelet/log"
@@ -54,6 +55,110 @@ type stdioConn struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	// Backpressure: the go-sdk queues what Read returns without bound until
+	// its handlers take it, so a backend that floods notifications faster
+	// than mux handles them would grow mux's memory without end. Read lets
+	// at most maxPending notifications be ahead of the handlers (handled
+	// counts them off); past that it waits, and the backend waits on its
+	// pipe, as it would with a slow client.
+	pmu      sync.Mutex
+	pending  int
+	read     uint64        // notifications read (counted ones), ever
+	done     uint64        // and handled
+	progress chan struct{} // signalled when handled counts one off
+}
+
+// maxPending bounds the notifications read from the backend and not yet
+// handled.
+const maxPending = 256
+
+// leakWait is how long Read waits for the handlers without any progress
+// before it takes the pending ones as never to be handled (the go-sdk drops
+// a notification whose params do not decode without calling a handler).
+const leakWait = 200 * time.Millisecond
+
+// clientNotifications are the notifications the go-sdk's client hands to
+// its handlers (and so to handled).
+var clientNotifications = map[string]bool{
+	"notifications/cancelled": true, "notifications/progress": true, "notifications/message": true,
+	"notifications/resources/updated": true, "notifications/resources/list_changed": true,
+	"notifications/tools/list_changed": true, "notifications/prompts/list_changed": true,
+	"notifications/elicitation/complete": true, "notifications/subscriptions/acknowledged": true,
+}
+
+// ahead waits until a notification may be handed to the go-sdk.
+func (c *stdioConn) ahead() {
+	for {
+		c.pmu.Lock()
+		if c.pending < maxPending {
+			c.pending++
+			c.read++
+			c.pmu.Unlock()
+			return
+		}
+		c.pmu.Unlock()
+		select {
+		case <-c.progress:
+		case <-c.closed:
+			return
+		case <-time.After(leakWait):
+			c.pmu.Lock()
+			c.pending = 0
+			c.pmu.Unlock()
+		}
+	}
+}
+
+// settle waits (at most d) until every notification read so far has been
+// handled. The go-sdk hands a response to its caller at once but queues
+// the notifications read before it, so without this a backend's progress
+// or resources/updated sent before its response could reach the agent
+// after it.
+func (c *stdioConn) settle(d time.Duration) {
+	c.pmu.Lock()
+	target := c.read
+	c.pmu.Unlock()
+	var deadline <-chan time.Time
+	for {
+		c.pmu.Lock()
+		settled := c.done >= target || c.pending == 0
+		c.pmu.Unlock()
+		if settled {
+			return
+		}
+		if deadline == nil {
+			deadline = time.After(d)
+		}
+		select {
+		case <-c.progress:
+		case <-deadline:
+			return
+		case <-c.closed:
+			return
+		}
+	}
+}
+
+// handled is a client receiving middleware: it counts off each notification
+// once its handler returned.
+func (c *stdioConn) handled(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if clientNotifications[method] {
+			c.pmu.Lock()
+			if c.pending > 0 {
+				c.pending--
+			}
+			c.done++
+			c.pmu.Unlock()
+			select {
+			case c.progress <- struct{}{}:
+			default:
+			}
+		}
+		return res, err
+	}
 }
 
 // headKeep and tailKeep bound what is kept of an oversized line to find its
@@ -65,13 +170,14 @@ const (
 
 func newStdioConn(name string, logger *log.Logger, out io.ReadCloser, in io.WriteCloser, max int) *stdioConn {
 	return &stdioConn{
-		name:   name,
-		log:    logger,
-		max:    max,
-		out:    out,
-		in:     in,
-		r:      bufio.NewReaderSize(out, 64*1024),
-		closed: make(chan struct{}),
+		name:     name,
+		log:      logger,
+		max:      max,
+		out:      out,
+		in:       in,
+		r:        bufio.NewReaderSize(out, 64*1024),
+		closed:   make(chan struct{}),
+		progress: make(chan struct{}, 1),
 	}
 }
 
@@ -102,6 +208,9 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			msg = c.decode(line)
 		}
 		if msg != nil {
+			if r, ok := msg.(*jsonrpc.Request); ok && !r.IsCall() && clientNotifications[r.Method] {
+				c.ahead()
+			}
 			return msg, nil
 		}
 		if c.eof {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,5 +250,49 @@ func TestStderrLineOverOneMiBDoesNotKillBackend(t *testing.T) {
 		if len(l) > 8*1024 {
 			t.Errorf("a log line of %d bytes: long stderr lines must be truncated", len(l))
 		}
+	}
+}
+
+// A backend that floods notifications faster than mux handles them is held
+// back (it waits on its pipe, as with a slow client) instead of growing
+// the go-sdk's unbounded queue: no more than maxPending are ever read
+// ahead of the handlers.
+func TestFloodOfNotificationsIsHeldBackNotQueued(t *testing.T) {
+	var handledN atomic.Int64
+	opts := Options{Hooks: Hooks{ResourceUpdated: func(*mcp.ResourceUpdatedNotificationParams) {
+		time.Sleep(200 * time.Microsecond) // a handler slower than the reader
+		handledN.Add(1)
+	}}}
+	b, _, err := start(t, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.conn
+	done := make(chan error, 1)
+	go func() {
+		_, err := call(t, b, "update", map[string]any{"uri": "fixture://fx/res/1", "count": 3000})
+		done <- err
+	}()
+	most := 0
+	for waiting := true; waiting; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiting = false
+		default:
+			c.pmu.Lock()
+			most = max(most, c.pending)
+			c.pmu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+	}
+	t.Logf("at most %d notifications read ahead of the handlers (limit %d); %d handled when the call returned", most, maxPending, handledN.Load())
+	if most > maxPending {
+		t.Errorf("%d notifications were read ahead of the handlers, limit %d", most, maxPending)
+	}
+	if h := handledN.Load(); h < 3000-maxPending-1000 {
+		t.Errorf("the call returned with only %d of 3,000 handled: the rest was queued", h)
 	}
 }

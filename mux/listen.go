@@ -141,11 +141,7 @@ func (m *Mux) notifyUpdated(s *session, p *mcp.ResourceUpdatedNotificationParams
 		cp.Meta = tagged(p.Meta, id)
 		p = &cp
 	}
-	m.out.push(func() {
-		if err := notify(m, s.ss, "notifications/resources/updated", p); err != nil {
-			m.log.Debug("resources/updated not delivered", "session", s.id, "err", err)
-		}
-	})
+	m.deliver(s, "notifications/resources/updated", p)
 }
 
 // listChangedParams returns what list_changed of kind k to send s, or nil

@@ -80,6 +80,28 @@ type session struct {
 	mu       sync.Mutex
 	logLevel mcp.LoggingLevel       // what the agent set with logging/setLevel; "" until it does
 	streams  map[*listenStream]bool // the current era's subscriptions/listen streams (listen.go)
+
+	// conn is the session's stdio connection, if it is one: mux's own
+	// notifications go straight to it (stdioConn.notify).
+	conn atomic.Pointer[stdioConn]
+}
+
+// deliver sends s a notification of mux's own: straight to a stdio
+// connection, else through the go-sdk from the outbox goroutine.
+func (m *Mux) deliver(s *session, method string, params mcp.Params) {
+	if c := s.conn.Load(); c != nil {
+		if err := c.notify(method, params); err != nil {
+			m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
+		}
+		return
+	}
+	m.out.push(func() {
+		ctx, cancel := context.WithTimeout(m.ctx, notifyTimeout)
+		defer cancel()
+		if _, err := m.send(ctx, method, &mcp.ServerRequest[mcp.Params]{Session: s.ss, Params: params}); err != nil {
+			m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
+		}
+	})
 }
 
 // New builds the merged server for cfg. Nothing runs until Start.
@@ -179,7 +201,7 @@ func (m *Mux) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession,
 	if err != nil {
 		return nil, err
 	}
-	m.sessionID(ss)
+	m.attach(ss, t)
 	m.goOwned(func() {
 		ss.Wait()
 		m.sessionEnded(ss)
@@ -195,7 +217,7 @@ func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
 	if err != nil {
 		return err
 	}
-	m.sessionID(ss)
+	m.attach(ss, t)
 	waitErr := make(chan error, 1)
 	go func() { waitErr <- ss.Wait() }()
 	select {
@@ -213,6 +235,14 @@ func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
 	}
 	m.sessionEnded(ss)
 	return err
+}
+
+// attach records a new session and, for a stdio one, its connection.
+func (m *Mux) attach(ss *mcp.ServerSession, t mcp.Transport) {
+	s := m.session(ss)
+	if st, ok := t.(*stdioTransport); ok {
+		s.conn.Store(st.conn.Load())
+	}
 }
 
 // session returns mux's record of ss, making it on first sight.

@@ -169,9 +169,12 @@ func (mem *member) forwardProgress(p *mcp.ProgressNotificationParams) {
 	w.deadline.extend()
 	up := *p
 	up.ProgressToken = w.token
-	mem.m.out.push(func() {
-		if err := notify(mem.m, w.ss, "notifications/progress", &up); err != nil {
-			mem.log.Debug("progress not delivered", "err", err)
-		}
-	})
+	m := mem.m
+	m.mu.Lock()
+	s := m.sessions[w.ss]
+	m.mu.Unlock()
+	if s == nil {
+		return // the session ended
+	}
+	m.deliver(s, "notifications/progress", &up)
 }

@@ -47,6 +47,7 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallTo
 	if err != nil {
 		return nil, m.backendError(ctx, e.mem, b, err)
 	}
+	b.Settle(settleWait)
 	e.mem.learn(res)
 	return res, nil
 }
@@ -75,6 +76,7 @@ func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetP
 	if err != nil {
 		return nil, m.backendError(ctx, e.mem, b, err)
 	}
+	b.Settle(settleWait)
 	return res, nil
 }
 
@@ -150,6 +152,7 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mc
 	if err != nil {
 		return nil, m.backendError(ctx, mem, b, err)
 	}
+	b.Settle(settleWait)
 	// The typed result always has the cache hints: a backend that sent
 	// none would otherwise be passed on with the invalid scope "".
 	res.Cacheable = normalCache(res.Cacheable)
@@ -207,8 +210,13 @@ func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.Comple
 	if err != nil {
 		return nil, m.backendError(ctx, mem, b, err)
 	}
+	b.Settle(settleWait)
 	return res, nil
 }
+
+// settleWait bounds how long a response waits for the backend's
+// notifications sent before it to reach the agent first (see Settle).
+const settleWait = 100 * time.Millisecond
 
 // errTimedOut is the cause of a forwarded request's context that ran out
 // of time (rather than being cancelled by the agent).

@@ -169,6 +169,19 @@ func (c *stdioConn) isCancelled(id jsonrpc.ID) bool {
 	return call != nil && call.cancelled
 }
 
+// notify sends a notification of mux's own: encoded here, not through the
+// go-sdk's sending chain, and never blocking. A backend's notification
+// handler delivers through it at once, and so keeps pace with a backend
+// that floods: the go-sdk queues a backend's messages without bound behind
+// a handler slower than its reader.
+func (c *stdioConn) notify(method string, params any) error {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	return c.Write(context.Background(), &jsonrpc.Request{Method: method, Params: raw})
+}
+
 // Close ends the session's connection. What is queued for stdout gets a
 // moment to go out (the answers to requests read before stdin's EOF), but
 // Close never waits on an agent that does not read.
