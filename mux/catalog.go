@@ -177,9 +177,23 @@ func (m *Mux) resourceCollisions() []Collision {
 	return out
 }
 
-func matchesAny(ts []*uritemplate.Template, uri string) bool {
+// uriTemplate is a compiled resource template and its literal start: a
+// URI that does not begin with it cannot match, and that check is far
+// cheaper than the match (a listing checks every URI of a backend against
+// the templates of every backend before it).
+type uriTemplate struct {
+	t      *uritemplate.Template
+	prefix string
+}
+
+func compileTemplate(t *uritemplate.Template, raw string) uriTemplate {
+	prefix, _, _ := strings.Cut(raw, "{")
+	return uriTemplate{t, prefix}
+}
+
+func matchesAny(ts []uriTemplate, uri string) bool {
 	for _, t := range ts {
-		if t != nil && t.Match(uri) != nil {
+		if strings.HasPrefix(uri, t.prefix) && t.t.Match(uri) != nil {
 			return true
 		}
 	}

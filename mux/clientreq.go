@@ -110,8 +110,7 @@ func (mem *member) clientCapabilities(ctx context.Context) *mcp.ClientCapabiliti
 
 // agentInitialized takes the capabilities of the first agent session that
 // initialized, and restarts the backends that were told others.
-func (m *Mux) agentInitialized(ss *mcp.ServerSession) {
-	p := ss.InitializeParams()
+func (m *Mux) agentInitialized(p *mcp.InitializeParams) {
 	if p == nil {
 		return
 	}

@@ -54,7 +54,7 @@ func routingMux(t testing.TB) *Mux {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mem.cat.compiled = append(mem.cat.compiled, ut)
+			mem.cat.compiled = append(mem.cat.compiled, compileTemplate(ut, tm))
 		}
 	}
 	set(m.members[0], []string{"file:///a", "shared://x"}, "file:///a/{path}")

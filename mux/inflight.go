@@ -46,7 +46,9 @@ func (m *Mux) agentContext(next mcp.MethodHandler) mcp.MethodHandler {
 		s := m.session(ss)
 		res, err := next(context.WithValue(ctx, sessionKey{}, s), method, req)
 		if err == nil && (method == "initialize" || s.isModern()) {
-			m.agentInitialized(ss) // once: the first session's
+			// The go-sdk decodes initialize's params into a type of its
+			// own: what they say is known once it has handled them.
+			m.agentInitialized(ss.InitializeParams()) // once: the first session's
 		}
 		return res, err
 	}

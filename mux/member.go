@@ -72,8 +72,8 @@ type memberCatalog struct {
 	tools     []*mcp.Tool
 	prompts   []*mcp.Prompt
 	templates []*mcp.ResourceTemplate
-	compiled  []*uritemplate.Template // parallel to templates; nil where unparseable
-	uris      map[string]struct{}     // every URI it lists: exact routing and dedup
+	compiled  []uriTemplate       // the templates that parse
+	uris      map[string]struct{} // every URI it lists: exact routing and dedup
 	nres      int
 	sums      [3]uint64        // fingerprints per kind, to tell a real change from a no-op
 	cache     [3]mcp.Cacheable // the lists' cache hints: tools, prompts, templates
@@ -206,14 +206,14 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 			mem.log.Warn("listing resource templates failed", "err", err)
 		} else {
 			next.templates, next.cache[2] = tmpls, cache
-			next.compiled = make([]*uritemplate.Template, len(tmpls))
-			for i, t := range tmpls {
+			next.compiled = nil
+			for _, t := range tmpls {
 				ut, err := uritemplate.New(t.URITemplate)
 				if err != nil {
 					mem.log.Warn("unparseable resource template: reads cannot route through it", "template", t.URITemplate, "err", err)
 					continue
 				}
-				next.compiled[i] = ut
+				next.compiled = append(next.compiled, compileTemplate(ut, t.URITemplate))
 			}
 		}
 		// Only URIs are kept: the list itself is paged through live.
