@@ -31,20 +31,21 @@ type outQueue struct {
 	written func(jsonrpc.ID) // a response left for stdout
 	log     *log.Logger
 
-	mu        sync.Mutex
-	items     []*outItem
-	pending   map[string]*outItem // coalescing key → its queued item
-	droppable []*outItem          // queued progress and log messages, oldest first
-	bytes     int                 // queued notification bytes
-	raw       int                 // queued replies of the reader's own
-	dead      int                 // dropped items still in items
-	dropped   int                 // since the last log line about it
-	lastLog   time.Time
-	broken    bool // a write failed: the agent is gone
-	writing   bool
-	since     time.Time // when the current write began
-	wake      chan struct{}
-	room      chan struct{} // signalled when a raw reply went out
+	mu         sync.Mutex
+	items      []*outItem
+	pending    map[string]*outItem // coalescing key → its queued item
+	droppable  []*outItem          // queued progress and log messages, oldest first
+	bytes      int                 // queued notification bytes
+	raw        int                 // queued replies of the reader's own
+	dead       int                 // dropped items still in items
+	dropped    int                 // since the last log line about it
+	lastLog    time.Time
+	broken     bool // a write failed: the agent is gone
+	writing    bool
+	since      time.Time     // when the current write began
+	stallAfter time.Duration // stallLimit; tests that must not see a stall lengthen it
+	wake       chan struct{}
+	room       chan struct{} // signalled when a raw reply went out
 }
 
 type outItem struct {
@@ -67,9 +68,10 @@ const (
 func newOutQueue(w io.Writer, written func(jsonrpc.ID), logger *log.Logger) *outQueue {
 	return &outQueue{
 		w: w, written: written, log: logger,
-		pending: map[string]*outItem{},
-		wake:    make(chan struct{}, 1),
-		room:    make(chan struct{}, 1),
+		pending:    map[string]*outItem{},
+		stallAfter: stallLimit,
+		wake:       make(chan struct{}, 1),
+		room:       make(chan struct{}, 1),
 	}
 }
 
@@ -158,7 +160,7 @@ func classify(n *jsonrpc.Request) (key string, droppable bool) {
 // admit decides whether a notification joins the queue, coalescing it or
 // making room for it. Called with q.mu held.
 func (q *outQueue) admit(it *outItem) bool {
-	pressed := q.bytes >= coalesceAbove || (q.writing && time.Since(q.since) > stallLimit)
+	pressed := q.bytes >= coalesceAbove || q.stalledLocked()
 	if it.key != "" && pressed {
 		if _, queued := q.pending[it.key]; queued {
 			return false // the queued one says the same
@@ -315,7 +317,11 @@ const stallLimit = 200 * time.Millisecond
 func (q *outQueue) stalled() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.writing && time.Since(q.since) > stallLimit
+	return q.stalledLocked()
+}
+
+func (q *outQueue) stalledLocked() bool {
+	return q.writing && time.Since(q.since) > q.stallAfter
 }
 
 // flush waits until everything queued is written, or d passed.
@@ -323,7 +329,7 @@ func (q *outQueue) flush(d time.Duration) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		q.mu.Lock()
-		idle := (len(q.items) == 0 && !q.writing) || q.broken || (q.writing && time.Since(q.since) > stallLimit)
+		idle := (len(q.items) == 0 && !q.writing) || q.broken || q.stalledLocked()
 		q.mu.Unlock()
 		if idle {
 			return
