@@ -45,8 +45,16 @@ func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 func (m *Mux) waitInstructions(ctx context.Context) string {
 	if m.cfg.Mux.Instructions == "" {
 		wctx, cancel := context.WithTimeout(ctx, instructionsWait)
-		m.waitStarted(wctx)
-		cancel()
+		defer cancel()
+		// Their initialize, not their first listing: that is all the
+		// instructions need, and a listing can take a while.
+		for _, mem := range m.members {
+			select {
+			case <-mem.initialized:
+			case <-wctx.Done():
+			case <-m.ctx.Done():
+			}
+		}
 	}
 	return m.instructions()
 }
@@ -59,11 +67,9 @@ func (m *Mux) instructions() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "This server is mcp-mux: it combines several MCP servers. The tools and prompts of each carry its prefix (`<prefix>%s<name>`); resource URIs are those of the server that owns them.", m.cfg.Mux.ToolSeparator)
 	for _, mem := range m.members {
-		b, err := mem.backend()
-		if err != nil {
-			continue
-		}
-		r := b.InitializeResult()
+		mem.mu.Lock()
+		r := mem.initResult
+		mem.mu.Unlock()
 		if r == nil || strings.TrimSpace(r.Instructions) == "" {
 			continue
 		}

@@ -46,9 +46,12 @@ type member struct {
 
 	started     chan struct{} // closed when the first start attempt has finished
 	startedOnce sync.Once
-	wake        chan struct{} // a refresh is wanted (cap 1: requests coalesce)
-	reinit      chan struct{} // the agent's capabilities came after the backend was told others (cap 1)
-	inflight    inflight      // agent requests in flight to the backend
+	initialized chan struct{} // closed when the first initialize has finished (before the first listing)
+	initOnce    sync.Once
+	initResult  *mcp.InitializeResult // the last initialize's; guarded by mu
+	wake        chan struct{}         // a refresh is wanted (cap 1: requests coalesce)
+	reinit      chan struct{}         // the agent's capabilities came after the backend was told others (cap 1)
+	inflight    inflight              // agent requests in flight to the backend
 	// reinitting: serve stopped the backend to start it again with the
 	// agent's capabilities (run's goroutine only).
 	reinitting bool
@@ -84,19 +87,20 @@ const maxLearned = 10000
 
 func newMember(m *Mux, spec backends.Spec, index int) *member {
 	return &member{
-		m:        m,
-		spec:     spec,
-		index:    index,
-		prefix:   spec.EffectivePrefix(),
-		log:      m.log.With("backend", spec.Name),
-		started:  make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		reinit:   make(chan struct{}, 1),
-		state:    stateStarting,
-		since:    time.Now(),
-		learned:  map[string]struct{}{},
-		progress: map[string]progressWaiter{},
-		pollSums: map[string]uint64{},
+		m:           m,
+		spec:        spec,
+		index:       index,
+		prefix:      spec.EffectivePrefix(),
+		log:         m.log.With("backend", spec.Name),
+		started:     make(chan struct{}),
+		initialized: make(chan struct{}),
+		wake:        make(chan struct{}, 1),
+		reinit:      make(chan struct{}, 1),
+		state:       stateStarting,
+		since:       time.Now(),
+		learned:     map[string]struct{}{},
+		progress:    map[string]progressWaiter{},
+		pollSums:    map[string]uint64{},
 	}
 }
 

@@ -35,6 +35,12 @@ func (mem *member) run() {
 		began := time.Now()
 		b, err := backends.Start(m.ctx, mem.spec, mem.withClientRequests(m.startOptions(mem)))
 		if err == nil {
+			mem.mu.Lock()
+			mem.initResult = b.InitializeResult()
+			mem.mu.Unlock()
+		}
+		mem.markInitialized()
+		if err == nil {
 			if !mem.serve(b, attempt > 0) {
 				return // mux is closing
 			}
@@ -184,7 +190,12 @@ func serverInfo(b *backends.Backend) string {
 	return ""
 }
 
-func (mem *member) markStarted() { mem.startedOnce.Do(func() { close(mem.started) }) }
+func (mem *member) markStarted() {
+	mem.markInitialized()
+	mem.startedOnce.Do(func() { close(mem.started) })
+}
+
+func (mem *member) markInitialized() { mem.initOnce.Do(func() { close(mem.initialized) }) }
 
 func (mem *member) setState(state string, err error) {
 	mem.mu.Lock()
