@@ -66,7 +66,7 @@ type stdioConn struct {
 	pending  int
 	read     uint64        // notifications read (counted ones), ever
 	done     uint64        // and handled
-	progress chan struct{} // signalled when handled counts one off
+	progress chan struct{} // closed (and replaced) when handled counts one off: wakes every waiter
 }
 
 // maxPending bounds the notifications read from the backend and not yet
@@ -97,9 +97,10 @@ func (c *stdioConn) ahead() {
 			c.pmu.Unlock()
 			return
 		}
+		progress := c.progress
 		c.pmu.Unlock()
 		select {
-		case <-c.progress:
+		case <-progress:
 		case <-c.closed:
 			return
 		case <-time.After(leakWait):
@@ -123,6 +124,7 @@ func (c *stdioConn) settle(d time.Duration) {
 	for {
 		c.pmu.Lock()
 		settled := c.done >= target || c.pending == 0
+		progress := c.progress
 		c.pmu.Unlock()
 		if settled {
 			return
@@ -131,7 +133,7 @@ func (c *stdioConn) settle(d time.Duration) {
 			deadline = time.After(d)
 		}
 		select {
-		case <-c.progress:
+		case <-progress:
 		case <-deadline:
 			return
 		case <-c.closed:
@@ -151,11 +153,9 @@ func (c *stdioConn) handled(next mcp.MethodHandler) mcp.MethodHandler {
 				c.pending--
 			}
 			c.done++
+			close(c.progress)
+			c.progress = make(chan struct{})
 			c.pmu.Unlock()
-			select {
-			case c.progress <- struct{}{}:
-			default:
-			}
 		}
 		return res, err
 	}
@@ -177,7 +177,7 @@ func newStdioConn(name string, logger *log.Logger, out io.ReadCloser, in io.Writ
 		in:       in,
 		r:        bufio.NewReaderSize(out, 64*1024),
 		closed:   make(chan struct{}),
-		progress: make(chan struct{}, 1),
+		progress: make(chan struct{}),
 	}
 }
 
