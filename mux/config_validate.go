@@ -1,0 +1,333 @@
+package mux
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+)
+
+// Validation: checking the decoded [mux] and [[backend]] values, filling in
+// defaults, and expanding ${VAR} in env values.
+
+// fillDefaults gives every key left out (or zero) its default. The mux
+// calls it too, so a Config built in code behaves like a loaded one.
+func (s *Settings) fillDefaults() {
+	str := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	num := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	dur := func(v *backends.Duration, d time.Duration) {
+		if v.Duration == 0 {
+			v.Duration = d
+		}
+	}
+	str(&s.Name, DefaultName)
+	str(&s.LogLevel, DefaultLogLevel)
+	str(&s.ToolSeparator, DefaultToolSeparator)
+	num(&s.MaxSubscriptions, DefaultMaxSubscriptions)
+	num(&s.MaxMessageSize, DefaultMaxMessageSize)
+	num(&s.RestartMax, DefaultRestartMax)
+	dur(&s.RequestTimeout, DefaultRequestTimeout)
+	dur(&s.StartupTimeout, DefaultStartupTimeout)
+	dur(&s.MaxRequestTime, DefaultMaxRequestTime)
+	dur(&s.ShutdownGrace, DefaultShutdownGrace)
+	dur(&s.RestartWindow, DefaultRestartWindow)
+}
+
+func (p *parser) validateMux(s *Settings, present map[string]bool) {
+	mk := func(k string) keyPath { return keyPath{"mux", k} }
+
+	if present["name"] && strings.TrimSpace(s.Name) == "" {
+		p.add(mk("name"), "must not be empty (remove the key to use the default %q)", DefaultName)
+	}
+	switch lvl := strings.ToLower(strings.TrimSpace(s.LogLevel)); lvl {
+	case "":
+	case "debug", "info", "warn", "error":
+		s.LogLevel = lvl
+	default:
+		msg := fmt.Sprintf("must be one of debug, info, warn, error (got %q)", s.LogLevel)
+		if lvl == "warning" {
+			msg += `; did you mean "warn"?`
+		}
+		p.add(mk("log_level"), "%s", msg)
+	}
+
+	if s.LogFile != "" {
+		p.checkLogFile(mk("log_file"), s)
+	}
+
+	if present["tool_separator"] && s.ToolSeparator == "" {
+		p.add(mk("tool_separator"), "must not be empty (remove the key to use the default %q)", DefaultToolSeparator)
+	} else if strings.ContainsFunc(s.ToolSeparator, isSpace) {
+		p.add(mk("tool_separator"), "must not contain whitespace (got %q)", s.ToolSeparator)
+	}
+
+	if s.MaxSubscriptions < 0 {
+		p.add(mk("max_subscriptions"), "must not be negative (got %d)", s.MaxSubscriptions)
+	}
+	if s.MaxMessageSize < 0 || (s.MaxMessageSize > 0 && s.MaxMessageSize < MinMaxMessageSize) {
+		p.add(mk("max_message_size"), "must be at least %d bytes (got %d)", MinMaxMessageSize, s.MaxMessageSize)
+	}
+	if s.RestartMax < 0 {
+		p.add(mk("restart_max"), "must not be negative (got %d)", s.RestartMax)
+	}
+
+	s.fillDefaults()
+	if s.MaxRequestTime.Duration < s.RequestTimeout.Duration {
+		k := "max_request_time"
+		if !present[k] {
+			k = "request_timeout"
+		}
+		p.add(mk(k), "max_request_time (%s) must not be shorter than request_timeout (%s)",
+			s.MaxRequestTime.Duration, s.RequestTimeout.Duration)
+	}
+}
+
+func isSpace(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\r', '\v', '\f', 0x85, 0xA0:
+		return true
+	}
+	return r > 0xff && strings.TrimSpace(string(r)) == ""
+}
+
+func (p *parser) validateBackends(entries []backendEntry, mux *Settings) []backends.Spec {
+	type seen struct {
+		path keyPath
+		line int
+	}
+	firstByName := map[string]seen{}
+	enabled := 0
+	out := make([]backends.Spec, 0, len(entries))
+	for _, e := range entries {
+		s := e.spec
+		bp := e.path
+		k := func(name string) keyPath { return append(keyPath{bp[0]}, name) }
+
+		// name
+		_, hasName := e.present["name"]
+		_, hasCommand := e.present["command"]
+		switch {
+		case !hasName:
+			p.add(k("name"), "missing: every [[backend]] needs a name")
+		case !e.present["name"]: // wrong type, reported already
+		case s.Name == "":
+			p.add(k("name"), "must not be empty")
+		case !backendNameRe.MatchString(s.Name):
+			p.add(k("name"), "invalid name %q: use only letters, digits, \"_\" and \"-\"", s.Name)
+		default:
+			if first, dup := firstByName[s.Name]; dup {
+				where := first.path[0]
+				if first.line > 0 {
+					where += fmt.Sprintf(" at line %d", first.line)
+				}
+				p.add(k("name"), "duplicate backend name %q (already used by %s)", s.Name, where)
+			} else {
+				firstByName[s.Name] = seen{path: bp, line: p.lineOf(k("name"))}
+			}
+		}
+
+		// prefix
+		if s.Prefix != nil && !prefixRe.MatchString(*s.Prefix) {
+			p.add(k("prefix"), "invalid prefix %q: use only letters, digits, \"_\" and \"-\" (or \"\" for no prefix)", *s.Prefix)
+		} else if pre := s.EffectivePrefix(); pre != "" && backendNameRe.MatchString(pre) && strings.Contains(pre, mux.ToolSeparator) {
+			key := "name"
+			if s.Prefix != nil {
+				key = "prefix"
+			}
+			p.add(k(key), "tool prefix %q contains the tool separator %q, so tool names would be ambiguous (set prefix, or change [mux] tool_separator)", pre, mux.ToolSeparator)
+		}
+
+		switch s.Protocol {
+		case "", backends.ProtocolAuto:
+		default:
+			p.add(k("protocol"), "must be %q (probe the backend for the current protocol era) or absent (the handshake era, pinned) (got %q)", backends.ProtocolAuto, s.Protocol)
+		}
+
+		// restart
+		switch s.Restart {
+		case "":
+			s.Restart = RestartOnFailure
+		case RestartOnFailure, RestartNever:
+		default:
+			p.add(k("restart"), "must be %q or %q (got %q)", RestartOnFailure, RestartNever, s.Restart)
+		}
+
+		// env: expand; never show values.
+		if len(s.Env) > 0 {
+			env := make(map[string]string, len(s.Env))
+			for name, val := range s.Env {
+				ek, line := k("env").child(envKeyShown(name)), p.lineOf(k("env").child(name))
+				if name == "" || strings.ContainsAny(name, "=\x00") {
+					p.addAt(ek, line, "invalid environment variable name (must be non-empty, without \"=\")")
+				}
+				exp, issues := expandEnv(val, p.lookupEnv)
+				for _, is := range issues {
+					if is.unset != "" && s.Disabled {
+						continue
+					}
+					p.addAt(ek, line, "%s", is.message())
+				}
+				if strings.ContainsRune(exp, 0) {
+					p.addAt(ek, line, "value contains a NUL character")
+				}
+				env[name] = exp
+			}
+			s.Env = env
+		}
+
+		// command and cwd
+		switch {
+		case !hasCommand:
+			p.add(k("command"), "missing: every [[backend]] needs a command")
+		case !e.present["command"]: // wrong type, reported already
+		case strings.TrimSpace(s.Command) == "":
+			p.add(k("command"), "must not be empty")
+		}
+		// The agent starts mux in a directory of its choosing: relative
+		// paths are made absolute here, against the config file's directory.
+		givenCwd, givenCommand := s.Cwd, s.Command
+		var cwdNote, commandBase string
+		s.Cwd, cwdNote = p.resolvePath(s.Cwd)
+		if strings.TrimSpace(s.Command) != "" {
+			s.Command, commandBase = p.resolveCommand(s.Command, s.Cwd)
+		}
+		if !s.Disabled {
+			cwdOK := true
+			if s.Cwd != "" {
+				if fi, err := os.Stat(s.Cwd); err != nil {
+					cwdOK = false
+					p.add(k("cwd"), "directory %q%s does not exist", givenCwd, cwdNote)
+				} else if !fi.IsDir() {
+					cwdOK = false
+					p.add(k("cwd"), "%q%s is not a directory", givenCwd, cwdNote)
+				}
+			}
+			if strings.TrimSpace(s.Command) != "" && cwdOK {
+				if msg := checkCommand(givenCommand, s.Command, commandBase); msg != "" {
+					p.add(k("command"), "%s", msg)
+				}
+			}
+			enabled++
+		}
+		out = append(out, s)
+	}
+	if enabled == 0 {
+		msg := "no enabled [[backend]]: add at least one [[backend]] section with a name and a command"
+		if len(entries) > 0 {
+			msg = fmt.Sprintf("no enabled [[backend]] (all %d are disabled)", len(entries))
+		}
+		p.addAt(nil, 0, "%s", msg)
+	}
+	return out
+}
+
+// checkCommand reports ("" if fine) whether command, as written in the
+// file, can be executed; path is where it was resolved to (see
+// resolveCommand) and base what a relative path was taken relative to.
+func checkCommand(command, path, base string) string {
+	if hasPathSeparator(command) {
+		where := ""
+		if path != command {
+			where = fmt.Sprintf(" (looked at %q)", path)
+		}
+		var msg string
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			msg = fmt.Sprintf("command %q not found%s", command, where)
+		case err != nil:
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			msg = fmt.Sprintf("command %q cannot be accessed%s: %v", command, where, err)
+		case fi.IsDir():
+			msg = fmt.Sprintf("command %q is a directory%s", command, where)
+		case runtime.GOOS != "windows" && fi.Mode().Perm()&0o111 == 0:
+			msg = fmt.Sprintf("command %q is not executable%s (chmod +x it)", command, where)
+		}
+		if msg != "" && base != "" {
+			msg += ": a relative command path is relative to " + base
+		}
+		return msg
+	}
+	if _, err := exec.LookPath(command); err != nil {
+		if errors.Is(err, exec.ErrDot) {
+			return fmt.Sprintf("command %q is only found through a relative PATH entry; use an absolute path", command)
+		}
+		return fmt.Sprintf("command %q not found on PATH", command)
+	}
+	return ""
+}
+
+type envIssue struct {
+	unset     string // name of an unset variable
+	malformed string // description of a syntax error (never contains the value)
+}
+
+// expandEnv expands ${VAR} and ${VAR:-default} (default used when VAR is
+// unset or empty) and turns $$ into $. Any other $ is kept as is.
+func expandEnv(s string, lookup func(string) (string, bool)) (string, []envIssue) {
+	if !strings.Contains(s, "$") {
+		return s, nil
+	}
+	var b strings.Builder
+	var issues []envIssue
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '$' || i+1 >= len(s) {
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i += 2
+			continue
+		case '{':
+		default:
+			b.WriteByte('$')
+			i++
+			continue
+		}
+		end := strings.IndexByte(s[i+2:], '}')
+		if end < 0 {
+			issues = append(issues, envIssue{malformed: `"${" without a closing "}" (write ${NAME}, or $$ for a literal "$")`})
+			break
+		}
+		body := s[i+2 : i+2+end]
+		i += 2 + end + 1
+		name, def, hasDef := strings.Cut(body, ":-")
+		switch {
+		case name == "":
+			issues = append(issues, envIssue{malformed: `empty "${}": write ${NAME} or ${NAME:-default}`})
+			continue
+		case !envVarNameRe.MatchString(name):
+			issues = append(issues, envIssue{malformed: `invalid "${...}": write ${NAME} or ${NAME:-default}, where NAME has only letters, digits and "_" (or $$ for a literal "$")`})
+			continue
+		}
+		v, ok := lookup(name)
+		if hasDef && (!ok || v == "") {
+			v = def
+		} else if !ok {
+			issues = append(issues, envIssue{unset: name})
+		}
+		b.WriteString(v)
+	}
+	return b.String(), issues
+}
