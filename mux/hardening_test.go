@@ -237,3 +237,19 @@ func TestOverlongUpdatedURIIsDroppedAndSubscribeStaysFast(t *testing.T) {
 		t.Errorf("subscribe to an overlong URI: code %d, want -32602", je.Code)
 	}
 }
+
+// A notification the go-sdk drops undecoded (params of the wrong type)
+// never reaches a handler; a response waits for the notifications before
+// it (at most 100 ms), and must not wait for that one ever again.
+func TestUndecodableNotificationDoesNotSlowLaterResponses(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	cs := connect(t, m, nil)
+	noise(t, cs, "notes__noise", `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":5}}`)
+	start := time.Now()
+	for range 10 {
+		callText(t, cs, "notes__echo", nil)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("10 calls after an undecodable notification took %v: each waited for it", d)
+	}
+}
