@@ -619,3 +619,21 @@ func TestCurrentEraClient(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// subscriptions/listen counts against max_subscriptions like
+// resources/subscribe: over it, the listen fails with -32029.
+func TestCurrentEraListenHonoursTheSubscriptionLimit(t *testing.T) {
+	w := startWire(t, writeConfig(t, "max_subscriptions = 1", []string{"notes", "-name", "notes"}))
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["fixture://notes/res/1","fixture://notes/res/2"]},` + modernMeta + `}}`)
+	start := time.Now()
+	m := w.until("the listen's answer", isResponse(1))
+	if e, _ := m["error"].(map[string]any); e["code"] != float64(-32029) {
+		t.Errorf("a listen over max_subscriptions: %v, want -32029", m)
+	}
+	// A first request of the current era starts the backends at once (no
+	// initialize to wait for); a bound, not a speed target: before, it
+	// waited out the 2 s the backends give an agent to initialize.
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the first request of the current era took %v", d)
+	}
+}

@@ -44,11 +44,18 @@ func (m *Mux) agentContext(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		s := m.session(ss)
+		if s.isModern() {
+			// The current era has no initialize: the go-sdk took the
+			// session's parameters from this request's _meta already, and
+			// the request may need the backends.
+			m.agentInitialized(ss.InitializeParams()) // once: the first session's
+		}
 		res, err := next(context.WithValue(ctx, sessionKey{}, s), method, req)
 		if err == nil && (method == "initialize" || s.isModern()) {
 			// The go-sdk decodes initialize's params into a type of its
-			// own: what they say is known once it has handled them.
-			m.agentInitialized(ss.InitializeParams()) // once: the first session's
+			// own, and takes server/discover's while answering it: what
+			// they say is known once it has handled them.
+			m.agentInitialized(ss.InitializeParams())
 		}
 		return res, err
 	}
