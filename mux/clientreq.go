@@ -262,11 +262,7 @@ func (mem *member) forwardElicitationComplete(p *mcp.ElicitationCompleteParams) 
 			return
 		}
 	}
-	m.out.push(func() {
-		if err := notify(m, s.ss, "notifications/elicitation/complete", p); err != nil {
-			mem.log.Debug("notifications/elicitation/complete not delivered", "session", s.id, "err", err)
-		}
-	})
+	m.deliver(s, "notifications/elicitation/complete", p)
 }
 
 // forwardToAgent sends the backend's request to the agent session it

@@ -270,15 +270,6 @@ func (m *Mux) sessionRecord(id string) *session {
 	return m.ids[id]
 }
 
-func (m *Mux) sessionByID(id string) *mcp.ServerSession {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s := m.ids[id]; s != nil {
-		return s.ss
-	}
-	return nil
-}
-
 // liveSessions lists the sessions that are initialized (notifications before
 // that would break the protocol).
 func (m *Mux) liveSessions() []*session {
