@@ -246,16 +246,23 @@ func burstTimeout(n int) time.Duration {
 // spawn is process start to the first full tools/list, the median of
 // b.spawnReps starts.
 func (b *bench) spawn(ctx context.Context, m mode, s sample) error {
+	return b.startTimes(ctx, m, []fixtureSpec{loadFixture}, b.spawnReps, s, mSpawn, mSpawnInit)
+}
+
+// startTimes records the median of reps starts of fs to the first full
+// tools/list as full, and the median time to the initialize response as
+// init.
+func (b *bench) startTimes(ctx context.Context, m mode, fs []fixtureSpec, reps int, s sample, full, init string) error {
 	var inits []time.Duration
-	d, err := b.repeat(b.spawnReps, func() (time.Duration, error) {
-		st, err := b.startToFullList(ctx, m, []fixtureSpec{loadFixture}, nil)
+	d, err := b.repeat(reps, func() (time.Duration, error) {
+		st, err := b.startToFullList(ctx, m, fs, nil)
 		inits = append(inits, st.init)
 		return st.full, err
 	})
 	if err != nil {
 		return err
 	}
-	s[mSpawn], s[mSpawnInit] = d, percentile(inits, 50)
+	s[full], s[init] = d, percentile(inits, 50)
 	return nil
 }
 
@@ -270,17 +277,7 @@ func (b *bench) start10(ctx context.Context, m mode, s sample) error {
 	for i := range n {
 		fs = append(fs, fixtureSpec{name: fmt.Sprintf("slow%d", i), args: []string{"-start-delay", "200ms"}})
 	}
-	var inits []time.Duration
-	d, err := b.repeat(b.startReps, func() (time.Duration, error) {
-		st, err := b.startToFullList(ctx, m, fs, nil)
-		inits = append(inits, st.init)
-		return st.full, err
-	})
-	if err != nil {
-		return err
-	}
-	s[mStart10], s[mStart10Ini] = d, percentile(inits, 50)
-	return nil
+	return b.startTimes(ctx, m, fs, b.startReps, s, mStart10, mStart10Ini)
 }
 
 // listing is a full resources/list walk, through mcp-mux of ten backends
