@@ -65,47 +65,22 @@ func writeConfig(t *testing.T, extra string, backends ...[]string) string {
 	return path
 }
 
-// running is mcp-mux started as an agent starts it, with an MCP session.
+// running is mcp-mux started as an agent starts it (see startWire), with an
+// MCP session on its pipes.
 type running struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	cs     *mcp.ClientSession
-	stderr *lockedBuf    // written by exec's copying goroutine while tests read it
-	exited chan struct{} // closed when mcp-mux has exited, with its error in err
-	err    error
+	*wire
+	cs *mcp.ClientSession
 }
 
 func runMux(t *testing.T, config string) *running {
 	t.Helper()
-	cmd := exec.Command(muxBin, "--config", config)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &running{cmd: cmd, stdin: stdin, stderr: newLockedBuf(), exited: make(chan struct{})}
-	cmd.Stderr = r.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		r.err = cmd.Wait()
-		close(r.exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-r.exited
-	})
+	w := startWire(t, config)
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: stdout, Writer: nopClose{stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: io.NopCloser(w.out), Writer: nopClose{w.stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
-		t.Fatalf("connect: %v\nstderr:\n%s", err, r.stderr)
+		t.Fatalf("connect: %v\nstderr:\n%s", err, w.stderr)
 	}
-	r.cs = cs
-	return r
+	return &running{wire: w, cs: cs}
 }
 
 // nopClose keeps the client session from closing mcp-mux's stdin: the tests
