@@ -163,6 +163,9 @@ func serve(c *cli.Context) error {
 	}
 	defer closer.Close()
 	logger.Info("config loaded", "path", cfg.Path, "backends", len(cfg.Backends))
+	for _, w := range cfg.Warnings {
+		logger.Warn(w.String())
+	}
 	if path := os.Getenv("MCP_MUX_CPUPROFILE"); path != "" {
 		// For profiling the real binary over real pipes (see README,
 		// Development): the profile is written when the session ends.
@@ -205,9 +208,14 @@ func check(c *cli.Context) error {
 		}
 		return cli.Exit(err.Error(), 1)
 	}
+	if !c.Bool("json") {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(os.Stderr, "warning: "+w.String())
+		}
+	}
 	if !c.Bool("connect") {
 		if c.Bool("json") {
-			writeJSON(map[string]any{"config": path, "ok": true, "problems": []mux.Problem{}})
+			writeJSON(map[string]any{"config": path, "ok": true, "problems": []mux.Problem{}, "warnings": append([]mux.Problem{}, cfg.Warnings...)})
 		} else {
 			fmt.Fprintf(os.Stdout, "%s: OK (%d backends)\n", path, len(cfg.Backends))
 		}

@@ -43,6 +43,10 @@ type Config struct {
 	Path     string          `toml:"-"`       // the file it was loaded from
 	Mux      Settings        `toml:"mux"`     // [mux]
 	Backends []backends.Spec `toml:"backend"` // [[backend]], order = precedence
+	// Warnings are what is not wrong enough to refuse the file but
+	// probably not what was meant (e.g. a bare $NAME that is not
+	// expanded): check prints them, serve logs them.
+	Warnings []Problem `toml:"-"`
 }
 
 // Settings is the [mux] table.
@@ -184,12 +188,7 @@ func FindConfig(flagValue string, getenv func(string) string) (string, error) {
 	} else {
 		looked = append(looked, "./"+local)
 	}
-	var user string
-	if xdg := getenv("XDG_CONFIG_HOME"); xdg != "" {
-		user = filepath.Join(xdg, "mcp-mux", "config.toml")
-	} else if home := getenv("HOME"); home != "" {
-		user = filepath.Join(home, ".config", "mcp-mux", "config.toml")
-	}
+	user := UserConfigPath(getenv)
 	if user != "" {
 		if isFile(user) {
 			return user, nil
@@ -200,6 +199,23 @@ func FindConfig(flagValue string, getenv func(string) string) (string, error) {
 	}
 	return "", fmt.Errorf("no config file found; looked at:\n  %s\n(copy mcp-mux.toml.example to one of these places, or pass the file with --config)",
 		strings.Join(looked, "\n  "))
+}
+
+// UserConfigPath is the user's own config file, whether or not it exists:
+// $XDG_CONFIG_HOME/mcp-mux/config.toml, else
+// $HOME/.config/mcp-mux/config.toml; "" when neither variable is set.
+// `mcp-mux init` writes there. getenv nil means os.Getenv.
+func UserConfigPath(getenv func(string) string) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if xdg := getenv("XDG_CONFIG_HOME"); xdg != "" {
+		return filepath.Join(xdg, "mcp-mux", "config.toml")
+	}
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, ".config", "mcp-mux", "config.toml")
+	}
+	return ""
 }
 
 // keyPath is a key as a list of formatted segments: "backend[2]", "env",
