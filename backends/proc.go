@@ -17,17 +17,24 @@ type proc struct {
 	// reads: EOF, when mcp-mux closes it or dies however it dies, makes the
 	// supervisor kill every process under it.
 	lifeline *os.File
-	cutOnce  sync.Once
-	// unsupervised is set on Linux when there was no supervisor to start.
+	// release (Windows only) ends what is left in the backend's job object
+	// and closes it.
+	release func()
+	cutOnce sync.Once
+	// unsupervised is set when nothing was found to end the backend's whole
+	// tree with (Linux: no supervisor; Windows: no job object).
 	unsupervised bool
 }
 
-// cut closes the lifeline: the supervisor kills the backend's whole tree
-// (if anything is left of it) and exits.
+// cut lets the backend's tree go: the supervisor (Linux) or the job
+// object (Windows) kills what is left of it.
 func (p *proc) cut() {
 	p.cutOnce.Do(func() {
 		if p.lifeline != nil {
 			p.lifeline.Close()
+		}
+		if p.release != nil {
+			p.release()
 		}
 	})
 }

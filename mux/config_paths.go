@@ -17,7 +17,8 @@ import (
 // file is therefore relative to the directory of the file itself: log_file,
 // cwd, and a command that contains a path separator (relative to cwd when
 // cwd is set, as the child would see it; cwd itself starts at the config
-// file's directory). They are made absolute when the file is loaded.
+// file's directory). They are made absolute when the file is loaded, after
+// a leading "~" is expanded (config_forgive.go).
 
 // absDirOf is the absolute directory of the config file at path.
 func absDirOf(path string) string {
@@ -35,7 +36,7 @@ func (p *parser) resolvePath(path string) (string, string) {
 	if path == "" || filepath.IsAbs(path) {
 		return path, ""
 	}
-	return filepath.Join(p.dir, path), fmt.Sprintf(" (relative to the config file's directory %s)", p.dir)
+	return underDir(p.dir, path), fmt.Sprintf(" (relative to the config file's directory %s)", p.dir)
 }
 
 func hasPathSeparator(command string) bool {
@@ -51,16 +52,20 @@ func (p *parser) resolveCommand(command, cwd string) (string, string) {
 		return command, ""
 	}
 	if cwd != "" {
-		return filepath.Join(cwd, command), "cwd"
+		return underDir(cwd, command), "cwd " + cwd
 	}
-	return filepath.Join(p.dir, command), "the config file's directory"
+	return underDir(p.dir, command), "the config file's directory " + p.dir
 }
 
 // checkLogFile resolves s.LogFile and reports a log file that cannot be
 // opened or is stdout, which carries the protocol.
 func (p *parser) checkLogFile(k keyPath, s *Settings) {
 	given := s.LogFile
-	path, note := p.resolvePath(given)
+	expanded, ok := p.expandTilde(k, given)
+	if !ok {
+		return
+	}
+	path, note := p.resolvePath(expanded)
 	s.LogFile = path
 	if IsStdoutName(path) {
 		p.add(k, "%q%s is mcp-mux's stdout, which carries the MCP protocol: logs there would corrupt it (remove log_file to log to stderr)", given, note)

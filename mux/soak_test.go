@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -164,7 +163,7 @@ func TestSoakKillsUnderLoad(t *testing.T) {
 			recordPIDs()
 			st := m.Status()[r.IntN(3)]
 			if st.State == stateReady && st.PID > 0 {
-				syscall.Kill(st.PID, syscall.SIGKILL)
+				killProcess(st.PID)
 				kills.Add(1)
 			}
 		}

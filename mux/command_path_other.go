@@ -1,0 +1,19 @@
+//go:build !windows
+
+package mux
+
+import (
+	"io/fs"
+	"os"
+)
+
+// statCommand returns the file a command path runs.
+func statCommand(path string) (fs.FileInfo, error) { return os.Stat(path) }
+
+// notExecutable says how to make fi a program, or "" if it is one.
+func notExecutable(fi fs.FileInfo) string {
+	if fi.Mode().Perm()&0o111 == 0 {
+		return "chmod +x it"
+	}
+	return ""
+}

@@ -1,0 +1,19 @@
+//go:build unix
+
+package mux
+
+import (
+	"syscall"
+	"testing"
+)
+
+// killProcess ends pid at once, as a crash would.
+func killProcess(pid int) { syscall.Kill(pid, syscall.SIGKILL) }
+
+// freezeProcess makes pid answer nothing any more (it still runs).
+func freezeProcess(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+}
