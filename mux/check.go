@@ -20,9 +20,40 @@ type Report struct {
 	OK         bool            `json:"ok"`
 	Backends   []BackendStatus `json:"backends"`
 	Collisions []Collision     `json:"collisions"`
+	// Warnings: filter patterns that match nothing a ready backend lists,
+	// and exposed names too long for some agents (config_filters.go).
+	Warnings []string `json:"warnings"`
 	// Interrupted: ctx ended (Ctrl-C) before every backend had started;
 	// the report is what was known then.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Offered is, per backend in config order, the tool and prompt names
+	// the agent sees.
+	Offered []Offered `json:"offered,omitempty"`
+}
+
+// Offered is what one backend adds to the agent's lists: its tools and
+// prompts under the names the agent calls them (prefixed), without those
+// another backend took first.
+type Offered struct {
+	Backend string   `json:"backend"`
+	Tools   []string `json:"tools"`
+	Prompts []string `json:"prompts"`
+}
+
+// InspectOption tunes Inspect.
+type InspectOption func(*inspectOptions)
+
+type inspectOptions struct {
+	settled func(BackendStatus)
+}
+
+// OnSettled has Inspect call f with each backend's status as soon as its
+// start has settled (ready or failed), in the order they settle. The calls
+// come one at a time from Inspect's goroutine, so f may write to a
+// terminal without locking; none comes for a backend still starting when
+// ctx ends.
+func OnSettled(f func(BackendStatus)) InspectOption {
+	return func(o *inspectOptions) { o.settled = f }
 }
 
 // interruptGrace replaces shutdown_grace when a check is interrupted: the
@@ -39,13 +70,17 @@ var errInterrupted = errors.New("check interrupted while stopping")
 // or to fail, takes the report, and stops them all. If ctx ends first, or
 // while they are being stopped, they are stopped at once (see stopAll) and
 // the report has Interrupted set.
-func Inspect(ctx context.Context, cfg *Config, logger *log.Logger, version string) *Report {
-	m := New(cfg, logger, version)
+func Inspect(ctx context.Context, cfg *Config, logger *log.Logger, version string, opts ...InspectOption) *Report {
+	var o inspectOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m := New(withoutRestarts(cfg), logger, version)
 	defer m.Close()
 	m.agent.wait = -1 // no agent: backends are told no client capabilities
 	m.Start()
-	m.waitStarted(ctx)
-	r := &Report{Config: cfg.Path, OK: true, Backends: m.Status(), Collisions: m.Collisions()}
+	m.waitSettled(ctx, o.settled)
+	r := &Report{Config: cfg.Path, OK: true, Backends: m.Status(), Collisions: m.Collisions(), Warnings: m.checkWarnings(), Offered: m.offered()}
 	for _, b := range r.Backends {
 		if !b.Ready() {
 			r.OK = false
@@ -56,6 +91,79 @@ func Inspect(ctx context.Context, cfg *Config, logger *log.Logger, version strin
 		r.OK, r.Interrupted = false, true
 	}
 	return r
+}
+
+// withoutRestarts is cfg with every backend's restart = "never": a check
+// reports each backend's first start, so one that fails is failed, with
+// the cause of that failure (not "restarting", nor the cause of a restart
+// that happened while slower backends were starting).
+func withoutRestarts(cfg *Config) *Config {
+	cp := *cfg
+	cp.Backends = slices.Clone(cfg.Backends)
+	for i := range cp.Backends {
+		cp.Backends[i].Restart = RestartNever
+	}
+	return &cp
+}
+
+// waitSettled waits until every backend's first start has settled (or ctx
+// ends), calling settled, if set, with each one's status as it does.
+func (m *Mux) waitSettled(ctx context.Context, settled func(BackendStatus)) {
+	members := m.members()
+	done := make(chan *member, len(members))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, mem := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-mem.started:
+				done <- mem
+			case <-stop:
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for range members {
+		select {
+		case mem := <-done:
+			if settled != nil {
+				settled(mem.status())
+			}
+		case <-ctx.Done():
+			return
+		case <-m.ctx.Done():
+			return
+		}
+	}
+}
+
+// offered lists, per backend in config order, the tool and prompt names
+// of the merged catalog.
+func (m *Mux) offered() []Offered {
+	members := m.members()
+	out := make([]Offered, len(members))
+	at := make(map[*member]int, len(members))
+	for i, mem := range members {
+		at[mem] = i
+		out[i] = Offered{Backend: mem.spec.Name, Tools: []string{}, Prompts: []string{}}
+	}
+	c := m.cat.get()
+	for _, e := range c.tools.items {
+		if i, ok := at[e.mem]; ok {
+			out[i].Tools = append(out[i].Tools, e.item.Name)
+		}
+	}
+	for _, e := range c.prompts.items {
+		if i, ok := at[e.mem]; ok {
+			out[i].Prompts = append(out[i].Prompts, e.item.Name)
+		}
+	}
+	return out
 }
 
 // stopAll stops every backend, for Close to find them stopped already: with
@@ -74,7 +182,7 @@ func (m *Mux) stopAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	var stopping []*backends.Backend
 	stopEach := func() {
-		for _, mem := range m.members {
+		for _, mem := range m.members() {
 			mem.mu.Lock()
 			b := mem.b
 			mem.mu.Unlock()

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux"
+)
+
+// What `check --connect` shows while backends come up and in its report,
+// and what a serving mcp-mux logs.
+
+// TestCheckConnectReportsABackendThatExitsAsFailed: a command that exits 0
+// at once is failed (check restarts nothing) and says why.
+func TestCheckConnectReportsABackendThatExitsAsFailed(t *testing.T) {
+	cfg := writeConfig(t, "", []string{"notes", "-name", "notes"})
+	data, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, append(data, []byte("[[backend]]\nname = \"quits\"\ncommand = \"/bin/true\"\n")...), 0o644)
+	out, errOut, code := runBin(t, muxBin, "check", "--connect", "--config", cfg)
+	if code != 1 || !regexp.MustCompile(`backend quits\n  state +failed\n  error +.*exited during initialize: exit status 0`).MatchString(out) || strings.Contains(out, "restarting") {
+		t.Errorf("exit %d, want 1 and quits failed with its exit status:\n%s", code, out)
+	}
+	if !strings.Contains(errOut, "backend quits: failed: ") {
+		t.Errorf("no progress line for quits on stderr:\n%s", errOut)
+	}
+	jout, _, _ := runBin(t, muxBin, "check", "--connect", "--json", "--config", cfg)
+	var rep struct {
+		Backends []struct{ Name, State string } `json:"backends"`
+	}
+	json.Unmarshal([]byte(jout), &rep)
+	if len(rep.Backends) != 2 || rep.Backends[1].State != "failed" {
+		t.Errorf("json: %s", jout)
+	}
+}
+
+// TestCheckConnectPrintsEachBackendAsItComesUp: piped, one plain line per
+// backend as soon as it is ready or has failed, not when the slowest is.
+func TestCheckConnectPrintsEachBackendAsItComesUp(t *testing.T) {
+	cfg := writeConfig(t, "",
+		[]string{"slow", "-name", "slow", "-start-delay", "2500ms"},
+		[]string{"fast", "-name", "fast", "-tools", "a,b"},
+		[]string{"broken", "-fail-start"},
+	)
+	cmd := exec.Command(muxBin, "check", "--connect", "--config", cfg)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		text string
+		at   time.Time
+	}
+	var lines []line
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		lines = append(lines, line{sc.Text(), time.Now()})
+	}
+	cmd.Wait()
+	exited := time.Now()
+	var got []string
+	for _, l := range lines {
+		got = append(got, l.text)
+	}
+	t.Logf("stderr:\n%s", strings.Join(got, "\n"))
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^backend (fast|broken): `),
+		regexp.MustCompile(`^backend (fast|broken): `),
+		regexp.MustCompile(`^backend slow: ready \(15 tools, 1 prompt, 3 resources, 1 template\)`),
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines on stderr, want %d", len(lines), len(want))
+	}
+	for i, re := range want {
+		if !re.MatchString(lines[i].text) {
+			t.Errorf("line %d %q, want %s", i, lines[i].text, re)
+		}
+	}
+	all := strings.Join(got, "\n")
+	for _, w := range []string{"backend fast: ready (16 tools, 1 prompt, 3 resources, 1 template)", "backend broken: failed: ", "failing on purpose"} {
+		if !strings.Contains(all, w) {
+			t.Errorf("missing %q", w)
+		}
+	}
+	if d := exited.Sub(lines[0].at); d < time.Second {
+		t.Errorf("the first backend's line came %v before the end, want it as the backend came up", d)
+	}
+	if !strings.Contains(stdout.String(), "backend slow\n") || strings.Contains(stdout.String(), "\x1b") {
+		t.Errorf("stdout:\n%q", stdout.String())
+	}
+}
+
+// TestCheckConnectListShowsTheNamesTheAgentSees: prefixed, and without the
+// names a backend lost to a collision.
+func TestCheckConnectListShowsTheNamesTheAgentSees(t *testing.T) {
+	cfg := writeConfig(t, "",
+		[]string{"notes", "-name", "notes", "-tools", "", "-prompts", "hello"},
+		// Unprefixed, and one of its tools has a name notes has taken.
+		[]string{"copy", "-name", "copy", "-uri-base", "fixture://copy/", "-tools", "notes__stats,extra"},
+	)
+	data, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, bytes.Replace(data, []byte(`name = "copy"`), []byte("name = \"copy\"\nprefix = \"\""), 1), 0o644)
+
+	out, errOut, code := runBin(t, muxBin, "check", "--connect", "--list", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	notes, copyPart, _ := strings.Cut(out, "backend copy\n")
+	copyPart, _, _ = strings.Cut(copyPart, "collisions:")
+	for _, w := range []string{"  tool names (14):\n", "    notes__stats\n", "  prompt names (2):\n", "    notes__hello\n", "    notes__greet\n"} {
+		if !strings.Contains(notes, w) {
+			t.Errorf("notes: missing %q in\n%s", w, notes)
+		}
+	}
+	for _, w := range []string{"  tool names (15):\n", "    extra\n", "    stats\n", "    greet\n"} {
+		if !strings.Contains(copyPart, w) {
+			t.Errorf("copy: missing %q in\n%s", w, copyPart)
+		}
+	}
+	if strings.Contains(copyPart, "notes__stats") {
+		t.Errorf("copy lists the name notes took:\n%s", copyPart)
+	}
+	if plain, _, _ := runBin(t, muxBin, "check", "--connect", "--config", cfg); strings.Contains(plain, "tool names") {
+		t.Errorf("names listed without --list:\n%s", plain)
+	}
+
+	jout, _, _ := runBin(t, muxBin, "check", "--list", "--json", "--config", cfg)
+	var rep struct {
+		Offered []struct {
+			Backend        string
+			Tools, Prompts []string
+		} `json:"offered"`
+	}
+	if err := json.Unmarshal([]byte(jout), &rep); err != nil || len(rep.Offered) != 2 || len(rep.Offered[1].Tools) != 15 ||
+		!slices.Contains(rep.Offered[1].Tools, "extra") || slices.Contains(rep.Offered[1].Tools, "notes__stats") || !slices.Equal(rep.Offered[1].Prompts, []string{"greet"}) {
+		t.Errorf("json --list (%v): %s", err, jout)
+	}
+}
+
+// snakeKeys reports every object key in a JSON document that is not
+// snake_case.
+func snakeKeys(t *testing.T, doc []byte) []string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		t.Fatalf("not JSON (%v): %s", err, doc)
+	}
+	re := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	var bad []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if !re.MatchString(k) {
+					bad = append(bad, k)
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return bad
+}
+
+// TestJSONKeysAreSnakeCase: check --json (a broken config, a good one,
+// --connect --list) and mcp-mux://backends use one key style.
+func TestJSONKeysAreSnakeCase(t *testing.T) {
+	good := writeConfig(t, "", []string{"notes", "-name", "notes"})
+	bad := writeConfig(t, "bogus_key = 1", []string{"notes", "-name", "notes"})
+	for _, args := range [][]string{{"--config", bad}, {"--config", good}, {"--connect", "--list", "--config", good}} {
+		out, errOut, _ := runBin(t, muxBin, append([]string{"check", "--json"}, args...)...)
+		if keys := snakeKeys(t, []byte(out)); len(keys) > 0 {
+			t.Errorf("check --json %v: keys not in snake_case: %v\n%s%s", args, keys, out, errOut)
+		}
+	}
+	r := runMux(t, good)
+	r.backendPIDs(t)
+	res, err := r.cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcp-mux://backends"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys := snakeKeys(t, []byte(res.Contents[0].Text)); len(keys) > 0 {
+		t.Errorf("mcp-mux://backends: keys not in snake_case: %v\n%s", keys, res.Contents[0].Text)
+	}
+}
+
+// TestSessionLogsNoSDKChatter: at log_level info, one session with a
+// subscription logs the config, the backend coming up and mux's own
+// events, not the go-sdk's connect/initialize/subscribe chatter.
+func TestSessionLogsNoSDKChatter(t *testing.T) {
+	cfg := writeConfig(t, `log_level = "info"`, []string{"notes", "-name", "notes"})
+	r := runMux(t, cfg)
+	if _, err := r.cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: "fixture://notes/res/1"}); err != nil {
+		t.Fatal(err)
+	}
+	r.stdin.Close()
+	select {
+	case <-r.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("mcp-mux still running 10 s after stdin EOF")
+	}
+	log := r.stderr.String()
+	t.Logf("stderr:\n%s", log)
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "go-sdk:") && strings.Contains(l, "INFO") {
+			t.Errorf("go-sdk INFO line: %s", l)
+		}
+	}
+	for _, w := range []string{fmt.Sprintf("config loaded path=%s", cfg), "backend ready backend=notes"} {
+		if !strings.Contains(log, w) {
+			t.Errorf("missing %q", w)
+		}
+	}
+}
+
+// TestLiveProgressRedrawsItsStatusLine: on a terminal, the backends still
+// starting are one line rewritten in place, under the lines of those that
+// settled, and it is erased at the end.
+func TestLiveProgressRedrawsItsStatusLine(t *testing.T) {
+	out := newLockedBuf()
+	cfg := &mux.Config{Backends: []backends.Spec{{Name: "a"}, {Name: "off", Disabled: true}, {Name: "b"}}}
+	p := newProgress(out, true, cfg)
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), "starting a, b…"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no status line after 5 s: %q", out.String())
+		}
+	}
+	p.settled(mux.BackendStatus{Name: "a", State: "ready", Tools: 1, Prompts: 2})
+	p.settled(mux.BackendStatus{Name: "b", State: "failed", LastError: "exit status 1"})
+	p.close()
+	got := out.String()
+	want := regexp.MustCompile(`^(\r\x1b\[Kstarting a, b… \d+\.\ds)+\r\x1b\[Kbackend a: ready \(1 tool, 2 prompts, 0 resources, 0 templates\) after \d+\.\ds\n\r\x1b\[Kstarting b… \d+\.\ds\r\x1b\[Kbackend b: failed: exit status 1\n\r\x1b\[K\r\x1b\[K$`)
+	if !want.MatchString(got) {
+		t.Errorf("got %q", got)
+	}
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/mux"
+)
+
+// progress shows `check --connect` while backends come up (a start can
+// take startup_timeout, and an npx backend a minute): one line per backend
+// as it is ready or has failed; on a terminal also a status line, redrawn
+// in place, of those still starting and for how long.
+type progress struct {
+	w     io.Writer
+	live  bool
+	start time.Time
+
+	mu      sync.Mutex
+	pending []string // enabled backends not settled yet, in config order
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// redrawEvery is how often the live status line's clock moves.
+const redrawEvery = 200 * time.Millisecond
+
+func newProgress(w io.Writer, live bool, cfg *mux.Config) *progress {
+	p := &progress{w: w, live: live, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	for _, b := range cfg.Backends {
+		if !b.Disabled {
+			p.pending = append(p.pending, b.Name)
+		}
+	}
+	if !live {
+		close(p.done)
+		return p
+	}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(redrawEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.mu.Lock()
+				p.drawStatus()
+				p.mu.Unlock()
+			}
+		}
+	}()
+	return p
+}
+
+// clearLine returns the cursor to the start of the line and erases it.
+const clearLine = "\r\x1b[K"
+
+// settled prints s's line (above the status line, on a terminal).
+func (p *progress) settled(s mux.BackendStatus) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = slices.DeleteFunc(p.pending, func(n string) bool { return n == s.Name })
+	line := settledLine(s, time.Since(p.start))
+	if !p.live {
+		fmt.Fprintln(p.w, line)
+		return
+	}
+	fmt.Fprint(p.w, clearLine+line+"\n")
+	p.drawStatus()
+}
+
+// drawStatus redraws the status line; p.mu is held.
+func (p *progress) drawStatus() {
+	if len(p.pending) == 0 {
+		fmt.Fprint(p.w, clearLine)
+		return
+	}
+	fmt.Fprintf(p.w, "%sstarting %s… %.1fs", clearLine, strings.Join(p.pending, ", "), time.Since(p.start).Seconds())
+}
+
+// close stops the redrawing and erases the status line.
+func (p *progress) close() {
+	if !p.live {
+		return
+	}
+	close(p.stop)
+	<-p.done
+	fmt.Fprint(p.w, clearLine)
+}
+
+// settledLine is one backend's line: what it offers, or why it failed.
+func settledLine(s mux.BackendStatus, after time.Duration) string {
+	if !s.Ready() {
+		cause := s.LastError
+		if cause == "" {
+			cause = "no error recorded"
+		}
+		return fmt.Sprintf("backend %s: %s: %s", s.Name, s.State, cause)
+	}
+	return fmt.Sprintf("backend %s: ready (%s, %s, %s, %s) after %.1fs", s.Name,
+		count(s.Tools, "tool"), count(s.Prompts, "prompt"), count(s.Resources, "resource"), count(s.Templates, "template"), after.Seconds())
+}
+
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// isTerminal reports whether f is a terminal (a character device that is
+// not the null device), where the live status line can be redrawn. Not on
+// Windows: its console shows the escape sequences unless a program turns
+// on their processing, which this one does not.
+func isTerminal(f *os.File) bool {
+	if runtime.GOOS == "windows" {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(fi, null) {
+		return false
+	}
+	return os.Getenv("TERM") != "dumb"
+}
