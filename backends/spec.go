@@ -14,6 +14,15 @@ type Spec struct {
 	// Command is executed directly (never through a shell) with Args.
 	Command string   `toml:"command"`
 	Args    []string `toml:"args"`
+	// URL, instead of Command, makes this a remote backend: an MCP endpoint
+	// over HTTP (see remote.go). A backend has exactly one of the two.
+	URL string `toml:"url"`
+	// Headers are added to every request to URL's origin. Values are
+	// already expanded, as Env's are: they hold tokens. Never log them.
+	Headers map[string]string `toml:"headers"`
+	// Transport is how URL is spoken to: TransportAuto ("" means the
+	// same), TransportStreamable or TransportSSE.
+	Transport string `toml:"transport"`
 	// Env is added to the backend's environment. Values are already expanded
 	// (${VAR}, ${VAR:-default}) when the config is loaded. Never log them.
 	Env map[string]string `toml:"env"`
@@ -26,8 +35,18 @@ type Spec struct {
 	Cwd string `toml:"cwd"`
 	// Prefix is put before tool and prompt names (with the mux's separator).
 	// nil means "use Name"; a pointer to "" exposes names unprefixed.
-	Prefix   *string `toml:"prefix"`
-	Disabled bool    `toml:"disabled"`
+	Prefix *string `toml:"prefix"`
+	// Tools, when not nil, exposes only the backend's tools whose own
+	// names (before the prefix) match one of these path.Match globs;
+	// ExcludeTools then hides the ones matching any of its globs. A tool
+	// filtered out is neither listed nor callable. Prompts and
+	// ExcludePrompts do the same for prompts. The mux applies them when it
+	// merges the catalogs, so a reload changes them without a restart.
+	Tools          []string `toml:"tools"`
+	ExcludeTools   []string `toml:"exclude_tools"`
+	Prompts        []string `toml:"prompts"`
+	ExcludePrompts []string `toml:"exclude_prompts"`
+	Disabled       bool     `toml:"disabled"`
 	// PollInterval, when non-zero, makes the mux read each local-only
 	// subscribed resource of this backend on this interval.
 	PollInterval Duration `toml:"poll_interval"`

@@ -69,6 +69,9 @@ type Collision struct {
 type catalogHolder struct {
 	mu  sync.Mutex // serializes rebuilds
 	cur atomic.Pointer[catalog]
+	// longWarned: exposed names over maxNameLength already logged, so
+	// each is logged once, not at every rebuild; guarded by mu.
+	longWarned map[string]struct{}
 }
 
 func (h *catalogHolder) get() *catalog { return h.cur.Load() }
@@ -90,7 +93,7 @@ func (h *catalogHolder) rebuild(m *Mux) {
 		c.collisions = append(c.collisions, Collision{kind, name, winner.spec.Name, loser.spec.Name})
 	}
 	parts := 0
-	for _, mem := range m.members {
+	for _, mem := range m.members() {
 		if !mem.serving() {
 			continue
 		}
@@ -99,7 +102,11 @@ func (h *catalogHolder) rebuild(m *Mux) {
 			c.cache[i] = mergeCache(c.cache[i], parts > 0, part.cache[i])
 		}
 		parts++
+		tf, pf := mem.filters()
 		for _, t := range part.tools {
+			if !tf.admits(t.Name) {
+				continue
+			}
 			cp := *t
 			cp.Name = m.exposedName(mem, t.Name)
 			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem}); w != nil {
@@ -107,6 +114,9 @@ func (h *catalogHolder) rebuild(m *Mux) {
 			}
 		}
 		for _, p := range part.prompts {
+			if !pf.admits(p.Name) {
+				continue
+			}
 			cp := *p
 			cp.Name = m.exposedName(mem, p.Name)
 			if w := c.prompts.add(cp.Name, exposed[mcp.Prompt]{&cp, p.Name, mem}); w != nil {
@@ -127,7 +137,32 @@ func (h *catalogHolder) rebuild(m *Mux) {
 			m.log.Warn("name collision: the first backend in config order wins", "kind", col.Kind, "name", col.Name, "winner", col.Winner, "loser", col.Loser)
 		}
 	}
+	h.warnLong(m, c)
 	h.cur.Store(c)
+}
+
+// warnLong logs each exposed name over maxNameLength the first time it
+// appears. Called with h.mu held.
+func (h *catalogHolder) warnLong(m *Mux, c *catalog) {
+	warn := func(kind, name, backend string) {
+		if len(name) <= maxNameLength {
+			return
+		}
+		if _, done := h.longWarned[name]; done {
+			return
+		}
+		if h.longWarned == nil {
+			h.longWarned = map[string]struct{}{}
+		}
+		h.longWarned[name] = struct{}{}
+		m.log.Warn(longNameWarning(kind, name), "backend", backend)
+	}
+	for _, t := range c.tools.items {
+		warn("tool", t.item.Name, t.mem.spec.Name)
+	}
+	for _, p := range c.prompts.items {
+		warn("prompt", p.item.Name, p.mem.spec.Name)
+	}
 }
 
 func hasCollision(list []Collision, c Collision) bool {
@@ -144,13 +179,14 @@ func hasCollision(list []Collision, c Collision) bool {
 // the other's template matches, and templates that overlap.
 func (m *Mux) resourceCollisions() []Collision {
 	var out []Collision
-	parts := make([]memberCatalog, len(m.members))
-	for i, mem := range m.members {
+	members := m.members()
+	parts := make([]memberCatalog, len(members))
+	for i, mem := range members {
 		parts[i] = mem.snapshot()
 	}
-	for i, a := range m.members {
-		for j := i + 1; j < len(m.members); j++ {
-			b := m.members[j]
+	for i, a := range members {
+		for j := i + 1; j < len(members); j++ {
+			b := members[j]
 			for u := range parts[j].uris {
 				if _, ok := parts[i].uris[u]; ok || matchesAny(parts[i].compiled, u) {
 					out = append(out, Collision{"resource", u, a.spec.Name, b.spec.Name})

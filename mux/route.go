@@ -84,8 +84,8 @@ func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetP
 // lacks: if a backend that is down offered it, the error names that
 // backend and its state (the agent should retry later), else -32602.
 func (m *Mux) unknownName(kind, name string) error {
-	for _, mem := range m.members {
-		if mem.serving() || !mem.offered(kind, name) {
+	for _, mem := range m.members() {
+		if mem.serving() || !m.offersVisible(mem, kind, name) {
 			continue
 		}
 		if _, err := mem.backend(); err != nil {
@@ -104,7 +104,7 @@ func (m *Mux) owner(uri string) (*member, bool) {
 	if hasBuiltinScheme(uri) {
 		return nil, false
 	}
-	for _, mem := range m.members {
+	for _, mem := range m.members() {
 		if mem.claims(uri) {
 			return mem, true
 		}

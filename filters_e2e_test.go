@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestFilteredToolIsAbsentFromTheListAndUnknownToCall runs mcp-mux as an
+// agent does, with a backend whose tools and prompts are filtered: what is
+// filtered out is not listed, and calling it is the -32602 of a name that
+// never existed.
+func TestFilteredToolIsAbsentFromTheListAndUnknownToCall(t *testing.T) {
+	src := fmt.Sprintf(`[mux]
+shutdown_grace = "1s"
+
+[[backend]]
+name = "notes"
+command = %q
+args = ["-name", "notes", "-prompts", "alpha"]
+tools = ["echo", "s*"]
+exclude_tools = ["sleep"]
+exclude_prompts = ["greet"]
+`, fixtureBin)
+	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := startWire(t, path)
+	w.initialize()
+
+	names := func(id int, method, key string) []string {
+		w.send(call(id, method, `{}`))
+		m := w.response(id)
+		if m.Error != nil {
+			t.Fatalf("%s: %+v", method, m.Error)
+		}
+		var res map[string]json.RawMessage
+		var items []struct{ Name string }
+		if err := json.Unmarshal(m.Result, &res); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(res[key], &items); err != nil {
+			t.Fatalf("%s: %v in %s", method, err, m.Result)
+		}
+		var out []string
+		for _, it := range items {
+			out = append(out, it.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := names(2, "tools/list", "tools"), []string{"notes__echo", "notes__set_content", "notes__stats"}; !slices.Equal(got, want) {
+		t.Errorf("tools/list = %q, want %q", got, want)
+	}
+	if got, want := names(3, "prompts/list", "prompts"), []string{"notes__alpha"}; !slices.Equal(got, want) {
+		t.Errorf("prompts/list = %q, want %q", got, want)
+	}
+
+	for i, c := range []struct{ method, params, msg string }{
+		{"tools/call", `{"name":"notes__sleep","arguments":{"ms":1}}`, `unknown tool "notes__sleep"`},
+		{"tools/call", `{"name":"notes__hang","arguments":{}}`, `unknown tool "notes__hang"`},
+		{"tools/call", `{"name":"notes__no_such","arguments":{}}`, `unknown tool "notes__no_such"`},
+		{"prompts/get", `{"name":"notes__greet","arguments":{"name":"x"}}`, `unknown prompt "notes__greet"`},
+	} {
+		w.send(call(10+i, c.method, c.params))
+		m := w.response(10 + i)
+		if m.Error == nil || m.Error.Code != -32602 || m.Error.Message != c.msg {
+			t.Errorf("%s %s: %+v, want -32602 %q", c.method, c.params, m.Error, c.msg)
+		}
+	}
+	w.send(call(20, "tools/call", `{"name":"notes__echo","arguments":{"text":"hi"}}`))
+	if m := w.response(20); m.Error != nil {
+		t.Errorf("notes__echo: %+v", m.Error)
+	}
+}
+
+// TestCheckConnectWarnsAboutAPatternThatMatchesNothing: the warnings of
+// `check --connect` reach the user, in the text report and in --json.
+func TestCheckConnectWarnsAboutAPatternThatMatchesNothing(t *testing.T) {
+	src := fmt.Sprintf("[[backend]]\nname = \"notes\"\ncommand = %q\nargs = [\"-name\", \"notes\"]\ntools = [\"echo\", \"ehco\"]\n", fixtureBin)
+	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := `backend "notes": tools pattern "ehco" matches none of its tools`
+	out, err := exec.Command(muxBin, "check", "--connect", "--config", path).Output()
+	if err != nil {
+		t.Fatalf("check --connect: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "warning: "+want) {
+		t.Errorf("check --connect output lacks the warning %q:\n%s", want, out)
+	}
+	out, err = exec.Command(muxBin, "check", "--connect", "--json", "--config", path).Output()
+	if err != nil {
+		t.Fatalf("check --connect --json: %v\n%s", err, out)
+	}
+	var r struct{ Warnings []string }
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], want) {
+		t.Errorf("--json warnings = %q, want one with %q", r.Warnings, want)
+	}
+}

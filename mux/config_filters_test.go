@@ -1,0 +1,302 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Filters (tools, exclude_tools, prompts, exclude_prompts) and the names
+// the agent ends up with: config rules first, then what a client sees.
+
+func TestConfigFilterKeysAreDecoded(t *testing.T) {
+	cfg, ps := parseString(t, `[[backend]]
+name = "gh"
+command = "go"
+tools = ["search_*", "get_issue"]
+exclude_tools = ["*_admin"]
+prompts = []
+exclude_prompts = ["draft?", "[a-c]*"]
+`, noEnv)
+	if ps != nil {
+		t.Fatalf("problems:%s", problemStrings(ps))
+	}
+	s := cfg.Backends[0]
+	if !reflect.DeepEqual(s.Tools, []string{"search_*", "get_issue"}) || !reflect.DeepEqual(s.ExcludeTools, []string{"*_admin"}) ||
+		s.Prompts == nil || len(s.Prompts) != 0 || !reflect.DeepEqual(s.ExcludePrompts, []string{"draft?", "[a-c]*"}) {
+		t.Errorf("filters: tools %q, exclude_tools %q, prompts %#v, exclude_prompts %q", s.Tools, s.ExcludeTools, s.Prompts, s.ExcludePrompts)
+	}
+}
+
+func TestConfigFilterRules(t *testing.T) {
+	ok := "[[backend]]\nname = \"ok\"\ncommand = \"go\"\n"
+	tests := []struct {
+		name string
+		src  string
+		want []wantProblem
+	}{
+		{"valid globs", ok + "tools = [\"a*\", \"b?c\", \"[xy]z\", \"[^q]\", \"\\\\*lit\"]\nexclude_prompts = [\"*\"]\n", nil},
+		{"unclosed class", ok + "tools = [\"echo\", \"[abc\"]\n", []wantProblem{
+			{4, `backend[0] (ok).tools[1]: invalid glob pattern "[abc"`},
+		}},
+		{"trailing backslash, each key", ok + "exclude_tools = [\"x\\\\\"]\nprompts = [\"[]\"]\nexclude_prompts = [\"a-[z-a\"]\n", []wantProblem{
+			{4, `backend[0] (ok).exclude_tools[0]: invalid glob pattern "x\\"`},
+			{5, `backend[0] (ok).prompts[0]: invalid glob pattern "[]"`},
+			{6, `backend[0] (ok).exclude_prompts[0]: invalid glob pattern "a-[z-a"`},
+		}},
+		{"pattern on its own line", ok + "tools = [\n  \"good\",\n  \"bad[\",\n]\n", []wantProblem{
+			{6, `backend[0] (ok).tools[1]: invalid glob pattern "bad["`},
+		}},
+		{"empty pattern", ok + "tools = [\"\"]\n", []wantProblem{{4, `backend[0] (ok).tools[0]: empty pattern`}}},
+		{"a string, not a list", ok + "tools = \"echo\"\n", []wantProblem{{4, `backend[0] (ok).tools: expected a list of strings, such as ["a", "b"], got a string`}}},
+		{"disabled backend: globs still checked", ok + "[[backend]]\nname = \"off\"\ncommand = \"x\"\ndisabled = true\nprompts = [\"[\"]\n", []wantProblem{
+			{8, `backend[1] (off).prompts[0]: invalid glob pattern "["`},
+		}},
+		{"did you mean", ok + "exclude_tool = [\"x\"]\n", []wantProblem{{4, `unknown key; did you mean "exclude_tools"?`}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ps := parseString(t, tt.src, noEnv)
+			checkProblems(t, "test.toml", ps, tt.want)
+		})
+	}
+}
+
+func TestConfigSameEffectivePrefixIsAnError(t *testing.T) {
+	b := func(name, extra string) string {
+		return "[[backend]]\nname = \"" + name + "\"\ncommand = \"go\"\n" + extra
+	}
+	tests := []struct {
+		name string
+		src  string
+		want []wantProblem
+	}{
+		{"prefix equals another's name", b("github", "") + b("gh2", "prefix = \"github\"\n"), []wantProblem{
+			{7, `backend[1] (gh2).prefix: prefix "github" is already the prefix of backend "github" (backend[0], line 2): give one of them another prefix`},
+		}},
+		{"two equal prefixes", b("a", "prefix = \"x\"\n") + b("b", "") + b("c", "prefix = \"x\"\n"), []wantProblem{
+			{11, `backend[2] (c).prefix: prefix "x" is already the prefix of backend "a" (backend[0], line 4)`},
+		}},
+		{"three with one prefix: each later one named", b("a", "prefix = \"x\"\n") + b("b", "prefix = \"x\"\n") + b("c", "prefix = \"x\"\n"), []wantProblem{
+			{8, `backend[1] (b).prefix: prefix "x" is already the prefix of backend "a"`},
+			{12, `backend[2] (c).prefix: prefix "x" is already the prefix of backend "a"`},
+		}},
+		{"a name that is another's prefix", b("a", "prefix = \"b\"\n") + b("b", ""), []wantProblem{
+			{6, `backend[1] (b).name: prefix "b" is already the prefix of backend "a" (backend[0], line 4)`},
+		}},
+		{"two unprefixed are fine", b("a", "prefix = \"\"\n") + b("b", "prefix = \"\"\n"), nil},
+		{"a disabled one does not count", b("a", "prefix = \"x\"\n") + b("b", "prefix = \"x\"\ndisabled = true\n"), nil},
+		{"different prefixes", b("a", "") + b("b", "prefix = \"a_\"\n"), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ps := parseString(t, tt.src, noEnv)
+			checkProblems(t, "test.toml", ps, tt.want)
+		})
+	}
+}
+
+func promptNames(t testing.TB, cs *mcp.ClientSession) []string {
+	t.Helper()
+	var names []string
+	for p, err := range cs.Prompts(ctxT(t), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// wantUnknown asserts err is the -32602 a name that does not exist gets.
+func wantUnknown(t *testing.T, err error, kind, name string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s %s: no error, want -32602", kind, name)
+		return
+	}
+	je := rpcCode(t, err)
+	if want := `unknown ` + kind + ` "` + name + `"`; je.Code != jsonrpc.CodeInvalidParams || je.Message != want {
+		t.Errorf("%s %s: %d %q, want -32602 %q", kind, name, je.Code, je.Message, want)
+	}
+}
+
+func TestFilteredToolsAndPromptsAreAbsentAndUnknown(t *testing.T) {
+	notes := fixture("notes", "-prompts", "alpha,beta")
+	// The fixture's tools: echo and its control tools (stats, sleep, ...).
+	notes.Tools = []string{"s*", "crash", "[eh]*"}
+	notes.ExcludeTools = []string{"set_*", "hang"}
+	notes.ExcludePrompts = []string{"g*"}
+	plain := fixture("plain")
+	m := startMux(t, notes, plain)
+	cs := connect(t, m, nil)
+
+	var notesTools []string
+	for _, n := range toolNames(t, cs) {
+		if strings.HasPrefix(n, "notes__") {
+			notesTools = append(notesTools, n)
+		}
+	}
+	slices.Sort(notesTools)
+	if want := []string{"notes__crash", "notes__echo", "notes__sleep", "notes__stats"}; !slices.Equal(notesTools, want) {
+		t.Errorf("notes tools = %q, want %q", notesTools, want)
+	}
+	if !slices.Contains(toolNames(t, cs), "plain__hang") {
+		t.Errorf("plain's tools are filtered too: %q", toolNames(t, cs))
+	}
+	prompts := promptNames(t, cs)
+	slices.Sort(prompts)
+	if want := []string{"notes__alpha", "notes__beta", "plain__greet"}; !slices.Equal(prompts, want) {
+		t.Errorf("prompts = %q, want %q", prompts, want)
+	}
+
+	ctx := ctxT(t)
+	for _, name := range []string{"notes__hang", "notes__set_content", "notes__update", "notes__no_such_tool"} {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
+		wantUnknown(t, err, "tool", name)
+	}
+	_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "notes__greet", Arguments: map[string]string{"name": "x"}})
+	wantUnknown(t, err, "prompt", "notes__greet")
+	_, err = cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "notes__greet"}, Argument: mcp.CompleteParamsArgument{Name: "name", Value: "a"}})
+	wantUnknown(t, err, "prompt", "notes__greet")
+	if got := callText(t, cs, "notes__echo", map[string]any{"text": "hi"}); !strings.Contains(got, "hi") {
+		t.Errorf("notes__echo = %q", got)
+	}
+}
+
+// TestFilteredToolOfADownBackendIsUnknown: a backend that is down keeps its
+// last catalog so that a call of one of its tools says which backend is
+// down; a tool it had but that is filtered out must still be unknown.
+func TestFilteredToolOfADownBackendIsUnknown(t *testing.T) {
+	notes := fixture("notes")
+	notes.Restart = RestartNever
+	notes.ExcludeTools = []string{"hang"}
+	m := startMux(t, notes)
+	cs := connect(t, m, nil)
+	ctx := ctxT(t)
+	cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__crash", Arguments: map[string]any{"code": 1}})
+	eventually(t, 10*time.Second, "notes to be down", func() bool { return !m.members()[0].serving() })
+
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__echo", Arguments: map[string]any{}})
+	if err == nil || !strings.Contains(err.Error(), `backend "notes" is`) {
+		t.Errorf("notes__echo of a down backend: %v, want its state", err)
+	}
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__hang", Arguments: map[string]any{}})
+	wantUnknown(t, err, "tool", "notes__hang")
+}
+
+// TestFilterChangeAppliesAtTheNextRebuild: a reload replaces a member's
+// spec and rebuilds the catalog; the new filters must apply then, without
+// the backend being listed again.
+func TestFilterChangeAppliesAtTheNextRebuild(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	cs := connect(t, m, nil)
+	if !slices.Contains(toolNames(t, cs), "notes__hang") {
+		t.Fatalf("notes__hang missing before the change: %q", toolNames(t, cs))
+	}
+	mem := m.members()[0]
+	mem.mu.Lock()
+	spec := mem.spec
+	spec.ExcludeTools = []string{"hang"}
+	mem.spec = spec
+	mem.mu.Unlock()
+	m.cat.rebuild(m)
+	if slices.Contains(toolNames(t, cs), "notes__hang") {
+		t.Errorf("notes__hang still listed after its exclusion: %q", toolNames(t, cs))
+	}
+	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__hang", Arguments: map[string]any{}})
+	wantUnknown(t, err, "tool", "notes__hang")
+}
+
+func TestCheckWarnsAboutPatternsThatMatchNothingAndLongNames(t *testing.T) {
+	long := strings.Repeat("p", 60) // + "__" + "echo" = 66 characters
+	notes := fixture("notes")
+	notes.Tools = []string{"echo", "nomatch*", "stats"}
+	notes.ExcludeTools = []string{"stats", "zz?"}
+	notes.ExcludePrompts = []string{"greet", "missing"}
+	other := fixture("other")
+	other.Prefix = &long
+	other.Tools = []string{"echo", "stats"}
+	other.Prompts = []string{"nothing"}
+	failing := fixture("failing", "-fail-start")
+	failing.Tools = []string{"never-checked"}
+	failing.Restart = RestartNever
+	cfg := testConfig(notes, other, failing)
+	r := Inspect(context.Background(), cfg, testLogger(t), "test")
+	want := []string{
+		`backend "notes": tools pattern "nomatch*" matches none of its tools`,
+		`backend "notes": exclude_tools pattern "zz?" matches none of its tools`,
+		`backend "notes": exclude_prompts pattern "missing" matches none of its prompts`,
+		`backend "other": prompts pattern "nothing" matches none of its prompts`,
+		`tool name "` + long + `__echo" is 66 characters`,
+		`tool name "` + long + `__stats" is 67 characters`,
+	}
+	if len(r.Warnings) != len(want) {
+		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(r.Warnings, "\n"), len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(r.Warnings[i], w) {
+			t.Errorf("warning %d = %q, want it to contain %q", i, r.Warnings[i], w)
+		}
+	}
+	for _, w := range r.Warnings {
+		if strings.Contains(w, "never-checked") {
+			t.Errorf("a backend that did not start is judged on an empty list: %q", w)
+		}
+	}
+	if !strings.Contains(r.Warnings[4], "over the 64") {
+		t.Errorf("long name warning does not say the limit: %q", r.Warnings[4])
+	}
+}
+
+// syncBuf is a log destination read while the mux writes.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestLongNameIsLoggedOncePerName(t *testing.T) {
+	long := strings.Repeat("q", 60)
+	notes := fixture("notes", "-tools", "echo,e22")
+	notes.Prefix = &long
+	var buf syncBuf
+	m := New(testConfig(notes), log.New(&buf), "test")
+	m.backoffBase = 10 * time.Millisecond
+	m.Start()
+	t.Cleanup(m.Close)
+	cs := connect(t, m, nil)
+	toolNames(t, cs)
+	for range 3 {
+		m.cat.rebuild(m)
+	}
+	callText(t, cs, long+"__add_tool", map[string]any{"name": "e33"})
+	eventually(t, 10*time.Second, "the new tool", func() bool { return slices.Contains(toolNames(t, cs), long+"__e33") })
+	out := buf.String()
+	for _, name := range []string{"__echo", "__e22", "__e33", "__notify_list_changed"} {
+		if n := len(regexp.MustCompile(regexp.QuoteMeta(long+name)+`\b`).FindAllString(out, -1)); n != 1 {
+			t.Errorf("%s logged %d times, want once:\n%s", name, n, out)
+		}
+	}
+}
