@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -155,7 +154,9 @@ func (ix *interop) mux(t *testing.T, s refServer) interopTarget {
 		q = append(q, strconv.Quote(a))
 	}
 	var sb strings.Builder
-	sb.WriteString("[mux]\nshutdown_grace = \"1s\"\n\n")
+	// first_list_wait: node may start slowly on a loaded machine, and
+	// what is compared is what is listed, not how soon.
+	sb.WriteString("[mux]\nshutdown_grace = \"1s\"\nfirst_list_wait = \"30s\"\n\n")
 	fmt.Fprintf(&sb, "[[backend]]\nname = %q\ncommand = %q\nargs = [%s]\nrestart = \"never\"\n", s.backend, ix.node, strings.Join(q, ", "))
 	if s.memory {
 		fmt.Fprintf(&sb, "env = { MEMORY_FILE_PATH = %q }\n", memoryFile(t))
@@ -176,8 +177,7 @@ func (ix *interop) run(ctx context.Context, t *testing.T, check string, tg inter
 	cmd.Dir = ix.dir
 	// Its own process group, so that a timeout ends the client and whatever
 	// it started, even if node is stuck.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	killGroupOnCancel(cmd)
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/subs"
 )
 
@@ -34,7 +35,7 @@ func (m *Mux) builtinResources() []*mcp.Resource {
 		{URI: uriSubscriptions, Name: "subscriptions", Title: "mcp-mux subscriptions", MIMEType: "application/json",
 			Description: "Every resource subscription held through mcp-mux: session, backend, URI, since, mode (forwarded or local-only)."},
 		{URI: uriBackends, Name: "backends", Title: "mcp-mux backends", MIMEType: "application/json",
-			Description: "Each backend's state, pid, restarts, last error, capabilities and catalog counts."},
+			Description: "Each backend's state, pid, restarts, last error, capabilities, catalog counts and whether it was late for the first list; the config generation (1 at start, +1 per reload applied) and when it was loaded."},
 	}
 }
 
@@ -46,6 +47,8 @@ type BackendStatus struct {
 	PID             int       `json:"pid,omitempty"`
 	Restarts        int       `json:"restarts"`
 	LastError       string    `json:"last_error,omitempty"`
+	Transport       string    `json:"transport,omitempty"` // while it runs: "stdio", or the HTTP transport that connected ("streamable", "sse")
+	URL             string    `json:"url,omitempty"`       // a remote backend's, as it may be shown
 	ProtocolVersion string    `json:"protocol_version,omitempty"`
 	Server          string    `json:"server,omitempty"`
 	Subscribe       bool      `json:"subscribe"`
@@ -54,6 +57,9 @@ type BackendStatus struct {
 	Templates       int       `json:"templates"`
 	Tools           int       `json:"tools"`
 	Prompts         int       `json:"prompts"`
+	// Late: it was still starting when the first list was answered
+	// without it (first_list_wait); list_changed was sent when it was ready.
+	Late bool `json:"late,omitempty"`
 }
 
 // Ready reports whether the backend is serving.
@@ -63,12 +69,16 @@ func (mem *member) status() BackendStatus {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	st := BackendStatus{
-		Name: mem.spec.Name, State: mem.state, Since: mem.since, Restarts: mem.restarts, LastError: mem.lastErr,
+		Name: mem.spec.Name, State: mem.state, Since: mem.since, Restarts: mem.restarts, LastError: mem.lastErr, Late: mem.late,
 		ListChanged: []string{},
 		Resources:   mem.cat.nres, Templates: len(mem.cat.templates), Tools: len(mem.cat.tools), Prompts: len(mem.cat.prompts),
 	}
+	if mem.spec.URL != "" {
+		st.URL = backends.ShownURL(mem.spec.URL)
+	}
 	if b := mem.b; b != nil {
 		st.PID = b.PID()
+		st.Transport = b.Transport()
 		if r := b.InitializeResult(); r != nil {
 			st.ProtocolVersion = r.ProtocolVersion
 			if r.ServerInfo != nil {
@@ -92,8 +102,9 @@ func (mem *member) status() BackendStatus {
 
 // Status reports every enabled backend, in config order.
 func (m *Mux) Status() []BackendStatus {
-	out := make([]BackendStatus, 0, len(m.members))
-	for _, mem := range m.members {
+	members := m.members()
+	out := make([]BackendStatus, 0, len(members))
+	for _, mem := range members {
 		out = append(out, mem.status())
 	}
 	return out
@@ -109,7 +120,8 @@ func (m *Mux) readBuiltin(uri string) (*mcp.ReadResourceResult, bool) {
 		}
 		v = map[string]any{"subscriptions": all}
 	case uriBackends:
-		v = map[string]any{"backends": m.Status()}
+		c := m.conf.Load()
+		v = map[string]any{"generation": c.generation, "loaded": c.loaded, "backends": m.Status(), "sessions": m.Sessions()}
 	default:
 		return nil, false
 	}

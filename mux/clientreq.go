@@ -353,7 +353,7 @@ func canTake(s *session, capName string, has func(*mcp.ClientCapabilities) bool)
 // every backend that was told roots.listChanged. It runs in the session's
 // dispatch: the sends run apart.
 func (m *Mux) rootsListChanged(_ context.Context, _ *mcp.RootsListChangedRequest) {
-	for _, mem := range m.members {
+	for _, mem := range m.members() {
 		mem.mu.Lock()
 		b := mem.b
 		mem.mu.Unlock()

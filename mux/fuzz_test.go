@@ -57,10 +57,10 @@ func routingMux(t testing.TB) *Mux {
 			mem.cat.compiled = append(mem.cat.compiled, compileTemplate(ut, tm))
 		}
 	}
-	set(m.members[0], []string{"file:///a", "shared://x"}, "file:///a/{path}")
-	set(m.members[1], []string{"shared://x", "b://1"}, "b://{id}", "{+any}")
-	set(m.members[2], nil, "c://{x}/{y}{?q}")
-	m.members[2].learned["learned://z"] = struct{}{}
+	set(m.members()[0], []string{"file:///a", "shared://x"}, "file:///a/{path}")
+	set(m.members()[1], []string{"shared://x", "b://1"}, "b://{id}", "{+any}")
+	set(m.members()[2], nil, "c://{x}/{y}{?q}")
+	m.members()[2].learned["learned://z"] = struct{}{}
 	return m
 }
 
@@ -73,7 +73,7 @@ func FuzzRouteURI(f *testing.F) {
 	f.Fuzz(func(t *testing.T, uri string) {
 		mem, ok := m.owner(uri)
 		// A URI goes to the first backend that claims it in any way.
-		for _, cand := range m.members {
+		for _, cand := range m.members() {
 			if cand.claims(uri) {
 				if !ok || mem != cand {
 					t.Fatalf("%q claimed by %s routed to %v", uri, cand.spec.Name, mem)
@@ -205,7 +205,7 @@ func FuzzNotificationDelivery(f *testing.F) {
 	m := startMux(f, fixture("a"))
 	cs := connect(f, m, newUpdates().opts())
 	subscribe(f, cs, "fixture://a/res/1")
-	mem := m.members[0]
+	mem := m.members()[0]
 	h := mem.hooks()
 	f.Fuzz(func(t *testing.T, method, params string) {
 		deliver := func(p any) bool {

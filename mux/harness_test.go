@@ -51,6 +51,9 @@ func testConfig(specs ...backends.Spec) *Config {
 	cfg.Mux.ToolSeparator = "__"
 	cfg.Mux.RequestTimeout.Duration = 10 * time.Second
 	cfg.Mux.StartupTimeout.Duration = 10 * time.Second
+	// Tests list expecting every backend: on a loaded machine a start may
+	// take longer than the default wait.
+	cfg.Mux.FirstListWait.Duration = 10 * time.Second
 	cfg.Mux.ShutdownGrace.Duration = time.Second
 	cfg.Mux.MaxSubscriptions = 100
 	return cfg

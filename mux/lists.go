@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -111,16 +112,17 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 		return nil, err
 	}
 	res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
+	// One roster for the whole page: a reload may publish another meanwhile.
+	members := m.members()
 	start := 0
 	if c.Backend != "" {
-		mem, ok := m.byName[c.Backend]
-		if !ok {
+		start = slices.IndexFunc(members, func(mem *member) bool { return mem.spec.Name == c.Backend })
+		if start < 0 {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q: unknown backend", paramsCursor(p))}
 		}
-		start = mem.index
 	}
-	for i := start; i < len(m.members); i++ {
-		mem := m.members[i]
+	for i := start; i < len(members); i++ {
+		mem := members[i]
 		backendCursor := ""
 		if i == start {
 			backendCursor = c.Cursor
@@ -145,7 +147,7 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 			if r == nil || hasBuiltinScheme(r.URI) {
 				continue // logged when the catalog was fetched
 			}
-			if !m.shadowed(mem, r.URI) {
+			if !shadowed(members[:i], r.URI) {
 				res.Resources = append(res.Resources, r)
 			}
 		}
@@ -157,7 +159,7 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 		if len(res.Resources) > 0 {
 			// End this page with the backend's last page; the next one
 			// starts at the following backend.
-			if nextMem := m.nextWithResources(i + 1); nextMem != nil {
+			if nextMem := nextWithResources(members[i+1:]); nextMem != nil {
 				res.NextCursor = cursor{Kind: "resources", Backend: nextMem.spec.Name}.encode()
 				return res, nil
 			}
@@ -169,20 +171,20 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 	return res, nil
 }
 
-// nextWithResources is the first backend from index i on that can list
-// resources now.
-func (m *Mux) nextWithResources(i int) *member {
-	for ; i < len(m.members); i++ {
-		if b, err := m.members[i].backend(); err == nil && b.Capabilities().Resources != nil {
-			return m.members[i]
+// nextWithResources is the first of members that can list resources now.
+func nextWithResources(members []*member) *member {
+	for _, mem := range members {
+		if b, err := mem.backend(); err == nil && b.Capabilities().Resources != nil {
+			return mem
 		}
 	}
 	return nil
 }
 
-// shadowed reports whether an earlier backend claims uri (and owns it).
-func (m *Mux) shadowed(mem *member, uri string) bool {
-	for _, other := range m.members[:mem.index] {
+// shadowed reports whether one of earlier (the backends before the one
+// listing uri) claims uri (and owns it).
+func shadowed(earlier []*member, uri string) bool {
+	for _, other := range earlier {
 		if other.serving() && other.claims(uri) {
 			return true
 		}

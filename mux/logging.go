@@ -53,7 +53,7 @@ func (m *Mux) setLevel(ctx context.Context, r *mcp.ServerRequest[*mcp.SetLogging
 	if !ok {
 		return
 	}
-	for _, mem := range m.members {
+	for _, mem := range m.members() {
 		if b, err := mem.backend(); err == nil {
 			m.goOwned(func() { mem.setLogLevel(m.ctx, b, level) })
 		}

@@ -38,11 +38,20 @@ const (
 // member is one configured backend as the mux sees it: its current process
 // (if any), its state and its part of the catalog.
 type member struct {
-	m      *Mux
-	spec   backends.Spec
-	index  int // config order = precedence
+	m    *Mux
+	spec backends.Spec // a reload changes only its exposure fields (reload.go)
+	// prefix is spec's effective prefix. A reload changes it, holding both
+	// the catalog's rebuild lock and mu: read it holding either.
 	prefix string
 	log    *log.Logger
+
+	// ctx ends when the member is stopped: mux closes, or a reload removed
+	// or replaced it. Its goroutines (run, pollLoop) end with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// replaces: the member takes over from one that a reload changed, so
+	// its first start is a restart to the agent (subscriptions restored).
+	replaces bool
 
 	started     chan struct{} // closed when the first start attempt has finished
 	startedOnce sync.Once
@@ -62,6 +71,7 @@ type member struct {
 	lastErr  string
 	restarts int
 	since    time.Time
+	late     bool // still starting when the first list was answered without it
 	dirty    kinds
 	cat      memberCatalog
 	stopped  bool                      // mux is closing: start nothing more
@@ -85,13 +95,15 @@ type memberCatalog struct {
 // maxLearned bounds the URIs remembered from tool results per backend.
 const maxLearned = 10000
 
-func newMember(m *Mux, spec backends.Spec, index int) *member {
+func newMember(m *Mux, spec backends.Spec) *member {
+	ctx, cancel := context.WithCancel(m.ctx)
 	return &member{
 		m:           m,
 		spec:        spec,
-		index:       index,
 		prefix:      spec.EffectivePrefix(),
 		log:         m.log.With("backend", spec.Name),
+		ctx:         ctx,
+		cancel:      cancel,
 		started:     make(chan struct{}),
 		initialized: make(chan struct{}),
 		wake:        make(chan struct{}, 1),

@@ -5,13 +5,14 @@
 // Reading order: mux.go (lifecycle, sessions), server.go (the method switch:
 // every request's route starts there), lists.go, route.go, member.go
 // (one backend's state and catalog), catalog.go (the merged view),
-// notify.go (everything sent upstream on mux's own initiative).
+// notify.go (everything sent upstream on mux's own initiative), reload.go
+// and watch.go (a changed config applied while serving).
 package mux
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,8 +42,17 @@ type Mux struct {
 	// call for it).
 	send mcp.MethodHandler
 
-	members []*member // enabled backends, in config order (= precedence)
-	byName  map[string]*member
+	// roster is the enabled backends of the config in effect; a reload
+	// publishes a new one (reload.go), so read it once per job: members().
+	roster atomic.Pointer[roster]
+	// conf is the config in effect: what reloads compare against, and
+	// where the [mux] settings that change live are read (settings()).
+	// m.cfg keeps those in effect since the start.
+	conf     atomic.Pointer[loadedConfig]
+	reloadMu sync.Mutex // one reload at a time
+	watch    *watcher   // the config file's watcher, if WatchConfig started one
+
+	first firstList // the first list's bounded wait for backends still starting
 
 	subs  *subs.Registry
 	cat   catalogHolder
@@ -66,6 +76,9 @@ type Mux struct {
 	ids      map[string]*session // by session id
 	nextID   int
 	closed   bool
+	// watchEnds is set when sessions come from the HTTP handler: each
+	// new one gets a goroutine that cleans it up when it ends.
+	watchEnds bool
 }
 
 // session is one agent session as mux tracks it.
@@ -114,7 +127,6 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 		cfg:      cfg,
 		log:      logger,
 		version:  version,
-		byName:   map[string]*member{},
 		ctx:      ctx,
 		cancel:   cancel,
 		sessions: map[*mcp.ServerSession]*session{},
@@ -123,21 +135,22 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 
 		backoffBase: defaultBackoff,
 	}
+	m.conf.Store(&loadedConfig{cfg: cfg, generation: 1, loaded: time.Now()})
+	r := &roster{byName: map[string]*member{}}
 	for _, spec := range cfg.Backends {
 		if spec.Disabled {
 			logger.Info("backend disabled in config", "backend", spec.Name)
 			continue
 		}
-		mem := newMember(m, spec, len(m.members))
-		m.members = append(m.members, mem)
-		m.byName[spec.Name] = mem
+		r.add(newMember(m, spec))
 	}
+	m.roster.Store(r)
 	m.cat.rebuild(m)
 	m.out = newOutbox(m)
 	m.lists = newListNotifier(m)
 
 	m.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Mux.Name, Title: "mcp-mux: many MCP servers as one", Version: version}, &mcp.ServerOptions{
-		Logger: slog.New(logger.WithPrefix("go-sdk")),
+		Logger: sdkLogger(logger),
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},
 			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
@@ -173,26 +186,55 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 func (m *Mux) Server() *mcp.Server { return m.server }
 
 // Start starts every enabled backend concurrently and returns at once; the
-// first request that needs them waits (bounded by startup_timeout).
+// first list waits for them, up to first_list_wait (waitStarted).
 func (m *Mux) Start() {
-	for _, mem := range m.members {
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			mem.run()
-		}()
-		if mem.spec.PollInterval.Duration > 0 {
-			m.wg.Add(1)
-			go func() {
-				defer m.wg.Done()
-				mem.pollLoop()
-			}()
-		}
+	for _, mem := range m.members() {
+		m.startMember(mem)
 	}
 	m.wg.Add(2)
 	go func() { defer m.wg.Done(); m.lists.loop() }()
 	go func() { defer m.wg.Done(); m.out.loop() }()
 }
+
+// startMember runs mem's lifecycle (and its poller) until mem.ctx ends.
+func (m *Mux) startMember(mem *member) {
+	m.goOwned(mem.run)
+	if mem.spec.PollInterval.Duration > 0 {
+		m.goOwned(mem.pollLoop)
+	}
+}
+
+// roster is the enabled backends of one config generation, in config order
+// (= precedence). It is never changed once published.
+type roster struct {
+	members []*member
+	byName  map[string]*member
+}
+
+func (r *roster) add(mem *member) {
+	r.members = append(r.members, mem)
+	r.byName[mem.spec.Name] = mem
+}
+
+// members is the enabled backends now, in config order (= precedence).
+func (m *Mux) members() []*member { return m.roster.Load().members }
+
+// memberNamed is the enabled backend called name now, if any.
+func (m *Mux) memberNamed(name string) (*member, bool) {
+	mem, ok := m.roster.Load().byName[name]
+	return mem, ok
+}
+
+// loadedConfig is a config in effect and which one it is.
+type loadedConfig struct {
+	cfg        *Config
+	generation int       // 1 at start, +1 per applied reload
+	loaded     time.Time // when it was read
+}
+
+// settings is the [mux] table in effect: read the live settings (see
+// liveSettings in reload.go) here, the others from m.cfg.
+func (m *Mux) settings() *Settings { return &m.conf.Load().cfg.Mux }
 
 // Connect attaches one client session over t. When the session ends, its
 // state (subscriptions) is cleaned up.
@@ -248,7 +290,6 @@ func (m *Mux) attach(ss *mcp.ServerSession, t mcp.Transport) {
 // session returns mux's record of ss, making it on first sight.
 func (m *Mux) session(ss *mcp.ServerSession) *session {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	s, ok := m.sessions[ss]
 	if !ok {
 		m.nextID++
@@ -256,6 +297,16 @@ func (m *Mux) session(ss *mcp.ServerSession) *session {
 		m.sessions[ss] = s
 		m.ids[s.id] = s
 		m.log.Debug("client session started", "session", s.id)
+	}
+	watch := !ok && m.watchEnds
+	m.mu.Unlock()
+	if watch {
+		// The go-sdk's HTTP handler makes sessions that Connect and Serve
+		// never see: their end is watched from here.
+		m.goOwned(func() {
+			ss.Wait()
+			m.sessionEnded(ss)
+		})
 	}
 	return s
 }
@@ -296,6 +347,7 @@ func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 		return
 	}
 	m.log.Debug("client session ended", "session", s.id)
+	m.logSession(s, "ended")
 	m.endSessionSubscriptions(s.id)
 }
 
@@ -312,9 +364,13 @@ func (m *Mux) Close() {
 	for ss := range m.sessions {
 		sessions = append(sessions, ss)
 	}
+	w := m.watch
 	m.mu.Unlock()
 
 	m.cancel()
+	if w != nil {
+		w.close()
+	}
 	// Sessions and backends end together: a session's Close waits for its
 	// requests in flight, which end when their backend stops.
 	var wg sync.WaitGroup
@@ -326,7 +382,9 @@ func (m *Mux) Close() {
 			m.sessionEnded(ss)
 		}()
 	}
-	for _, mem := range m.members {
+	// A reload publishes its roster under m.mu, checking m.closed: this one
+	// is the last.
+	for _, mem := range m.members() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -352,17 +410,73 @@ func (m *Mux) goOwned(f func()) {
 	}()
 }
 
-// waitStarted waits until every backend's first start attempt has finished
-// (each is bounded by startup_timeout), so a first list is complete.
+// firstList is the first list's wait for the backends still starting:
+// bounded by first_list_wait (an agent may give up on a list that takes as
+// long as a slow backend's start), after which what is ready is served and
+// the rest is announced with list_changed as each becomes ready.
+type firstList struct {
+	mu  sync.Mutex
+	end time.Time // when the wait ends; zero until the first list came
+	// over: the wait has ended, and some list may have gone out without a
+	// backend that is not ready: from now on one that becomes ready is
+	// announced. A backend checks it after adding its part to the catalog,
+	// a list sets it before reading the catalog: one of them sees the other.
+	over atomic.Bool
+}
+
+// waitStarted waits, on the first list only, until every backend's first
+// start attempt has finished or first_list_wait has passed since that list
+// came; the backends still starting then are late (logged, and marked in
+// mcp-mux://backends).
 func (m *Mux) waitStarted(ctx context.Context) {
-	for _, mem := range m.members {
+	if m.first.over.Load() {
+		return
+	}
+	m.first.mu.Lock()
+	if m.first.end.IsZero() {
+		m.first.end = time.Now().Add(m.settings().FirstListWait.Duration)
+	}
+	end := m.first.end
+	m.first.mu.Unlock()
+	timer := time.NewTimer(time.Until(end))
+	defer timer.Stop()
+	for _, mem := range m.members() {
 		select {
 		case <-mem.started:
+		case <-timer.C:
+			m.endFirstWait()
+			return
 		case <-ctx.Done():
 			return
 		case <-m.ctx.Done():
 			return
 		}
+	}
+	m.endFirstWait()
+}
+
+func (m *Mux) endFirstWait() {
+	if m.first.over.Swap(true) {
+		return
+	}
+	var late []string
+	for _, mem := range m.members() {
+		select {
+		case <-mem.started:
+			continue
+		default:
+		}
+		mem.mu.Lock()
+		mem.late = mem.state != stateReady // it may have made it since
+		if mem.late {
+			late = append(late, mem.spec.Name)
+		}
+		mem.mu.Unlock()
+	}
+	if len(late) > 0 {
+		m.log.Warn("first list served without the backends still starting (late); list_changed follows as each is ready",
+			"late", strings.Join(late, ", "), "first_list_wait", m.settings().FirstListWait.Duration)
+		m.builtinChanged(uriBackends)
 	}
 }
 
@@ -370,13 +484,13 @@ func (m *Mux) requestTimeout(mem *member) time.Duration {
 	if d := mem.spec.RequestTimeout.Duration; d > 0 {
 		return d
 	}
-	return m.cfg.Mux.RequestTimeout.Duration
+	return m.settings().RequestTimeout.Duration
 }
 
 func (m *Mux) startOptions(mem *member) backends.Options {
 	return backends.Options{
 		Logger:         m.log,
-		StartupTimeout: m.cfg.Mux.StartupTimeout.Duration,
+		StartupTimeout: m.settings().StartupTimeout.Duration,
 		MaxMessageSize: m.cfg.Mux.MaxMessageSize,
 		ClientInfo:     &mcp.Implementation{Name: "mcp-mux", Version: m.version},
 		Hooks:          mem.hooks(),

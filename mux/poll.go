@@ -18,7 +18,6 @@ import (
 const pollIdle = 250 * time.Millisecond
 
 func (mem *member) pollLoop() {
-	m := mem.m
 	interval := mem.spec.PollInterval.Duration
 	next := 0
 	for {
@@ -29,7 +28,7 @@ func (mem *member) pollLoop() {
 			step = interval / time.Duration(len(uris))
 		}
 		select {
-		case <-m.ctx.Done():
+		case <-mem.ctx.Done():
 			return
 		case <-time.After(step):
 		}
@@ -83,7 +82,7 @@ func (mem *member) pollBaseline(ctx context.Context, uri string) {
 }
 
 func (mem *member) pollOnce(uri string) {
-	sum, ok := mem.readSum(mem.m.ctx, uri)
+	sum, ok := mem.readSum(mem.ctx, uri)
 	if !ok {
 		return
 	}

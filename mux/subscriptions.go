@@ -100,7 +100,7 @@ func (m *Mux) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) erro
 
 // unforward sends resources/unsubscribe to backend, if it is up.
 func (m *Mux) unforward(ctx context.Context, backend, uri string) error {
-	mem, ok := m.byName[backend]
+	mem, ok := m.memberNamed(backend)
 	if !ok {
 		return nil
 	}

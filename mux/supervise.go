@@ -33,7 +33,10 @@ func (mem *member) run() {
 	var crashes []time.Time
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
-		b, err := backends.Start(m.ctx, mem.spec, mem.withClientRequests(m.startOptions(mem)))
+		mem.mu.Lock()
+		spec := mem.spec // whole: a reload may be changing its prefix or filters
+		mem.mu.Unlock()
+		b, err := backends.Start(mem.ctx, spec, mem.withClientRequests(m.startOptions(mem)))
 		if err == nil {
 			mem.mu.Lock()
 			mem.initResult = b.InitializeResult()
@@ -41,8 +44,8 @@ func (mem *member) run() {
 		}
 		mem.markInitialized()
 		if err == nil {
-			if !mem.serve(b, attempt > 0) {
-				return // mux is closing
+			if !mem.serve(b, attempt > 0 || mem.replaces) {
+				return // mux is closing, or the member was stopped
 			}
 			err = b.Err()
 			if mem.reinitting { // not a crash: start it again at once
@@ -54,23 +57,29 @@ func (mem *member) run() {
 				backoff, crashes = m.backoffBase, nil
 			}
 		}
-		if m.ctx.Err() != nil {
+		if mem.ctx.Err() != nil {
 			mem.markStarted()
 			return
 		}
+		set := m.settings()
 		now := time.Now()
-		for len(crashes) > 0 && now.Sub(crashes[0]) > m.cfg.Mux.RestartWindow.Duration {
+		for len(crashes) > 0 && now.Sub(crashes[0]) > set.RestartWindow.Duration {
 			crashes = crashes[1:]
 		}
 		crashes = append(crashes, now)
 		giveUp := true
 		switch {
+		case errors.Is(err, backends.ErrUnauthorized):
+			// A token to fix, not a crash: retrying cannot help, and
+			// would only hammer the server with refused requests.
+			mem.setDown(stateFailed, err)
+			mem.log.Error("backend failed: unauthorized, not retried (fix its headers and reload)", "reason", err)
 		case mem.spec.Restart == RestartNever:
 			mem.setDown(stateFailed, err)
 			mem.log.Error("backend down; not restarted (restart = \"never\")", "reason", err)
-		case len(crashes) >= m.cfg.Mux.RestartMax:
+		case len(crashes) >= set.RestartMax:
 			mem.setDown(stateFailed, err)
-			mem.log.Error("backend failed: too many crashes, not restarted", "crashes", len(crashes), "within", m.cfg.Mux.RestartWindow.Duration, "reason", err)
+			mem.log.Error("backend failed: too many crashes, not restarted", "crashes", len(crashes), "within", set.RestartWindow.Duration, "reason", err)
 		default:
 			giveUp = false
 			mem.setDown(stateRestarting, err)
@@ -81,7 +90,7 @@ func (mem *member) run() {
 			return
 		}
 		select {
-		case <-m.ctx.Done():
+		case <-mem.ctx.Done():
 			return
 		case <-time.After(backoff):
 		}
@@ -93,22 +102,22 @@ func (mem *member) run() {
 }
 
 // serve makes b the member's backend and refreshes its catalog on demand
-// until b goes down (true) or mux closes (false). After a restart it first
-// restores the subscriptions the agent holds on it.
+// until b goes down (true) or the member is stopped (false). After a
+// restart it first restores the subscriptions the agent holds on it.
 func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 	m := mem.m
 	mem.mu.Lock()
 	if mem.stopped {
 		mem.mu.Unlock()
-		b.Stop(m.cfg.Mux.ShutdownGrace.Duration)
+		b.Stop(m.settings().ShutdownGrace.Duration)
 		return false
 	}
 	mem.b = b
 	mem.mu.Unlock()
 
-	// The first catalog fetch is part of starting: a first tools/list must
-	// see this backend's tools, and nobody can have listed it yet.
-	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Mux.StartupTimeout.Duration)
+	// The first catalog fetch is part of starting: a first tools/list
+	// waits for it (up to first_list_wait), and is not told of it later.
+	ctx, cancel := context.WithTimeout(mem.ctx, m.settings().StartupTimeout.Duration)
 	mem.refresh(ctx, allKinds, false)
 	mem.restoreLogLevel(ctx, b)
 	if restarted {
@@ -117,24 +126,35 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 	cancel()
 	mem.setState(stateReady, nil)
 	m.cat.rebuild(m)
-	if restarted {
+	switch {
+	case restarted:
 		// Its part of the lists went away while it was down.
 		m.lists.mark(allKinds)
 		mem.announceRestored()
+	case m.first.over.Load():
+		// A list went out without it: it came late, or a reload added it.
+		m.lists.mark(capKinds(b))
 	}
 	mem.markStarted()
-	mem.log.Info("backend ready", "pid", b.PID(), "server", serverInfo(b), "restart", restarted)
+	mem.mu.Lock()
+	late := mem.late
+	mem.mu.Unlock()
+	if late {
+		mem.log.Info("backend ready (late: after the first list; list_changed sent)", "pid", b.PID(), "server", serverInfo(b), "restart", restarted)
+	} else {
+		mem.log.Info("backend ready", "pid", b.PID(), "server", serverInfo(b), "restart", restarted)
+	}
 
 	for {
 		select {
-		case <-m.ctx.Done():
+		case <-mem.ctx.Done():
 			return false
 		case <-b.Done():
 			return true
 		case <-mem.reinit:
 			if m.agent.stale(mem) {
 				mem.reinitting = true
-				b.Stop(m.cfg.Mux.ShutdownGrace.Duration)
+				b.Stop(m.settings().ShutdownGrace.Duration)
 				return true
 			}
 		case <-mem.wake:
@@ -142,7 +162,7 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 			k := mem.dirty
 			mem.dirty = 0
 			mem.mu.Unlock()
-			ctx, cancel := context.WithTimeout(m.ctx, m.requestTimeout(mem))
+			ctx, cancel := context.WithTimeout(mem.ctx, m.requestTimeout(mem))
 			mem.refresh(ctx, k, true)
 			cancel()
 		}
@@ -181,6 +201,22 @@ func (mem *member) announceRestored() {
 			m.notifyUpdated(s, &mcp.ResourceUpdatedNotificationParams{URI: sub.URI})
 		}
 	}
+}
+
+// capKinds are the parts of the catalog b has.
+func capKinds(b *backends.Backend) kinds {
+	var k kinds
+	caps := b.Capabilities()
+	if caps.Tools != nil {
+		k |= kindTools
+	}
+	if caps.Prompts != nil {
+		k |= kindPrompts
+	}
+	if caps.Resources != nil {
+		k |= kindResources
+	}
+	return k
 }
 
 func serverInfo(b *backends.Backend) string {
@@ -229,14 +265,15 @@ func (mem *member) setDown(state string, err error) {
 }
 
 // stop stops the backend process, if any, and keeps run from starting
-// another.
+// another: run and the poller end.
 func (mem *member) stop() {
+	mem.cancel()
 	mem.mu.Lock()
 	mem.stopped = true
 	b := mem.b
 	mem.mu.Unlock()
 	if b != nil {
-		b.Stop(mem.m.cfg.Mux.ShutdownGrace.Duration)
+		b.Stop(mem.m.settings().ShutdownGrace.Duration)
 	}
 	mem.mu.Lock()
 	mem.state = stateStopped

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +21,7 @@ func waitReady(t *testing.T, m *Mux, i, notPID int) int {
 	eventually(t, 10*time.Second, "backend to be ready again", func() bool {
 		st := m.Status()[i]
 		pid = st.PID
-		return st.State == stateReady && st.PID > 0 && st.PID != notPID && !m.agent.stale(m.members[i])
+		return st.State == stateReady && st.PID > 0 && st.PID != notPID && !m.agent.stale(m.members()[i])
 	})
 	if pid <= 0 { // never signal pid 0 or -1: that is the test's own group
 		t.Fatalf("bad pid %d", pid)
@@ -41,7 +40,7 @@ func TestKilledBackendRestartsAndRestoresSubscriptions(t *testing.T) {
 	subscribe(t, cs, "fixture://notes/items/9") // through the template
 	old := waitReady(t, m, 0, 0)
 
-	syscall.Kill(old, syscall.SIGKILL)
+	killProcess(old)
 	pid := waitReady(t, m, 0, old)
 
 	// The new process was sent each held subscription once...
@@ -73,7 +72,7 @@ func TestInFlightRequestFailsPromptlyWhenBackendDies(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	killed := time.Now()
-	syscall.Kill(pid, syscall.SIGKILL)
+	killProcess(pid)
 	select {
 	case err := <-errc:
 		je := rpcCode(t, err)
@@ -91,7 +90,7 @@ func TestRequestToDownBackendFailsAtOnceNamingIt(t *testing.T) {
 	spec.Restart = RestartNever
 	m := startMux(t, spec, fixture("other"))
 	cs := connect(t, m, nil)
-	syscall.Kill(waitReady(t, m, 0, 0), syscall.SIGKILL)
+	killProcess(waitReady(t, m, 0, 0))
 	eventually(t, 5*time.Second, "notes to be failed", func() bool { return m.Status()[0].State == stateFailed })
 
 	begin := time.Now()
@@ -173,7 +172,7 @@ func TestHungBackendIsRestarted(t *testing.T) {
 	m := startMux(t, spec)
 	cs := connect(t, m, nil)
 	pid := waitReady(t, m, 0, 0)
-	syscall.Kill(pid, syscall.SIGSTOP) // answers nothing any more, not even ping
+	freezeProcess(t, pid) // answers nothing any more, not even ping
 	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__echo"})
 	if err == nil {
 		t.Fatalf("a call to the stopped backend (pid %d) succeeded; status %+v", pid, m.Status()[0])

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mcp-mux/mcp-mux/mux"
+)
+
+// reloadOnSIGHUP reloads m's config on every SIGHUP until the returned stop
+// is called. Windows has no SIGHUP: there it never comes, and the watcher
+// alone reloads.
+func reloadOnSIGHUP(m *mux.Mux) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case <-ch:
+				m.Reload() // logs what it did, or why not
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+		<-ended
+	}
+}
