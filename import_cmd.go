@@ -1,0 +1,335 @@
+package main
+
+// The import and init commands: starting from the config users already
+// have (their agents' MCP servers), or from a commented starter.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcp-mux/mcp-mux/mux"
+)
+
+func importCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "import",
+		Usage:     "convert the MCP servers of Claude Desktop, Claude Code, Cursor and VS Code into an mcp-mux config",
+		ArgsUsage: "[FILE...]",
+		Description: "Reads each client config FILE (claude_desktop_config.json, ~/.claude.json, .mcp.json, Cursor's or VS Code's mcp.json);\n" +
+			"with no FILE, the clients' default locations for this OS. Writes one commented mcp-mux config (to stdout, or --output),\n" +
+			"then prints the block that registers mcp-mux alone in those clients.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the config to `FILE` (default: stdout)"},
+			&cli.BoolFlag{Name: "force", Usage: "overwrite the --output file if it exists"},
+		},
+		Action: importAction,
+	}
+}
+
+func initCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "init",
+		Usage: "write a commented starter config (default: " + displayUserConfigPath() + ")",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the starter to `FILE`"},
+		},
+		Action: initAction,
+	}
+}
+
+func displayUserConfigPath() string {
+	if p := mux.UserConfigPath(os.Getenv); p != "" {
+		return p
+	}
+	return "$XDG_CONFIG_HOME/mcp-mux/config.toml"
+}
+
+func importAction(c *cli.Context) error {
+	stderr := c.App.ErrWriter
+	var files []*mux.ClientFile
+	if c.NArg() > 0 {
+		for _, path := range c.Args().Slice() {
+			f, err := readClientFile(path)
+			if err != nil {
+				return cli.Exit("mcp-mux import: "+err.Error(), 1)
+			}
+			files = append(files, f)
+		}
+	} else {
+		wd, _ := os.Getwd()
+		fmt.Fprintln(stderr, "mcp-mux import: looking for the MCP clients' config files:")
+		for _, loc := range mux.ClientConfigLocations(runtime.GOOS, os.Getenv, wd) {
+			if _, err := os.Stat(loc.Path); errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(stderr, "  not found  %s (%s)\n", loc.Path, loc.Client)
+				continue
+			}
+			f, err := readClientFile(loc.Path)
+			if err != nil {
+				fmt.Fprintf(stderr, "  not read   %s\n", err)
+				continue
+			}
+			fmt.Fprintf(stderr, "  read       %s (%s): %d server%s\n", loc.Path, f.Client, len(f.Servers), plural(len(f.Servers)))
+			files = append(files, f)
+		}
+	}
+	total := 0
+	for _, f := range files {
+		total += len(f.Servers)
+	}
+	if total == 0 {
+		return cli.Exit("mcp-mux import: no MCP servers found; pass a client's config file as an argument", 1)
+	}
+
+	res := mux.RenderImport(files)
+	out := c.String("output")
+	if out != "" {
+		abs, err := filepath.Abs(out)
+		if err == nil {
+			out = abs
+		}
+		if err := writeNewFile(out, res.TOML, c.Bool("force")); err != nil {
+			return cli.Exit("mcp-mux import: "+err.Error(), 1)
+		}
+		fmt.Fprintf(stderr, "\nwrote %s (readable by you only, as it may hold secrets)\n", out)
+	} else if _, err := os.Stdout.Write(res.TOML); err != nil {
+		return cli.Exit("mcp-mux import: writing stdout: "+err.Error(), 1)
+	}
+	reportImport(stderr, res, out)
+	printRegistration(stderr, files, out, res.Vars)
+	return nil
+}
+
+func readClientFile(path string) (*mux.ClientFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	home, _ := os.UserHomeDir()
+	return mux.ReadClientConfig(path, data, mux.ImportOptions{Home: home})
+}
+
+// writeNewFile writes data to path, creating its directory, with mode 0600
+// (an imported config holds the env values of the clients' files). It
+// refuses to replace an existing file unless force; forced, the file is
+// replaced whole (written beside it, then renamed).
+func writeNewFile(path string, data []byte, force bool) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if !force {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s already exists; not overwriting it (pass --force to replace it)", path)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			os.Remove(path)
+			return err
+		}
+		return f.Close()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".mcp-mux-import-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// reportImport tells what was written and what check thinks of it. Only
+// names of backends, keys and variables are printed, never a value.
+func reportImport(w io.Writer, res *mux.ImportResult, out string) {
+	fmt.Fprintf(w, "\n%d backend%s", len(res.Backends), plural(len(res.Backends)))
+	if len(res.Disabled) > 0 {
+		fmt.Fprintf(w, " (%d disabled)", len(res.Disabled))
+	}
+	fmt.Fprintf(w, ", %d kept commented out\n", len(res.Commented))
+	list := func(title string, items []string) {
+		if len(items) > 0 {
+			fmt.Fprintf(w, "%s:\n  %s\n", title, strings.Join(items, "\n  "))
+		}
+	}
+	list("renamed", res.Renamed)
+	list("kept commented out", res.Commented)
+	list("imported once, defined more than once", res.Duplicates)
+	list("warnings", res.Warnings)
+	list(`values that look like secrets, kept in the file (its "Secrets" comment says how to move them to ${VAR})`, res.Secrets)
+	if len(res.Vars) > 0 {
+		fmt.Fprintf(w, "variables it needs set when mcp-mux runs: %s\n", strings.Join(res.Vars, ", "))
+	}
+
+	// What check will say, as the user is told to run it next.
+	path := out
+	if path == "" {
+		path = "mcp-mux.toml"
+	}
+	cfg, err := mux.Parse(path, res.TOML, os.LookupEnv)
+	var ce *mux.ConfigError
+	switch {
+	case errors.As(err, &ce):
+		fmt.Fprintln(w, "\ncheck finds problems to fix before mcp-mux can serve it:")
+		for _, p := range ce.Problems {
+			p.File = strings.TrimPrefix(p.File, path)
+			fmt.Fprintln(w, "  "+strings.TrimPrefix(p.String(), ": "))
+		}
+	case err != nil:
+		fmt.Fprintln(w, "\ncheck: "+err.Error())
+	default:
+		fmt.Fprintf(w, "\ncheck: OK (%d backends)\n", len(cfg.Backends))
+		for _, p := range cfg.Warnings {
+			p.File = strings.TrimPrefix(p.File, path)
+			fmt.Fprintln(w, "  warning: "+strings.TrimPrefix(p.String(), ": "))
+		}
+	}
+}
+
+// printRegistration prints the block that registers mcp-mux alone in the
+// clients whose files were imported.
+func printRegistration(w io.Writer, files []*mux.ClientFile, out string, vars []string) {
+	exe, err := os.Executable()
+	if err == nil {
+		if p, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = p
+		}
+	} else {
+		exe = "mcp-mux"
+	}
+	config := out
+	if config == "" {
+		config = "/path/to/the/saved/output.toml"
+	}
+	var mcpServers, vscode []string
+	for _, f := range files {
+		list := &mcpServers
+		if f.Client == mux.ClientVSCode {
+			list = &vscode
+		}
+		name := f.Client
+		if name == mux.ClientOther {
+			name = "your client"
+		}
+		if !slices.Contains(*list, name) {
+			*list = append(*list, name)
+		}
+	}
+	entry := registration{Command: exe, Args: []string{"--config", config}}
+	fmt.Fprintln(w, "\nNext, register mcp-mux alone in place of the servers it now runs (remove them from the client's config, or they run twice).")
+	if out == "" {
+		fmt.Fprintln(w, "The config went to stdout: put the path of the file you saved it in after \"--config\" (with --output FILE this is filled in).")
+	}
+	if len(mcpServers) > 0 {
+		fmt.Fprintf(w, "\n%s (\"mcpServers\"):\n%s\n", strings.Join(mcpServers, ", "), indentJSON(map[string]any{"mcpServers": map[string]any{"mcp-mux": entry}}))
+		if slices.Contains(mcpServers, mux.ClientClaudeCode) {
+			fmt.Fprintf(w, "Claude Code can also add it with: claude mcp add --scope user mcp-mux -- %s --config %s\n", shellArg(exe), shellArg(config))
+		}
+	}
+	if len(vscode) > 0 {
+		vs := registration{Type: "stdio", Command: exe, Args: []string{"--config", config}}
+		fmt.Fprintf(w, "\nVS Code (\"servers\", in its mcp.json):\n%s\n", indentJSON(map[string]any{"servers": map[string]any{"mcp-mux": vs}}))
+	}
+	if len(vars) > 0 {
+		fmt.Fprintf(w, "\nThe config refers to %s: give mcp-mux their values in the block, as \"env\": {%q: \"...\"}.\n",
+			strings.Join(vars, ", "), vars[0])
+		if len(vscode) > 0 {
+			fmt.Fprintln(w, `In VS Code a value may stay "${input:ID}" (keep its "inputs") or be "${env:NAME}".`)
+		}
+	}
+}
+
+// registration is mcp-mux's entry in a client's config, its keys in the
+// order people write them.
+type registration struct {
+	Type    string   `json:"type,omitempty"`
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+}
+
+func indentJSON(v any) string {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}
+
+// shellArg quotes s for a POSIX shell when needed.
+func shellArg(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:=@%,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func initAction(c *cli.Context) error {
+	stderr := c.App.ErrWriter
+	path := c.String("output")
+	if path == "" {
+		path = mux.UserConfigPath(os.Getenv)
+		if path == "" {
+			return cli.Exit("mcp-mux init: neither XDG_CONFIG_HOME nor HOME is set, so there is no default location: pass --output FILE", 1)
+		}
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	backend, found := mux.ChooseStarterBackend(nil)
+	if err := writeNewFile(path, mux.StarterConfig(backend), false); err != nil {
+		if errors.Is(err, fs.ErrExist) || strings.Contains(err.Error(), "already exists") {
+			return cli.Exit(fmt.Sprintf("mcp-mux init: %s already exists; not overwriting it (edit it, or pass --output with another file)", path), 1)
+		}
+		return cli.Exit("mcp-mux init: "+err.Error(), 1)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		exe = "mcp-mux"
+	}
+	fmt.Fprintf(stderr, "wrote %s: a commented starter config with one backend, %q (%s %s).\n", path, backend.Name, backend.Command, strings.Join(backend.Args, " "))
+	if !found {
+		fmt.Fprintf(stderr, "Neither uvx nor npx is on PATH: install Node.js (for npx) or replace that backend, or check will say %q is not found.\n", backend.Command)
+	}
+	reg := indentJSON(map[string]any{"mcpServers": map[string]any{"mcp-mux": registration{Command: exe, Args: []string{"--config", path}}}})
+	fmt.Fprintf(stderr, `
+Next:
+  1. Already have MCP servers in Claude Desktop, Claude Code, Cursor or VS Code?
+     mcp-mux import --output FILE converts them (then use that file instead).
+  2. Add your servers to it as [[backend]] sections.
+  3. Check it: mcp-mux check --config %s (--connect also starts each backend).
+  4. Register mcp-mux alone in your agent, e.g. in claude_desktop_config.json:
+%s
+`, shellArg(path), reg)
+	return nil
+}

@@ -1,0 +1,446 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux"
+)
+
+// End-to-end tests of `mcp-mux import` and `mcp-mux init`: the samples of
+// each client's format under testdata/import, with the fixture as their
+// server, converted by the binary, checked, and served.
+
+// importSample copies testdata/import/rel into dir (keeping its path, as
+// the clients' files are told apart by where they are), with @FIXTURE@
+// and @PROJECT@ replaced; and a .env beside a .vscode directory. Its remote
+// servers are at an address where nothing listens.
+func importSample(t *testing.T, dir, rel, project string) string {
+	t.Helper()
+	return importSampleWith(t, dir, rel, project, nil)
+}
+
+// sampleRemotes are the placeholders of the samples' remote servers.
+var sampleRemotes = []string{"@SSE_ADDR@", "@HTTP_ADDR@", "@SEARCH_ADDR@", "@DOCS_ADDR@"}
+
+// importSampleWith is importSample with the remote servers' placeholders
+// replaced by addrs (HOST:PORT).
+func importSampleWith(t *testing.T, dir, rel, project string, addrs map[string]string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata/import", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted := func(s string) []byte {
+		b, _ := json.Marshal(s)
+		return b[1 : len(b)-1]
+	}
+	data = bytes.ReplaceAll(data, []byte("@FIXTURE@"), quoted(fixtureBin))
+	data = bytes.ReplaceAll(data, []byte("@PROJECT@"), quoted(project))
+	for _, placeholder := range sampleRemotes {
+		addr, ok := addrs[placeholder]
+		if !ok {
+			addr = "127.0.0.1:9"
+		}
+		data = bytes.ReplaceAll(data, []byte(placeholder), []byte(addr))
+	}
+	path := filepath.Join(dir, rel)
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(filepath.Dir(rel)) == ".vscode" {
+		env, err := os.ReadFile(filepath.Join("testdata/import", filepath.Dir(filepath.Dir(rel)), ".env"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(filepath.Dir(filepath.Dir(path)), ".env"), env, 0o644)
+	}
+	return path
+}
+
+// runEnv runs mcp-mux with args in dir with env (nil: the test's own).
+func runEnv(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(muxBin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("mcp-mux %v still running after 30 s", args)
+	}
+	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+}
+
+// fixtureTools lists the tools of the fixture run alone with args.
+func fixtureTools(t *testing.T, args ...string) []string {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(fixtureBin, args...)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+// remoteTools lists the tools of a remote fixture, asked directly with
+// Authorization: Bearer token (when not "").
+func remoteTools(t *testing.T, f *remoteFixture, token string) []string {
+	t.Helper()
+	var client *http.Client
+	if token != "" {
+		client = &http.Client{Transport: withBearer{token}}
+	}
+	var transport mcp.Transport = &mcp.StreamableClientTransport{Endpoint: f.url(), HTTPClient: client}
+	if f.mode == "-sse" {
+		transport = &mcp.SSEClientTransport{Endpoint: f.url(), HTTPClient: client}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+// withBearer adds Authorization: Bearer token to each request.
+type withBearer struct{ token string }
+
+func (b withBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestImportedConfigOfEachClientPassesCheckAndServesTheSameToolsPrefixed:
+// for each client's format, the TOML `mcp-mux import` writes passes
+// `mcp-mux check`, and mcp-mux serving it offers exactly the tools of the
+// client's servers, each under its backend's prefix: the stdio ones run
+// from the fixture, the remote ones served by the fixture over HTTP on
+// loopback (two of them answering only with their token: one the samples
+// take from ${SEARCH_TOKEN}, one written in the sample). Nothing import
+// says on stderr shows a secret of the files.
+func TestImportedConfigOfEachClientPassesCheckAndServesTheSameToolsPrefixed(t *testing.T) {
+	const searchToken, docsToken = "s3arch-tokenQxZvBnMwLk", "sk-docsQpWoEiRuTyAlSkDj" // docsToken: as in the VS Code sample
+	// The variables the samples refer to, as the agent would set them.
+	for k, v := range map[string]string{"API_KEY": "k", "CURSOR_TOKEN": "c", "VSCODE_TOKEN": "v", "REMOTE_KEY": "r", "SEARCH_TOKEN": searchToken} {
+		t.Setenv(k, v)
+	}
+	type remote struct {
+		f     *remoteFixture
+		token string
+	}
+	search := remote{startRemoteFixture(t, "-http", "-name", "search", "-require-token", searchToken), searchToken}
+	docs := remote{startRemoteFixture(t, "-http", "-name", "docs", "-require-token", docsToken), docsToken}
+	web := remote{startRemoteFixture(t, "-http", "-name", "web"), ""}
+	events := remote{startRemoteFixture(t, "-sse", "-name", "events"), ""}
+	addrs := map[string]string{"@SEARCH_ADDR@": search.f.addr, "@DOCS_ADDR@": docs.f.addr, "@HTTP_ADDR@": web.f.addr, "@SSE_ADDR@": events.f.addr}
+
+	project := t.TempDir()
+	notes := []string{"-name", "notes", "-tools", "add,list"}
+	cases := []struct {
+		name   string
+		files  []string
+		want   map[string][]string // backend → the fixture's args
+		remote map[string]remote   // remote backend → what serves it
+	}{
+		{"Claude Desktop", []string{"claude_desktop_config.json"}, map[string][]string{
+			"notes": notes, "My-Tasks": {"-name", "tasks", "-resources", "1"}},
+			map[string]remote{"linear": events}}, // transport auto: falls back to HTTP+SSE
+		{"Claude Code", []string{"claude.json"}, map[string][]string{
+			"notes": notes, "notes-2": {"-name", "project-notes"}},
+			map[string]remote{"search": search}},
+		{"Claude Code project", []string{"project/.mcp.json"}, map[string][]string{
+			"fixture": {"-name", "project", "-prompts", "review"}}, nil},
+		{"Cursor", []string{"cursor/.cursor/mcp.json"}, map[string][]string{
+			"fixture": {"-name", "cursor", "-resources", "2"}},
+			map[string]remote{"remote": web}},
+		{"VS Code", []string{"vscode/.vscode/mcp.json"}, map[string][]string{
+			"fixture": {"-name", "vscode", "-tools", "add"}},
+			map[string]remote{"docs": docs, "events": events}},
+		{"all at once", []string{"claude_desktop_config.json", "claude.json", "vscode/.vscode/mcp.json"}, map[string][]string{
+			"notes": notes, "My-Tasks": {"-name", "tasks", "-resources", "1"}, "notes-2": {"-name", "project-notes"},
+			"fixture": {"-name", "vscode", "-tools", "add"}},
+			map[string]remote{"linear": events, "search": search, "docs": docs, "events": events}},
+	}
+	secrets := []string{"ghp_16C7e42F292c6912E7710c838347Ae178B4a", "hunter2hunter2", docsToken, searchToken}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := []string{"import"}
+			for _, f := range tc.files {
+				args = append(args, importSampleWith(t, dir, f, project, addrs))
+			}
+			out := filepath.Join(dir, "out", "mcp-mux.toml")
+			stdout, stderr, code := runEnv(t, dir, nil, append(args, "--output", out)...)
+			if code != 0 || stdout != "" {
+				t.Fatalf("import: exit %d, stdout %q\n%s", code, stdout, stderr)
+			}
+			for _, s := range secrets {
+				if leaks(stderr, s) {
+					t.Errorf("import's stderr shows a secret:\n%s", stderr)
+				}
+			}
+			if !strings.Contains(stderr, "check: OK") {
+				t.Errorf("import does not report check OK:\n%s", stderr)
+			}
+			if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("output: %v, mode %v", err, fi.Mode())
+			}
+			text, _ := os.ReadFile(out)
+			chk, code := runCheck(t, "--config", out)
+			if code != 0 {
+				t.Fatalf("check: exit %d\n%s\nconfig:\n%s", code, chk, text)
+			}
+			for _, s := range secrets {
+				if leaks(chk, s) {
+					t.Errorf("check shows a secret:\n%s", chk)
+				}
+			}
+
+			var want []string
+			for backend, fargs := range tc.want {
+				for _, tool := range fixtureTools(t, fargs...) {
+					want = append(want, backend+"__"+tool)
+				}
+			}
+			for backend, r := range tc.remote {
+				for _, tool := range remoteTools(t, r.f, r.token) {
+					want = append(want, backend+"__"+tool)
+				}
+			}
+			r := runMux(t, out)
+			var got []string
+			// Every page: all at once is over the mux's page size.
+			for tool, err := range r.cs.Tools(context.Background(), nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, tool.Name)
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("tools through mcp-mux:\n got %q\nwant %q\nconfig:\n%s", got, want, text)
+			}
+		})
+	}
+}
+
+// TestImportWithoutFilesReadsTheClientsDefaultLocations: with no FILE,
+// import looks where each client keeps its servers on this OS and says
+// which it read and which it did not find.
+func TestImportWithoutFilesReadsTheClientsDefaultLocations(t *testing.T) {
+	home, proj := t.TempDir(), t.TempDir()
+	importSample(t, filepath.Join(home, ".config", "Claude"), "claude_desktop_config.json", "")
+	importSample(t, proj, "project/.mcp.json", "")
+	os.Rename(filepath.Join(proj, "project", ".mcp.json"), filepath.Join(proj, ".mcp.json"))
+
+	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "API_KEY=k"}
+	stdout, stderr, code := runEnv(t, proj, env, "import")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"read       " + filepath.Join(home, ".config", "Claude", "claude_desktop_config.json") + " (Claude Desktop): 4 servers",
+		"not found  " + filepath.Join(home, ".claude.json") + " (Claude Code)",
+		"read       " + filepath.Join(proj, ".mcp.json") + " (Claude Code): 1 server",
+		"not found  " + filepath.Join(home, ".cursor", "mcp.json") + " (Cursor)",
+		"not found  " + filepath.Join(proj, ".vscode", "mcp.json") + " (VS Code)",
+		"not found  " + filepath.Join(home, ".config", "Code", "User", "mcp.json") + " (VS Code)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	cfg, err := mux.Parse(filepath.Join(proj, "mcp-mux.toml"), []byte(stdout), func(string) (string, bool) { return "x", true })
+	if err != nil {
+		t.Fatalf("stdout is not a config: %v\n%s", err, stdout)
+	}
+	var names []string
+	for _, b := range cfg.Backends {
+		names = append(names, b.Name)
+	}
+	if want := []string{"notes", "My-Tasks", "linear", "fixture"}; !slices.Equal(names, want) {
+		t.Errorf("backends %q, want %q", names, want)
+	}
+
+	// Nothing anywhere: an error, not an empty config.
+	_, stderr, code = runEnv(t, t.TempDir(), []string{"HOME=" + t.TempDir()}, "import")
+	if code != 1 || !strings.Contains(stderr, "no MCP servers found") {
+		t.Errorf("nothing to import: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestImportRefusesToOverwriteWithoutForce.
+func TestImportRefusesToOverwriteWithoutForce(t *testing.T) {
+	dir := t.TempDir()
+	src := importSample(t, dir, "claude_desktop_config.json", "")
+	out := filepath.Join(dir, "mine.toml")
+	os.WriteFile(out, []byte("# hand-written\n"), 0o644)
+	_, stderr, code := runEnv(t, dir, nil, "import", src, "--output", out)
+	if data, _ := os.ReadFile(out); code != 1 || string(data) != "# hand-written\n" || !strings.Contains(stderr, "--force") {
+		t.Errorf("exit %d, file %q\n%s", code, data, stderr)
+	}
+	_, stderr, code = runEnv(t, dir, nil, "import", "--force", "--output", out, src)
+	data, _ := os.ReadFile(out)
+	if fi, _ := os.Stat(out); code != 0 || !bytes.Contains(data, []byte("[[backend]]")) || fi.Mode().Perm() != 0o600 {
+		t.Errorf("--force: exit %d, mode %v\n%s", code, fi.Mode(), stderr)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(dir, ".mcp-mux-import-*")); len(leftovers) > 0 {
+		t.Errorf("temporary files left: %q", leftovers)
+	}
+}
+
+// TestImportPrintsTheBlockThatRegistersMcpMuxAlone: after writing, import
+// prints (stderr) the entry to paste into the client: this executable with
+// --config and the written file, in the client's own form.
+func TestImportPrintsTheBlockThatRegistersMcpMuxAlone(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("VSCODE_TOKEN", "v")
+	t.Setenv("API_KEY", "k")
+	desktop := importSample(t, dir, "claude_desktop_config.json", "")
+	vscode := importSample(t, dir, "vscode/.vscode/mcp.json", "")
+	out := filepath.Join(dir, "mux.toml")
+	_, stderr, code := runEnv(t, dir, nil, "import", desktop, vscode, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	exe, _ := filepath.EvalSymlinks(muxBin)
+	block := func(after string) map[string]map[string]struct {
+		Type, Command string
+		Args          []string
+	} {
+		i := strings.Index(stderr, after)
+		if i < 0 {
+			t.Fatalf("no %q in\n%s", after, stderr)
+		}
+		var v map[string]map[string]struct {
+			Type, Command string
+			Args          []string
+		}
+		if err := json.NewDecoder(strings.NewReader(stderr[i+len(after):])).Decode(&v); err != nil {
+			t.Fatalf("block after %q: %v\n%s", after, err, stderr)
+		}
+		return v
+	}
+	want := []string{"--config", out}
+	if e := block(`Claude Desktop ("mcpServers"):`)["mcpServers"]["mcp-mux"]; e.Command != exe || !slices.Equal(e.Args, want) {
+		t.Errorf("Claude Desktop block: %+v", e)
+	}
+	if e := block(`VS Code ("servers", in its mcp.json):`)["servers"]["mcp-mux"]; e.Type != "stdio" || e.Command != exe || !slices.Equal(e.Args, want) {
+		t.Errorf("VS Code block: %+v", e)
+	}
+	if !strings.Contains(stderr, "API_KEY, VSCODE_TOKEN") {
+		t.Errorf("the variables to give mcp-mux are not named:\n%s", stderr)
+	}
+}
+
+// TestInitWritesAStarterThatPassesCheckAndNeverOverwrites.
+func TestInitWritesAStarterThatPassesCheckAndNeverOverwrites(t *testing.T) {
+	bin := t.TempDir()
+	os.WriteFile(filepath.Join(bin, "npx"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	xdg := t.TempDir()
+	env := []string{"PATH=" + bin, "XDG_CONFIG_HOME=" + xdg, "HOME=" + t.TempDir()}
+	path := filepath.Join(xdg, "mcp-mux", "config.toml")
+
+	_, stderr, code := runEnv(t, "", env, "init")
+	if code != 0 || !strings.Contains(stderr, "wrote "+path) || !strings.Contains(stderr, "mcp-mux import") {
+		t.Fatalf("init: exit %d\n%s", code, stderr)
+	}
+	first, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", fi.Mode())
+	}
+	if out, code := runEnv3(t, env, "check", "--config", path); code != 0 {
+		t.Errorf("check of the starter: exit %d\n%s", code, out)
+	}
+
+	os.WriteFile(path, append(first, "# edited\n"...), 0o600)
+	_, stderr, code = runEnv(t, "", env, "init")
+	if data, _ := os.ReadFile(path); code != 1 || !strings.Contains(stderr, "already exists") || !bytes.HasSuffix(data, []byte("# edited\n")) {
+		t.Errorf("second init: exit %d\n%s", code, stderr)
+	}
+
+	other := filepath.Join(t.TempDir(), "sub", "other.toml")
+	if _, stderr, code := runEnv(t, "", env, "init", "--output", other); code != 0 {
+		t.Errorf("init --output: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Error(err)
+	}
+
+	// With neither npx nor uvx, the starter says what to install.
+	env[0] = "PATH=" + t.TempDir()
+	other = filepath.Join(t.TempDir(), "c.toml")
+	if _, stderr, code := runEnv(t, "", env, "init", "-o", other); code != 0 || !strings.Contains(stderr, "Neither uvx nor npx") {
+		t.Errorf("init without runners: exit %d\n%s", code, stderr)
+	}
+}
+
+// runEnv3 is runEnv with stdout and stderr together.
+func runEnv3(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	stdout, stderr, code := runEnv(t, "", env, args...)
+	return stdout + stderr, code
+}
+
+// TestJSONClientConfigAsConfigNamesTheImportCommand: passing a client's
+// JSON file as mcp-mux's config gets the command that converts it.
+func TestJSONClientConfigAsConfigNamesTheImportCommand(t *testing.T) {
+	src := importSample(t, t.TempDir(), "claude_desktop_config.json", "")
+	for _, args := range [][]string{{"check", "--config", src}, {"--config", src}} {
+		stdout, stderr, code := runEnv(t, "", nil, args...)
+		all := stdout + stderr
+		if code != 1 || !strings.Contains(all, "is a JSON client config") || !strings.Contains(all, "mcp-mux import "+src) || strings.Contains(all, "syntax error") {
+			t.Errorf("%v: exit %d\n%s", args, code, all)
+		}
+		if leaks(all, "ghp_16C7e42F292c6912E7710c838347Ae178B4a") {
+			t.Errorf("%v shows a secret:\n%s", args, all)
+		}
+	}
+}
