@@ -1,6 +1,7 @@
 // Package backends runs the MCP servers mcp-mux multiplexes: it starts each
 // one as a child process, initializes an MCP client session with it, captures
-// its stderr into the log, and stops it (with its whole process group).
+// its stderr into the log, and stops it (with its whole process group); or,
+// for a remote one, connects to it over HTTP (see remote.go).
 package backends
 
 import (
@@ -80,6 +81,7 @@ type Backend struct {
 	stdout  *os.File
 	conn    *stdioConn
 	session *mcp.ClientSession
+	remote  *remote // set for a remote backend (Spec.URL), which has no process
 	init    *mcp.InitializeResult
 	caps    *mcp.ClientCapabilities // what was declared in initialize
 	// sendRaw is the go-sdk's sending chain: the only way to send the
@@ -92,6 +94,7 @@ type Backend struct {
 	downErr  error         // why it went down; read after done is closed
 	stopOnce sync.Once
 	stopping chan struct{} // closed when Stop was called: the exit is expected
+	grace    time.Duration // Stop's; set before stopping is closed
 
 	mu         sync.Mutex
 	stderr     []string // the last stderr lines, for crash reports
@@ -120,6 +123,9 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 		done:     make(chan struct{}),
 		stopping: make(chan struct{}),
 	}
+	if spec.URL != "" {
+		return startRemote(ctx, b, opts)
+	}
 	if err := b.startProcess(); err != nil {
 		return nil, err
 	}
@@ -131,12 +137,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 	b.caps = declared(want)
 	conn := newStdioConn(spec.Name, b.log, b.stdout, b.stdin, opts.MaxMessageSize)
 	b.conn = conn
-	client := mcp.NewClient(opts.ClientInfo, b.clientOptions(opts.Hooks))
-	client.AddReceivingMiddleware(clientRequests(opts.Hooks), conn.handled)
-	client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		b.sendRaw = next
-		return next
-	})
+	client := b.newClient(opts)
 	// Our own transport: no line the backend prints can end the connection
 	// (see stdioConn).
 	transport := stdioTransport{conn}
@@ -148,11 +149,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		opts := &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion}
-		if spec.Protocol == ProtocolAuto {
-			opts.ProtocolVersion = "" // the go-sdk probes server/discover
-		}
-		cs, err := client.Connect(cctx, transport, opts)
+		cs, err := client.Connect(cctx, transport, sessionOptions(spec))
 		ch <- result{cs, err}
 	}()
 	var r result
@@ -189,6 +186,27 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 	b.init = r.cs.InitializeResult()
 	go b.monitor()
 	return b, nil
+}
+
+// newClient is the go-sdk client a backend's session is made with: its
+// hooks, the requests it answers, and b.conn's count of what was handled.
+func (b *Backend) newClient(opts Options) *mcp.Client {
+	client := mcp.NewClient(opts.ClientInfo, b.clientOptions(opts.Hooks))
+	client.AddReceivingMiddleware(clientRequests(opts.Hooks), b.conn.handled)
+	client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		b.sendRaw = next
+		return next
+	})
+	return client
+}
+
+// sessionOptions pins the protocol version, unless spec asks for the probe.
+func sessionOptions(spec Spec) *mcp.ClientSessionOptions {
+	opts := &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion}
+	if spec.Protocol == ProtocolAuto {
+		opts.ProtocolVersion = "" // the go-sdk probes server/discover
+	}
+	return opts
 }
 
 func (b *Backend) startProcess() error {
@@ -396,6 +414,10 @@ func (b *Backend) Kill(reason error) {
 		b.killReason = reason
 	}
 	b.mu.Unlock()
+	if b.remote != nil {
+		b.remote.kill()
+		return
+	}
 	signalGroup(b.proc.pid, syscall.SIGKILL)
 	b.proc.cut()
 }
@@ -414,7 +436,11 @@ func waitGroupGone(pid int, d time.Duration) {
 // grace + 0.5 s. Safe to call more than once and concurrently.
 func (b *Backend) Stop(grace time.Duration) {
 	b.stopOnce.Do(func() {
+		b.grace = grace
 		close(b.stopping)
+		if b.remote != nil {
+			return // monitorRemote ends the session, within grace
+		}
 		pid := b.proc.pid
 		b.stdin.Close()
 		select {
@@ -454,7 +480,13 @@ func (b *Backend) Settle(d time.Duration) { b.conn.settle(d) }
 func (b *Backend) InitializeResult() *mcp.InitializeResult { return b.init }
 
 // PID is the process id of the backend (the leader of its process group).
-func (b *Backend) PID() int { return b.proc.pid }
+// A remote backend has none: 0.
+func (b *Backend) PID() int {
+	if b.proc == nil {
+		return 0
+	}
+	return b.proc.pid
+}
 
 // Done is closed once the backend is down, stopped or crashed.
 func (b *Backend) Done() <-chan struct{} { return b.done }

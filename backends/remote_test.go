@@ -1,0 +1,447 @@
+package backends
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// remoteFixture is the fixture serving over HTTP in a process of its own:
+// "-http" (Streamable HTTP at /mcp) or "-sse" (HTTP+SSE at /sse).
+type remoteFixture struct {
+	t    *testing.T
+	mode string
+	args []string
+	addr string // host:port it listens on; kept across restarts
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startRemoteFixture(t *testing.T, mode string, args ...string) *remoteFixture {
+	t.Helper()
+	f := &remoteFixture{t: t, mode: mode, args: args, addr: "127.0.0.1:0"}
+	f.start()
+	t.Cleanup(f.kill)
+	return f
+}
+
+// start runs the fixture on f.addr and waits for its "listening on" line.
+func (f *remoteFixture) start() {
+	f.t.Helper()
+	cmd := exec.Command(fixtureBin, append([]string{f.mode, f.addr}, f.args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.cmd, f.done = cmd, make(chan struct{})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				addr <- a
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		cmd.Wait()
+		close(f.done)
+	}()
+	select {
+	case f.addr = <-addr:
+	case <-f.done:
+		f.t.Fatalf("fixture %s %s exited before listening", f.mode, f.addr)
+	case <-time.After(10 * time.Second):
+		f.t.Fatalf("fixture %s %s did not listen within 10s", f.mode, f.addr)
+	}
+}
+
+func (f *remoteFixture) kill() {
+	f.cmd.Process.Kill()
+	<-f.done
+}
+
+func (f *remoteFixture) url() string {
+	if f.mode == "-sse" {
+		return "http://" + f.addr + "/sse"
+	}
+	return "http://" + f.addr + "/mcp"
+}
+
+func connectRemote(t *testing.T, spec Spec, opts Options) (*Backend, *syncBuffer, error) {
+	t.Helper()
+	logs := &syncBuffer{}
+	if opts.Logger == nil {
+		opts.Logger = log.New(logs)
+	}
+	if opts.StartupTimeout == 0 {
+		opts.StartupTimeout = 10 * time.Second
+	}
+	if spec.Name == "" {
+		spec.Name = "rm"
+	}
+	b, err := Start(context.Background(), spec, opts)
+	if b != nil {
+		t.Cleanup(func() { b.Stop(time.Second) })
+	}
+	return b, logs, err
+}
+
+func readText(t *testing.T, b *Backend, uri string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := b.Session().ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatalf("read %s: %v", uri, err)
+	}
+	return res.Contents[0].Text
+}
+
+func TestRemoteBackendSpeaksEachTransport(t *testing.T) {
+	for _, tc := range []struct {
+		mode, transport, want string
+	}{
+		{"-http", "", TransportStreamable},
+		{"-http", TransportStreamable, TransportStreamable},
+		{"-sse", TransportSSE, TransportSSE},
+		// The spec's backwards compatibility: the POST of initialize is
+		// refused (400 from the go-sdk's SSE handler), the GET opens the
+		// old transport's stream.
+		{"-sse", TransportAuto, TransportSSE},
+	} {
+		t.Run(tc.mode+"/"+tc.transport, func(t *testing.T) {
+			fx := startRemoteFixture(t, tc.mode, "-name", "rm")
+			b, _, err := connectRemote(t, Spec{URL: fx.url(), Transport: tc.transport}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := b.Transport(); got != tc.want {
+				t.Errorf("Transport() = %q, want %q", got, tc.want)
+			}
+			if r := b.InitializeResult(); r.ServerInfo.Name != "rm" || r.ProtocolVersion != ProtocolVersion {
+				t.Errorf("initialize result: %+v", r)
+			}
+			if b.PID() != 0 {
+				t.Errorf("PID() = %d for a remote backend", b.PID())
+			}
+			res, err := call(t, b, "echo", map[string]any{"text": "over http"})
+			if err != nil || res.IsError {
+				t.Fatalf("echo: %v %+v", err, res)
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, "over http") {
+				t.Errorf("echo answered %q", got)
+			}
+			if got := readText(t, b, "fixture://rm/res/2"); got != "rm resource 2" {
+				t.Errorf("read answered %q", got)
+			}
+		})
+	}
+}
+
+func TestRemoteStreamableDoesNotFallBackToSSE(t *testing.T) {
+	fx := startRemoteFixture(t, "-sse", "-name", "rm")
+	_, _, err := connectRemote(t, Spec{URL: fx.url(), Transport: TransportStreamable}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "Bad Request") {
+		t.Fatalf("err = %v, want the refused POST", err)
+	}
+}
+
+func TestRemoteHeadersReachTheServerAndAreNeverLogged(t *testing.T) {
+	const token = "s3cr3t-t0ken-value"
+	fx := startRemoteFixture(t, "-http", "-name", "rm", "-require-token", token)
+	logs := &syncBuffer{}
+	logger := log.New(logs)
+	logger.SetLevel(log.DebugLevel)
+	b, _, err := connectRemote(t, Spec{URL: fx.url(), Headers: map[string]string{"Authorization": "Bearer " + token}},
+		Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(t, b, "echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	b.Stop(time.Second)
+	if !strings.Contains(logs.String(), "Authorization") {
+		t.Errorf("the header's name is not logged:\n%s", logs)
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Errorf("the header's value is logged:\n%s", logs)
+	}
+}
+
+func TestRemoteWrongTokenIsUnauthorizedNotACrash(t *testing.T) {
+	const token = "the-wrong-one-0123"
+	for _, tc := range []struct{ mode, transport string }{
+		{"-http", ""}, {"-http", TransportStreamable}, {"-sse", TransportSSE},
+	} {
+		t.Run(tc.mode+"/"+tc.transport, func(t *testing.T) {
+			fx := startRemoteFixture(t, tc.mode, "-name", "rm", "-require-token", "right")
+			_, logs, err := connectRemote(t, Spec{URL: fx.url(), Transport: tc.transport,
+				Headers: map[string]string{"Authorization": "Bearer " + token}}, Options{})
+			if !errors.Is(err, ErrUnauthorized) {
+				t.Fatalf("err = %v, want ErrUnauthorized", err)
+			}
+			want := "401 Unauthorized from " + fx.url() + ": check the headers (token)"
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %q, want it to say %q", err, want)
+			}
+			if strings.Contains(err.Error()+logs.String(), token) {
+				t.Errorf("the token is in the error or the log: %v\n%s", err, logs)
+			}
+		})
+	}
+}
+
+// oauthServer answers every request as an MCP server that wants an OAuth
+// sign-in does (RFC 9728's resource_metadata).
+func oauthServer(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://`+r.Host+`/.well-known/oauth-protected-resource"`)
+		http.Error(w, "sign in", http.StatusUnauthorized)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestRemoteOAuthServerIsReportedAsSuch(t *testing.T) {
+	srv := oauthServer(t)
+	_, _, err := connectRemote(t, Spec{URL: srv.URL + "/mcp"}, Options{})
+	if !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("err = %v, want ErrUnauthorized", err)
+	}
+	if want := "this server requires an OAuth sign-in, which mcp-mux does not do: use a token in headers if the server offers one"; !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %q, want it to say %q", err, want)
+	}
+}
+
+// inProcessServer is a go-sdk MCP server behind a Streamable HTTP handler in
+// the test process, with the requests it got (method and path) and a switch
+// that makes it answer 401 from then on.
+type inProcessServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []string
+	refuse   atomic.Bool
+}
+
+func newInProcessServer(t *testing.T) *inProcessServer {
+	s := &inProcessServer{}
+	server := mcp.NewServer(&mcp.Implementation{Name: "inproc", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "hello"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.requests = append(s.requests, r.Method+" "+r.URL.Path)
+		s.mu.Unlock()
+		if s.refuse.Load() {
+			http.Error(w, "token revoked", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *inProcessServer) got(req string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.requests {
+		if r == req {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRemoteStopEndsTheSession(t *testing.T) {
+	srv := newInProcessServer(t)
+	b, logs, err := connectRemote(t, Spec{URL: srv.URL + "/mcp"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	b.Stop(time.Second)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Stop took %s", took)
+	}
+	if !srv.got("DELETE /mcp") {
+		t.Errorf("no DELETE: the server keeps the session (requests: %v)", srv.requests)
+	}
+	if !errors.Is(b.Err(), ErrStopped) {
+		t.Errorf("Err() = %v, want ErrStopped", b.Err())
+	}
+	if strings.Contains(logs.String(), "backend down") {
+		t.Errorf("a stop is logged as a failure:\n%s", logs)
+	}
+}
+
+func TestRemoteKillEndsCallsInFlightAtOnce(t *testing.T) {
+	fx := startRemoteFixture(t, "-http", "-name", "rm")
+	b, _, err := connectRemote(t, Spec{URL: fx.url()}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 1)
+	go func() {
+		_, err := b.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "hang"})
+		failed <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is at the server
+	reason := errors.New("hung on purpose")
+	start := time.Now()
+	b.Kill(reason)
+	select {
+	case <-b.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("not down 2s after Kill")
+	}
+	select {
+	case err := <-failed:
+		if err == nil {
+			t.Error("the call in flight succeeded")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the call in flight still waits 2s after Kill")
+	}
+	t.Logf("down and the call failed %s after Kill", time.Since(start))
+	if !errors.Is(b.Err(), reason) {
+		t.Errorf("Err() = %v, want the kill's reason", b.Err())
+	}
+}
+
+func TestRemoteGoneIsConnectionLost(t *testing.T) {
+	for _, mode := range []string{"-http", "-sse"} {
+		t.Run(mode, func(t *testing.T) {
+			fx := startRemoteFixture(t, mode, "-name", "rm")
+			b, _, err := connectRemote(t, Spec{URL: fx.url(), Transport: TransportAuto}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			fx.kill()
+			select {
+			case <-b.Done():
+			case <-time.After(15 * time.Second):
+				t.Fatal("still up 15s after the server died")
+			}
+			t.Logf("down %s after the server died: %v", time.Since(start), b.Err())
+			if err := b.Err(); err == nil || !strings.Contains(err.Error(), "connection lost") {
+				t.Errorf("Err() = %v, want connection lost", err)
+			}
+		})
+	}
+}
+
+func TestRemoteTokenRevokedLaterTakesTheBackendDownAsUnauthorized(t *testing.T) {
+	srv := newInProcessServer(t)
+	b, _, err := connectRemote(t, Spec{URL: srv.URL + "/mcp"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.refuse.Store(true)
+	if _, err := call(t, b, "hello", nil); err == nil {
+		t.Fatal("a call answered 401 succeeded")
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("still up 2s after a 401")
+	}
+	if !errors.Is(b.Err(), ErrUnauthorized) || !strings.Contains(b.Err().Error(), "401 Unauthorized from "+srv.URL+"/mcp") {
+		t.Errorf("Err() = %v, want the 401", b.Err())
+	}
+}
+
+// Notifications the server sent before its response have reached their
+// hooks once Settle returns, as for a child backend.
+func TestRemoteSettleWaitsForNotificationsSentBeforeTheResponse(t *testing.T) {
+	fx := startRemoteFixture(t, "-http", "-name", "rm")
+	var handled atomic.Int64
+	b, _, err := connectRemote(t, Spec{URL: fx.url()}, Options{Hooks: Hooks{ResourceUpdated: func(*mcp.ResourceUpdatedNotificationParams) {
+		time.Sleep(time.Millisecond) // a handler slower than the reader
+		handled.Add(1)
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(t, b, "update", map[string]any{"uri": "fixture://rm/res/1", "count": 200}); err != nil {
+		t.Fatal(err)
+	}
+	at := handled.Load()
+	b.Settle(5 * time.Second)
+	if n := handled.Load(); n != 200 {
+		t.Errorf("%d of 200 notifications handled after Settle (%d when the response came)", n, at)
+	}
+}
+
+func TestRemoteCancelCarriesTheReason(t *testing.T) {
+	fx := startRemoteFixture(t, "-http", "-name", "rm")
+	b, _, err := connectRemote(t, Spec{URL: fx.url()}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(WithCancelReason(context.Background(), func() string { return "the agent gave up" }), 300*time.Millisecond)
+	defer cancel()
+	if _, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 5000}}); err == nil {
+		t.Fatal("the cancelled call succeeded")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res, err := call(t, b, "stats", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		if strings.Contains(text, "the agent gave up") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reason did not reach the server: %s", text)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A header goes to the configured origin only: a redirect elsewhere must
+// not take the token with it.
+func TestRemoteHeadersGoToTheConfiguredOriginOnly(t *testing.T) {
+	const token = "never-elsewhere-42"
+	var leaked atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Authorization"), token) {
+			leaked.Store(true)
+		}
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	defer other.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	_, _, err := connectRemote(t, Spec{URL: redirect.URL + "/mcp", Transport: TransportStreamable,
+		Headers: map[string]string{"Authorization": "Bearer " + token}}, Options{})
+	if err == nil {
+		t.Fatal("connected through a redirect to a 404")
+	}
+	if leaked.Load() {
+		t.Error("the Authorization header followed the redirect to another origin")
+	}
+}

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Remote backends through the binary: the fixture serving over HTTP in a
+// process of its own, next to a stdio one, as an agent sees them.
+
+// remoteFixture is the fixture serving over HTTP: "-http" (Streamable HTTP
+// at /mcp) or "-sse" (HTTP+SSE at /sse).
+type remoteFixture struct {
+	t    *testing.T
+	mode string
+	args []string
+	addr string // host:port it listens on; kept across restarts
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startRemoteFixture(t *testing.T, mode string, args ...string) *remoteFixture {
+	t.Helper()
+	f := &remoteFixture{t: t, mode: mode, args: args, addr: "127.0.0.1:0"}
+	f.start()
+	t.Cleanup(f.kill)
+	return f
+}
+
+// start runs the fixture on f.addr and waits for its "listening on" line.
+func (f *remoteFixture) start() {
+	f.t.Helper()
+	cmd := exec.Command(fixtureBin, append([]string{f.mode, f.addr}, f.args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.cmd, f.done = cmd, make(chan struct{})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				addr <- a
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		cmd.Wait()
+		close(f.done)
+	}()
+	select {
+	case f.addr = <-addr:
+	case <-f.done:
+		f.t.Fatalf("fixture %s %s exited before listening", f.mode, f.addr)
+	case <-time.After(10 * time.Second):
+		f.t.Fatalf("fixture %s %s did not listen within 10s", f.mode, f.addr)
+	}
+}
+
+func (f *remoteFixture) kill() {
+	f.cmd.Process.Kill()
+	<-f.done
+}
+
+func (f *remoteFixture) url() string {
+	if f.mode == "-sse" {
+		return "http://" + f.addr + "/sse"
+	}
+	return "http://" + f.addr + "/mcp"
+}
+
+// writeRawConfig writes src as a config file.
+func writeRawConfig(t *testing.T, src string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// stdioBackend is a [[backend]] running the fixture over stdio.
+func stdioBackend(name string) string {
+	return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n\n", name, fixtureBin, name)
+}
+
+// remoteBackend is a [[backend]] for a remote fixture; extra is more keys.
+func remoteBackend(name string, f *remoteFixture, extra string) string {
+	return fmt.Sprintf("[[backend]]\nname = %q\nurl = %q\n%s\n\n", name, f.url(), extra)
+}
+
+type backendsDoc struct {
+	Backends []struct {
+		Name            string `json:"name"`
+		State           string `json:"state"`
+		PID             int    `json:"pid"`
+		Restarts        int    `json:"restarts"`
+		LastError       string `json:"last_error"`
+		Transport       string `json:"transport"`
+		URL             string `json:"url"`
+		ProtocolVersion string `json:"protocol_version"`
+	} `json:"backends"`
+}
+
+func readBackends(t *testing.T, cs *mcp.ClientSession) backendsDoc {
+	t.Helper()
+	res, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcp-mux://backends"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc backendsDoc
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func callText(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil || res.IsError {
+		t.Fatalf("%s: %v %+v", tool, err, res)
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+func TestRemoteBackendsMergeWithAStdioOne(t *testing.T) {
+	web := startRemoteFixture(t, "-http", "-name", "web")
+	old := startRemoteFixture(t, "-sse", "-name", "old")
+	cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+stdioBackend("local")+
+		remoteBackend("web", web, "")+
+		remoteBackend("old", old, `transport = "auto"`)) // falls back to HTTP+SSE
+	r := runMux(t, cfg)
+	ctx := context.Background()
+	lt, err := r.cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range lt.Tools {
+		names = append(names, tool.Name)
+	}
+	for _, want := range []string{"local__echo", "web__echo", "web__publish", "old__echo", "old__publish"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("tools/list lacks %s: %v", want, names)
+		}
+	}
+	for _, b := range []string{"local", "web", "old"} {
+		if got := callText(t, r.cs, b+"__echo", map[string]any{"text": "to " + b}); !strings.Contains(got, "to "+b) {
+			t.Errorf("%s__echo answered %q", b, got)
+		}
+		uri := "fixture://" + b + "/res/1"
+		res, err := r.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || res.Contents[0].Text != b+" resource 1" {
+			t.Errorf("read %s: %v %+v", uri, err, res)
+		}
+	}
+	want := map[string]string{"local": "stdio", "web": "streamable", "old": "sse"}
+	for _, b := range readBackends(t, r.cs).Backends {
+		if b.State != "ready" || b.Transport != want[b.Name] || b.ProtocolVersion != "2025-11-25" {
+			t.Errorf("backend %s: state %q transport %q protocol %q, want ready %q 2025-11-25", b.Name, b.State, b.Transport, b.ProtocolVersion, want[b.Name])
+		}
+		if (b.PID == 0) != (b.Name != "local") {
+			t.Errorf("backend %s: pid %d", b.Name, b.PID)
+		}
+	}
+
+	out, code := runCheck(t, "--connect", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("check --connect: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{`transport\s+streamable`, `transport\s+sse`, `transport\s+stdio`, `url\s+` + regexp.QuoteMeta(web.url()), `protocol\s+2025-11-25`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("check --connect lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// A subscription on a remote resource gets its updates, and is restored
+// when the remote comes back after it went away: the new server process
+// holds it (its own subscription tracking sends the update).
+func TestRemoteSubscriptionSurvivesTheRemoteRestarting(t *testing.T) {
+	for _, mode := range []string{"-http", "-sse"} {
+		t.Run(mode, func(t *testing.T) {
+			fx := startRemoteFixture(t, mode, "-name", "web")
+			cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+stdioBackend("local")+remoteBackend("web", fx, ""))
+			w := startWire(t, cfg)
+			updates := make(chan string, 100)
+			c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+				ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updates <- r.Params.URI },
+			})
+			cs, err := c.Connect(context.Background(), &mcp.IOTransport{Reader: io.NopCloser(w.out), Writer: nopClose{w.stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				t.Fatalf("connect: %v\nstderr:\n%s", err, w.stderr)
+			}
+			const uri = "fixture://web/res/1"
+			if err := cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err != nil {
+				t.Fatal(err)
+			}
+			expectUpdate := func(when string) {
+				t.Helper()
+				callText(t, cs, "web__publish", map[string]any{"uri": uri})
+				select {
+				case got := <-updates:
+					if got != uri {
+						t.Fatalf("%s: update for %q", when, got)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s: no update within 5s\nstderr:\n%s", when, w.stderr)
+				}
+			}
+			expectUpdate("before the restart")
+
+			fx.kill()
+			fx.start() // the same port
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				b := readBackends(t, cs).Backends[1]
+				if b.State == "ready" && b.Restarts >= 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("web not reconnected within 20s: %+v\nstderr:\n%s", b, w.stderr)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			var st struct {
+				Subscribe map[string]int `json:"subscribe"`
+			}
+			json.Unmarshal([]byte(callText(t, cs, "web__stats", nil)), &st)
+			if st.Subscribe[uri] != 1 {
+				t.Errorf("the restarted remote holds subscriptions %v, want %s once", st.Subscribe, uri)
+			}
+			// What the reconnect announced (the contents may have changed
+			// while it was down) is not what is tested here.
+			time.Sleep(300 * time.Millisecond)
+			for len(updates) > 0 {
+				<-updates
+			}
+			expectUpdate("after the restart")
+		})
+	}
+}
+
+func TestRemoteUnauthorizedBackendFailsWithoutRetrying(t *testing.T) {
+	const token = "wr0ng-t0ken-e2e-4242"
+	t.Setenv("E2E_REMOTE_TOKEN", token)
+	fx := startRemoteFixture(t, "-http", "-name", "web", "-require-token", "right")
+	cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\nlog_level = \"debug\"\n\n"+stdioBackend("local")+
+		remoteBackend("web", fx, `headers = { Authorization = "Bearer ${E2E_REMOTE_TOKEN}" }`))
+	r := runMux(t, cfg)
+	want := "401 Unauthorized from " + fx.url() + ": check the headers (token)"
+	var web any
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b := readBackends(t, r.cs).Backends[1]
+		web = b
+		if b.State == "failed" {
+			if !strings.Contains(b.LastError, want) || b.Restarts != 0 {
+				t.Errorf("web: %+v, want the 401 and no restart", b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("web not failed within 10s: %+v", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // a retry would have come by now (backoff 0.5 s)
+	if b := readBackends(t, r.cs).Backends[1]; b.State != "failed" || b.Restarts != 0 {
+		t.Errorf("web retried after a 401: %+v (was %+v)", b, web)
+	}
+	if n := strings.Count(r.stderr.String(), "401 Unauthorized"); n == 0 || strings.Contains(r.stderr.String(), "restarting") {
+		t.Errorf("stderr (%d mentions of the 401):\n%s", n, r.stderr)
+	}
+
+	out, code := runCheck(t, "--connect", "--config", cfg)
+	if code != 1 || !regexp.MustCompile(`state\s+failed`).MatchString(out) || !strings.Contains(out, want) {
+		t.Errorf("check --connect: exit %d, want 1 with the 401:\n%s", code, out)
+	}
+	if leaks(out, token) || leaks(r.stderr.String(), token) {
+		t.Errorf("the token leaked:\ncheck:\n%s\nserve stderr:\n%s", out, r.stderr)
+	}
+}
+
+func TestRemoteHeaderValueNeverInTheDebugLog(t *testing.T) {
+	const token = "r1ght-t0ken-e2e-7777"
+	t.Setenv("E2E_REMOTE_TOKEN", token)
+	fx := startRemoteFixture(t, "-http", "-name", "web", "-require-token", token)
+	cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\nlog_level = \"debug\"\n\n"+
+		remoteBackend("web", fx, `headers = { Authorization = "Bearer ${E2E_REMOTE_TOKEN}", X-Trace = "t" }`))
+	r := runMux(t, cfg)
+	if got := callText(t, r.cs, "web__echo", map[string]any{"text": "hi"}); !strings.Contains(got, "hi") {
+		t.Errorf("echo answered %q", got)
+	}
+	r.cs.Close()
+	r.stdin.Close()
+	select {
+	case <-r.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("mcp-mux did not exit on stdin EOF")
+	}
+	log := r.stderr.String()
+	if !strings.Contains(log, "Authorization") || !strings.Contains(log, "X-Trace") {
+		t.Errorf("the header names are not in the debug log:\n%s", log)
+	}
+	if leaks(log, token) {
+		t.Errorf("the header value is in the debug log:\n%s", log)
+	}
+}
+
+// A remote that stays away is reconnected to as a crashed child is
+// restarted: with backoff, until restart_max, then failed.
+func TestRemoteThatStaysGoneFailsAtTheCrashLoopLimit(t *testing.T) {
+	fx := startRemoteFixture(t, "-http", "-name", "web")
+	cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\nrestart_max = 3\n\n"+stdioBackend("local")+remoteBackend("web", fx, ""))
+	r := runMux(t, cfg)
+	callText(t, r.cs, "web__echo", map[string]any{"text": "x"})
+	fx.kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b := readBackends(t, r.cs).Backends[1]
+		if b.State == "failed" {
+			if b.Restarts != 2 || !strings.Contains(b.LastError, "connection refused") {
+				t.Errorf("web: %+v, want 2 reconnects, then failed for the refused connection", b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("web not failed within 30s: %+v\nstderr:\n%s", b, r.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	log := r.stderr.String()
+	for _, want := range []string{"connection lost", "backend down; restarting", "too many crashes"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+// What the remote asks of the client (roots, sampling) and tells it
+// (progress) goes through mcp-mux as for a child backend.
+func TestRemoteBackendRequestsAndProgressReachTheAgent(t *testing.T) {
+	for _, mode := range []string{"-http", "-sse"} {
+		t.Run(mode, func(t *testing.T) {
+			fx := startRemoteFixture(t, mode, "-name", "web", "-client-requests")
+			cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+remoteBackend("web", fx, ""))
+			w := startWire(t, cfg)
+			progress := make(chan float64, 100)
+			c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+				CreateMessageWithToolsHandler: func(context.Context, *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+					return &mcp.CreateMessageWithToolsResult{Role: "assistant", Model: "m", Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil
+				},
+				ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params.Progress },
+			})
+			c.AddRoots(&mcp.Root{URI: "file:///e2e"})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(w.out), Writer: nopClose{w.stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				t.Fatalf("connect: %v\nstderr:\n%s", err, w.stderr)
+			}
+			for tool, want := range map[string]string{"web__sample": "pong model=m", "web__ask_roots": "file:///e2e"} {
+				if got := callText(t, cs, tool, map[string]any{"prompt": "ping"}); got != want {
+					t.Errorf("%s: got %q, want %q", tool, got, want)
+				}
+			}
+			params := &mcp.CallToolParams{Name: "web__progress", Arguments: map[string]any{"steps": 3}}
+			params.SetProgressToken("p1")
+			if _, err := cs.CallTool(ctx, params); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				select {
+				case <-progress:
+				case <-time.After(2 * time.Second):
+					t.Fatalf("%d of 3 progress notifications reached the agent", i)
+				}
+			}
+		})
+	}
+}
