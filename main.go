@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -22,39 +23,58 @@ import (
 	"github.com/mcp-mux/mcp-mux/mux"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
-
 func main() {
+	version = buildVersion()
 	configFlag := &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config `FILE` (default: $MCP_MUX_CONFIG, ./mcp-mux.toml, $XDG_CONFIG_HOME/mcp-mux/config.toml)"}
+	httpFlag := &cli.StringFlag{Name: "http", Usage: "serve over Streamable HTTP at `ADDR` (e.g. 127.0.0.1:8931), path /mcp, to any number of agents (default: [mux] http_listen; unset: stdio)"}
 	app := &cli.App{
-		Name:   "mcp-mux",
-		Usage:  "one stdio MCP server that multiplexes many",
-		Flags:  []cli.Flag{configFlag},
-		Action: serve,
-		// stdout is the MCP stream: nothing of the CLI's own may go there
-		// while serving, so errors are printed to stderr by us.
-		Writer:    os.Stderr,
-		ErrWriter: os.Stderr,
+		Name:    "mcp-mux",
+		Usage:   "one stdio MCP server that multiplexes many",
+		Version: version,
+		Flags:   []cli.Flag{configFlag, httpFlag},
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return unknownCommand(c)
+			}
+			return serve(c)
+		},
+		// Help, version and completion scripts go to stdout: they are what
+		// was asked for. Nothing else of the CLI's own does (usage
+		// mistakes are errors, see usageError): stdout is the MCP stream
+		// when serving.
+		Writer:               os.Stdout,
+		ErrWriter:            os.Stderr,
+		Suggest:              true,
+		EnableBashCompletion: true,
 		Commands: []*cli.Command{
-			{Name: "serve", Usage: "serve MCP over stdio (the default)", Flags: []cli.Flag{configFlag}, Action: serve},
+			{Name: "serve", Usage: "serve MCP over stdio (the default), or over HTTP with --http", Flags: []cli.Flag{configFlag, httpFlag}, Action: serve},
 			{
-				Name:  "check",
-				Usage: "validate a config; with --connect also start every backend and report what it offers",
+				Name:      "check",
+				Usage:     "validate a config; with --connect also start every backend and report what it offers",
+				ArgsUsage: "[FILE]",
 				Flags: []cli.Flag{
 					configFlag,
 					&cli.BoolFlag{Name: "connect", Usage: "start, initialize and list every backend, then stop them"},
-					&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+					&cli.BoolFlag{Name: "list", Usage: "list the tool and prompt names the agent sees, per backend (implies --connect)"},
+					&cli.BoolFlag{Name: "json", Usage: "print the result as JSON (and no progress lines)"},
 				},
 				Action: check,
 			},
+			importCommand(),
+			initCommand(),
 			{Name: "version", Usage: "print the version", Action: func(c *cli.Context) error {
 				fmt.Fprintln(os.Stdout, "mcp-mux", version)
 				return nil
 			}},
+			completionCommand(),
 		},
 	}
-	if err := app.Run(os.Args); err != nil {
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, "mcp-mux", version) }
+	app.OnUsageError = usageError
+	for _, cmd := range app.Commands {
+		cmd.OnUsageError = usageError
+	}
+	if err := app.Run(flagsFirst(app, os.Args)); err != nil {
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) {
 			if msg := ec.Error(); msg != "" {
@@ -70,7 +90,7 @@ func main() {
 // loadConfig finds and loads the config; a mistake in it is an exit-1 error
 // listing every problem as FILE:LINE: message.
 func loadConfig(c *cli.Context) (*mux.Config, error) {
-	path, err := mux.FindConfig(c.String("config"), os.Getenv)
+	path, err := mux.FindConfig(givenConfig(c), os.Getenv)
 	if err != nil {
 		return nil, cli.Exit("mcp-mux: "+err.Error(), 1)
 	}
@@ -166,6 +186,20 @@ func serve(c *cli.Context) error {
 	for _, w := range cfg.Warnings {
 		logger.Warn(w.String())
 	}
+	addr := c.String("http")
+	if addr == "" {
+		addr = cfg.Mux.HTTPListen
+	}
+	var ln net.Listener
+	if addr != "" {
+		if err := mux.CheckHTTPAddr(addr, cfg.Mux.HTTPToken); err != nil {
+			return cli.Exit("mcp-mux: "+err.Error(), 1)
+		}
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return cli.Exit("mcp-mux: "+err.Error(), 1)
+		}
+		defer ln.Close()
+	}
 	if path := os.Getenv("MCP_MUX_CPUPROFILE"); path != "" {
 		// For profiling the real binary over real pipes (see README,
 		// Development): the profile is written when the session ends.
@@ -176,11 +210,31 @@ func serve(c *cli.Context) error {
 	}
 
 	// The agent going away (stdin EOF) or a signal ends the session; then
-	// subscriptions are cleaned up and every backend is stopped.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// subscriptions are cleaned up and every backend is stopped. SIGHUP
+	// reloads the config instead, as daemons do, as does saving the file.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	m := mux.New(cfg, logger, version)
 	m.Start()
+	if err := m.WatchConfig(); err != nil {
+		logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)
+	}
+	defer reloadOnSIGHUP(m)()
+	if addr != "" {
+		// Over HTTP, for any number of agents, until a signal ends it;
+		// stdin is not the protocol then.
+		err = m.ServeHTTP(ctx, ln, mux.HTTPOptions{
+			Token:       cfg.Mux.HTTPToken,
+			SessionIdle: cfg.Mux.HTTPSessionIdle.Duration,
+			MaxBody:     int64(cfg.Mux.MaxMessageSize),
+		})
+		m.Close()
+		if err != nil {
+			logger.Error("serving over HTTP", "err", err)
+		}
+		logger.Info("exiting")
+		return nil
+	}
 	err = m.Serve(ctx, mux.StdioTransport(os.Stdin, os.Stdout, mux.StdioOptions{
 		MaxLine: cfg.Mux.MaxMessageSize,
 		Drain:   cfg.Mux.RequestTimeout.Duration,
@@ -195,7 +249,11 @@ func serve(c *cli.Context) error {
 }
 
 func check(c *cli.Context) error {
-	path, err := mux.FindConfig(c.String("config"), os.Getenv)
+	given, err := checkFile(c)
+	if err != nil {
+		return err
+	}
+	path, err := mux.FindConfig(given, os.Getenv)
 	if err != nil {
 		return cli.Exit("mcp-mux: "+err.Error(), 1)
 	}
@@ -213,7 +271,7 @@ func check(c *cli.Context) error {
 			fmt.Fprintln(os.Stderr, "warning: "+w.String())
 		}
 	}
-	if !c.Bool("connect") {
+	if !c.Bool("connect") && !c.Bool("list") {
 		if c.Bool("json") {
 			writeJSON(map[string]any{"config": path, "ok": true, "problems": []mux.Problem{}, "warnings": append([]mux.Problem{}, cfg.Warnings...)})
 		} else {
@@ -235,7 +293,21 @@ func check(c *cli.Context) error {
 	// check at once, and the backends it started are stopped.
 	ctx, caught, stop := signalContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	report := mux.Inspect(ctx, cfg, logger, version)
+	var opts []mux.InspectOption
+	var p *progress
+	if !c.Bool("json") {
+		// Live on a terminal, unless the log goes there too.
+		live := isTerminal(os.Stderr) && (cfg.Mux.LogFile != "" || cfg.Mux.LogLevel != "debug")
+		p = newProgress(os.Stderr, live, cfg)
+		opts = append(opts, mux.OnSettled(p.settled))
+	}
+	report := mux.Inspect(ctx, cfg, logger, version, opts...)
+	if p != nil {
+		p.close()
+	}
+	if !c.Bool("list") {
+		report.Offered = nil
+	}
 	if sig := caught(); sig != 0 {
 		name := map[syscall.Signal]string{syscall.SIGINT: "SIGINT (Ctrl-C)", syscall.SIGTERM: "SIGTERM"}[sig]
 		return cli.Exit(fmt.Sprintf("mcp-mux: check interrupted by %s; every backend it started is stopped", name), 128+int(sig))
@@ -300,7 +372,11 @@ func writeReport(w io.Writer, r *mux.Report) {
 		if b.LastError != "" {
 			fmt.Fprintf(tw, "  error\t%s\n", b.LastError)
 		}
+		if b.URL != "" {
+			fmt.Fprintf(tw, "  url\t%s\n", b.URL)
+		}
 		if b.Ready() {
+			fmt.Fprintf(tw, "  transport\t%s\n", b.Transport)
 			fmt.Fprintf(tw, "  protocol\t%s\n", b.ProtocolVersion)
 			fmt.Fprintf(tw, "  server\t%s\n", b.Server)
 			fmt.Fprintf(tw, "  subscribe\t%s\n", yesNo(b.Subscribe))
@@ -311,6 +387,12 @@ func writeReport(w io.Writer, r *mux.Report) {
 			fmt.Fprintf(tw, "  prompts\t%d\n", b.Prompts)
 		}
 		tw.Flush()
+		for _, o := range r.Offered {
+			if o.Backend == b.Name && b.Ready() {
+				writeNames(w, "tool names", o.Tools)
+				writeNames(w, "prompt names", o.Prompts)
+			}
+		}
 		fmt.Fprintln(w)
 	}
 	if len(r.Collisions) == 0 {
@@ -321,10 +403,22 @@ func writeReport(w io.Writer, r *mux.Report) {
 			fmt.Fprintf(w, "  %s %q: %s wins over %s\n", c.Kind, c.Name, c.Winner, c.Loser)
 		}
 	}
+	for _, warning := range r.Warnings {
+		fmt.Fprintln(w, "warning: "+warning)
+	}
 	if r.OK {
 		fmt.Fprintln(w, "\nOK: every backend started")
 	} else {
 		fmt.Fprintln(w, "\nFAIL: some backends did not start")
+	}
+}
+
+// writeNames lists names one per line (they can be long, and are
+// copied into an agent's allow list).
+func writeNames(w io.Writer, what string, names []string) {
+	fmt.Fprintf(w, "  %s (%d):\n", what, len(names))
+	for _, n := range names {
+		fmt.Fprintf(w, "    %s\n", n)
 	}
 }
 

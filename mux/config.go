@@ -1,8 +1,8 @@
 package mux
 
-// Config loading: the types and defaults, FindConfig, Load and Parse, and
-// the parser that runs decoding and validation and collects every problem
-// into a *ConfigError.
+// Config loading: the types and defaults, Load and Parse, and the parser
+// that runs decoding and validation and collects every problem into a
+// *ConfigError. Where the file is looked for: config_find.go.
 //
 // The config file is hand-edited TOML. Every mistake is reported as
 // "FILE:LINE: key: what is wrong", and all mistakes are reported at once
@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -56,6 +55,7 @@ type Settings struct {
 	LogFile          string            `toml:"log_file"`          // default "" = stderr
 	RequestTimeout   backends.Duration `toml:"request_timeout"`   // default 60s
 	StartupTimeout   backends.Duration `toml:"startup_timeout"`   // default 30s
+	FirstListWait    backends.Duration `toml:"first_list_wait"`   // how long the first list waits for backends still starting, default 3s
 	MaxSubscriptions int               `toml:"max_subscriptions"` // per client session, default 1000
 	ToolSeparator    string            `toml:"tool_separator"`    // default "__"
 	MaxRequestTime   backends.Duration `toml:"max_request_time"`  // hard cap for progress-extended requests, default 10m
@@ -64,6 +64,12 @@ type Settings struct {
 	RestartMax       int               `toml:"restart_max"`       // crashes within RestartWindow before "failed", default 5
 	RestartWindow    backends.Duration `toml:"restart_window"`    // default 60s
 	Instructions     string            `toml:"instructions"`      // default "": the backends' own, merged
+	// Serving over HTTP (serve --http, or this key): the address, the
+	// bearer token it requires (expanded like env values; never logged),
+	// and how long an idle HTTP session lives.
+	HTTPListen      string            `toml:"http_listen"`       // default "": stdio only
+	HTTPToken       string            `toml:"http_token"`        // default "": none (loopback only)
+	HTTPSessionIdle backends.Duration `toml:"http_session_idle"` // default 30m
 }
 
 // Defaults of [mux]; a zero value in the file (or a missing key) means the default.
@@ -72,6 +78,8 @@ const (
 	DefaultLogLevel         = "info"
 	DefaultRequestTimeout   = 60 * time.Second
 	DefaultStartupTimeout   = 30 * time.Second
+	DefaultFirstListWait    = 3 * time.Second
+	DefaultHTTPSessionIdle  = 30 * time.Minute
 	DefaultMaxSubscriptions = 1000
 	DefaultToolSeparator    = "__"
 	DefaultMaxRequestTime   = 10 * time.Minute
@@ -87,10 +95,10 @@ const (
 
 // Problem is one mistake in the config file.
 type Problem struct {
-	File    string
-	Line    int    // 0 if unknown
-	Key     string // e.g. "backend[1] (github).env.TOKEN"; may be empty
-	Message string
+	File    string `json:"file"`
+	Line    int    `json:"line"`          // 0 if unknown
+	Key     string `json:"key,omitempty"` // e.g. "backend[1] (github).env.TOKEN"; may be empty
+	Message string `json:"message"`
 }
 
 // String formats the problem as "FILE:LINE: key: message".
@@ -158,64 +166,6 @@ func Parse(path string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 		return nil, &ConfigError{Problems: p.finish()}
 	}
 	return cfg, nil
-}
-
-// FindConfig returns the config file to use: flagValue if non-empty, then
-// $MCP_MUX_CONFIG, then ./mcp-mux.toml if it exists, then
-// $XDG_CONFIG_HOME/mcp-mux/config.toml ($HOME/.config/mcp-mux/config.toml
-// when XDG_CONFIG_HOME is unset) if it exists. getenv nil means os.Getenv.
-func FindConfig(flagValue string, getenv func(string) string) (string, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	if flagValue != "" {
-		return flagValue, nil
-	}
-	if v := getenv("MCP_MUX_CONFIG"); v != "" {
-		return v, nil
-	}
-	looked := []string{"--config flag (not given)", "$MCP_MUX_CONFIG (not set)"}
-	isFile := func(p string) bool {
-		fi, err := os.Stat(p)
-		return err == nil && !fi.IsDir()
-	}
-	const local = "mcp-mux.toml"
-	if isFile(local) {
-		return local, nil
-	}
-	if wd, err := os.Getwd(); err == nil {
-		looked = append(looked, filepath.Join(wd, local))
-	} else {
-		looked = append(looked, "./"+local)
-	}
-	user := UserConfigPath(getenv)
-	if user != "" {
-		if isFile(user) {
-			return user, nil
-		}
-		looked = append(looked, user)
-	} else {
-		looked = append(looked, "$XDG_CONFIG_HOME/mcp-mux/config.toml (neither XDG_CONFIG_HOME nor HOME is set)")
-	}
-	return "", fmt.Errorf("no config file found; looked at:\n  %s\n(copy mcp-mux.toml.example to one of these places, or pass the file with --config)",
-		strings.Join(looked, "\n  "))
-}
-
-// UserConfigPath is the user's own config file, whether or not it exists:
-// $XDG_CONFIG_HOME/mcp-mux/config.toml, else
-// $HOME/.config/mcp-mux/config.toml; "" when neither variable is set.
-// `mcp-mux init` writes there. getenv nil means os.Getenv.
-func UserConfigPath(getenv func(string) string) string {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	if xdg := getenv("XDG_CONFIG_HOME"); xdg != "" {
-		return filepath.Join(xdg, "mcp-mux", "config.toml")
-	}
-	if home := getenv("HOME"); home != "" {
-		return filepath.Join(home, ".config", "mcp-mux", "config.toml")
-	}
-	return ""
 }
 
 // keyPath is a key as a list of formatted segments: "backend[2]", "env",
@@ -326,6 +276,10 @@ func (p *parser) parse(data []byte) (cfg *Config) {
 		p.addAt(nil, 0, "file is too large (%d bytes, at most %d)", len(data), maxConfigSize)
 		return nil
 	}
+	if looksLikeJSON(data) {
+		p.addAt(nil, 0, "this is a JSON client config, not mcp-mux's TOML; run `mcp-mux import %s` to convert it", shellQuote(p.file))
+		return nil
+	}
 	// The line index is built first: the scanner also rejects deeply
 	// nested arrays and inline tables before the TOML parser sees them.
 	scan := scanFile(data)
@@ -375,7 +329,7 @@ func (p *parser) parse(data []byte) (cfg *Config) {
 		}
 	}
 	p.validateMux(&cfg.Mux, muxPresent)
-	cfg.Backends = p.validateBackends(specs, &cfg.Mux)
+	cfg.Backends, cfg.Warnings = p.validateBackends(specs, &cfg.Mux)
 	return cfg
 }
 

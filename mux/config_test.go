@@ -192,6 +192,7 @@ func TestConfigGood(t *testing.T) {
 		LogFile:          "",
 		RequestTimeout:   backends.Duration{Duration: 60 * time.Second},
 		StartupTimeout:   backends.Duration{Duration: 120 * time.Second},
+		FirstListWait:    backends.Duration{Duration: 3 * time.Second},
 		MaxSubscriptions: 1000,
 		ToolSeparator:    "__",
 		MaxRequestTime:   backends.Duration{Duration: 10 * time.Minute},
@@ -199,6 +200,7 @@ func TestConfigGood(t *testing.T) {
 		ShutdownGrace:    backends.Duration{Duration: 2 * time.Second},
 		RestartMax:       5,
 		RestartWindow:    backends.Duration{Duration: 60 * time.Second},
+		HTTPSessionIdle:  backends.Duration{Duration: 30 * time.Minute},
 	}
 	if cfg.Mux != wantMux {
 		t.Errorf("Mux =\n%+v\nwant\n%+v", cfg.Mux, wantMux)
@@ -595,6 +597,8 @@ func TestConfigLoadMissingFile(t *testing.T) {
 }
 
 func TestFindConfig(t *testing.T) {
+	// The XDG layout, on every OS the test runs on (the others:
+	// TestFindConfigLooksInEveryPlaceOfTheOS).
 	dir := t.TempDir()
 	t.Chdir(dir)
 	xdg := filepath.Join(dir, "xdg")
@@ -614,7 +618,7 @@ func TestFindConfig(t *testing.T) {
 	getenv := func(k string) string { return env[k] }
 	find := func(flag string) string {
 		t.Helper()
-		p, err := FindConfig(flag, getenv)
+		p, err := findConfig(flag, "linux", getenv)
 		if err != nil {
 			t.Fatalf("FindConfig(%q): %v", flag, err)
 		}
@@ -623,7 +627,7 @@ func TestFindConfig(t *testing.T) {
 
 	// Nothing anywhere: the error lists every place.
 	env["HOME"] = home
-	_, err := FindConfig("", getenv)
+	_, err := findConfig("", "linux", getenv)
 	if err == nil {
 		t.Fatal("FindConfig found something in an empty dir")
 	}
@@ -633,7 +637,7 @@ func TestFindConfig(t *testing.T) {
 		}
 	}
 	env["XDG_CONFIG_HOME"] = xdg
-	if _, err := FindConfig("", getenv); err == nil || !strings.Contains(err.Error(), xdgFile) {
+	if _, err := findConfig("", "linux", getenv); err == nil || !strings.Contains(err.Error(), xdgFile) {
 		t.Errorf("error should mention %s: %v", xdgFile, err)
 	}
 
@@ -645,7 +649,7 @@ func TestFindConfig(t *testing.T) {
 	}
 	// XDG_CONFIG_HOME when set (and the file exists), ignoring $HOME.
 	env["XDG_CONFIG_HOME"] = xdg
-	if _, err := FindConfig("", getenv); err == nil {
+	if _, err := findConfig("", "linux", getenv); err == nil {
 		t.Errorf("with XDG_CONFIG_HOME set, $HOME/.config should not be used")
 	}
 	write(xdgFile)

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,9 +42,11 @@ func (s *Settings) fillDefaults() {
 	num(&s.RestartMax, DefaultRestartMax)
 	dur(&s.RequestTimeout, DefaultRequestTimeout)
 	dur(&s.StartupTimeout, DefaultStartupTimeout)
+	dur(&s.FirstListWait, DefaultFirstListWait)
 	dur(&s.MaxRequestTime, DefaultMaxRequestTime)
 	dur(&s.ShutdownGrace, DefaultShutdownGrace)
 	dur(&s.RestartWindow, DefaultRestartWindow)
+	dur(&s.HTTPSessionIdle, DefaultHTTPSessionIdle)
 }
 
 func (p *parser) validateMux(s *Settings, present map[string]bool) {
@@ -85,6 +87,8 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 		p.add(mk("restart_max"), "must not be negative (got %d)", s.RestartMax)
 	}
 
+	p.validateHTTP(s, mk)
+
 	s.fillDefaults()
 	if s.MaxRequestTime.Duration < s.RequestTimeout.Duration {
 		k := "max_request_time"
@@ -96,6 +100,27 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 	}
 }
 
+// validateHTTP checks the settings of serving over HTTP: a token that
+// expands (its value, a secret, is never shown), and an address that is
+// loopback unless a token guards it.
+func (p *parser) validateHTTP(s *Settings, mk func(string) keyPath) {
+	if s.HTTPToken != "" {
+		exp, issues := expandEnv(s.HTTPToken, p.lookupEnv)
+		for _, is := range issues {
+			p.add(mk("http_token"), "%s", is.message())
+		}
+		if strings.ContainsAny(exp, "\r\n\x00 ") {
+			p.add(mk("http_token"), "value contains whitespace, a line break or NUL character")
+		}
+		s.HTTPToken = exp
+	}
+	if s.HTTPListen != "" {
+		if err := CheckHTTPAddr(s.HTTPListen, s.HTTPToken); err != nil {
+			p.add(mk("http_listen"), "%s", err.Error())
+		}
+	}
+}
+
 func isSpace(r rune) bool {
 	switch r {
 	case ' ', '\t', '\n', '\r', '\v', '\f', 0x85, 0xA0:
@@ -104,7 +129,10 @@ func isSpace(r rune) bool {
 	return r > 0xff && strings.TrimSpace(string(r)) == ""
 }
 
-func (p *parser) validateBackends(entries []backendEntry, mux *Settings) []backends.Spec {
+// validateBackends checks and completes the backends' specs. It also
+// returns the warnings (what is allowed but probably not meant).
+func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]backends.Spec, []Problem) {
+	var warns []problem
 	type seen struct {
 		path keyPath
 		line int
@@ -184,19 +212,38 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) []backe
 				if strings.ContainsRune(exp, 0) {
 					p.addAt(ek, line, "value contains a NUL character")
 				}
+				p.warnBareEnvVar(ek, line, val, &warns)
 				env[name] = exp
 			}
 			s.Env = env
 		}
 
 		// command and cwd
+		remote := p.validateRemote(e, &s, &warns)
 		switch {
-		case !hasCommand:
-			p.add(k("command"), "missing: every [[backend]] needs a command")
+		case !hasCommand && !remote:
+			p.add(k("command"), "missing: every [[backend]] needs a command (a program to run) or a url (a remote MCP server)")
+		case !hasCommand: // a remote backend
 		case !e.present["command"]: // wrong type, reported already
 		case strings.TrimSpace(s.Command) == "":
 			p.add(k("command"), "must not be empty")
 		}
+		p.validateFilters(bp, &s)
+		// "~" and ${VAR} first: messages show the expanded values (they
+		// are no secrets), the shell hint the command as written.
+		rawCommand, rawArgs := s.Command, slices.Clone(s.Args)
+		commandOK, cwdExpanded := true, true
+		if strings.TrimSpace(s.Command) != "" {
+			s.Command, commandOK = p.expandField(k("command"), s.Command, s.Disabled, &warns)
+			if commandOK && !s.Disabled && strings.TrimSpace(s.Command) == "" {
+				p.add(k("command"), "is empty once ${...} is expanded")
+				commandOK = false
+			}
+		}
+		for i, a := range s.Args {
+			s.Args[i], _ = p.expandField(k("args").index(i), a, s.Disabled, &warns)
+		}
+		s.Cwd, cwdExpanded = p.expandField(k("cwd"), s.Cwd, s.Disabled, &warns)
 		// The agent starts mux in a directory of its choosing: relative
 		// paths are made absolute here, against the config file's directory.
 		givenCwd, givenCommand := s.Cwd, s.Command
@@ -206,8 +253,8 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) []backe
 			s.Command, commandBase = p.resolveCommand(s.Command, s.Cwd)
 		}
 		if !s.Disabled {
-			cwdOK := true
-			if s.Cwd != "" {
+			cwdOK := cwdExpanded
+			if s.Cwd != "" && cwdOK {
 				if fi, err := os.Stat(s.Cwd); err != nil {
 					cwdOK = false
 					p.add(k("cwd"), "directory %q%s does not exist", givenCwd, cwdNote)
@@ -216,8 +263,12 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) []backe
 					p.add(k("cwd"), "%q%s is not a directory", givenCwd, cwdNote)
 				}
 			}
-			if strings.TrimSpace(s.Command) != "" && cwdOK {
-				if msg := checkCommand(givenCommand, s.Command, commandBase); msg != "" {
+			if strings.TrimSpace(s.Command) != "" && cwdOK && commandOK {
+				msg := p.shellHint(rawCommand, s.Command, s.Cwd, rawArgs)
+				if msg == "" {
+					msg = checkCommand(givenCommand, s.Command, commandBase)
+				}
+				if msg != "" {
 					p.add(k("command"), "%s", msg)
 				}
 			}
@@ -232,7 +283,8 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) []backe
 		}
 		p.addAt(nil, 0, "%s", msg)
 	}
-	return out
+	p.checkPrefixes(entries, out)
+	return out, p.render(warns)
 }
 
 // checkCommand reports ("" if fine) whether command, as written in the
@@ -245,7 +297,7 @@ func checkCommand(command, path, base string) string {
 			where = fmt.Sprintf(" (looked at %q)", path)
 		}
 		var msg string
-		fi, err := os.Stat(path)
+		fi, err := statCommand(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			msg = fmt.Sprintf("command %q not found%s", command, where)
@@ -257,8 +309,8 @@ func checkCommand(command, path, base string) string {
 			msg = fmt.Sprintf("command %q cannot be accessed%s: %v", command, where, err)
 		case fi.IsDir():
 			msg = fmt.Sprintf("command %q is a directory%s", command, where)
-		case runtime.GOOS != "windows" && fi.Mode().Perm()&0o111 == 0:
-			msg = fmt.Sprintf("command %q is not executable%s (chmod +x it)", command, where)
+		case notExecutable(fi) != "":
+			msg = fmt.Sprintf("command %q is not executable%s (%s)", command, where, notExecutable(fi))
 		}
 		if msg != "" && base != "" {
 			msg += ": a relative command path is relative to " + base
