@@ -33,6 +33,9 @@ func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 		switch r := res.(type) {
 		case *mcp.InitializeResult:
 			r.Instructions = m.waitInstructions(ctx)
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+				m.logSession(m.session(ss), "started")
+			}
 		case *mcp.DiscoverResult: // the current era's initialize
 			r.Instructions = m.waitInstructions(ctx)
 		}
@@ -48,7 +51,7 @@ func (m *Mux) waitInstructions(ctx context.Context) string {
 		defer cancel()
 		// Their initialize, not their first listing: that is all the
 		// instructions need, and a listing can take a while.
-		for _, mem := range m.members {
+		for _, mem := range m.members() {
 			select {
 			case <-mem.initialized:
 			case <-wctx.Done():
@@ -66,16 +69,16 @@ func (m *Mux) instructions() string {
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "This server is mcp-mux: it combines several MCP servers. The tools and prompts of each carry its prefix (`<prefix>%s<name>`); resource URIs are those of the server that owns them.", m.cfg.Mux.ToolSeparator)
-	for _, mem := range m.members {
+	for _, mem := range m.members() {
 		mem.mu.Lock()
-		r := mem.initResult
+		r, prefix := mem.initResult, mem.prefix
 		mem.mu.Unlock()
 		if r == nil || strings.TrimSpace(r.Instructions) == "" {
 			continue
 		}
 		names := "unprefixed"
-		if mem.prefix != "" {
-			names = "prefixed `" + mem.prefix + m.cfg.Mux.ToolSeparator + "`"
+		if prefix != "" {
+			names = "prefixed `" + prefix + m.cfg.Mux.ToolSeparator + "`"
 		}
 		fmt.Fprintf(&sb, "\n\n## %s (tools and prompts %s)\n\n%s", mem.spec.Name, names, strings.TrimSpace(r.Instructions))
 	}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// serving over HTTP (`serve --http`): several agents share one mcp-mux.
+
+// httpMux is mcp-mux serving HTTP on a free loopback port.
+type httpMux struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *lockedBuf
+}
+
+var listeningRe = regexp.MustCompile(`url=(http://\S+/mcp)`)
+
+func startHTTPMux(t *testing.T, config string, env ...string) *httpMux {
+	t.Helper()
+	cmd := exec.Command(muxBin, "serve", "--config", config, "--http", "127.0.0.1:0")
+	stderr := newLockedBuf()
+	cmd.Stderr = stderr
+	cmd.Env = append(cmd.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &httpMux{cmd: cmd, stderr: stderr}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("mcp-mux did not exit 10 s after SIGTERM; stderr:\n%s", stderr)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := listeningRe.FindStringSubmatch(stderr.String()); m != nil {
+			h.url = m[1]
+			return h
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("mcp-mux did not say where it listens; stderr:\n%s", stderr)
+	return nil
+}
+
+// httpClient is one agent session over HTTP, recording what it is sent.
+type httpClient struct {
+	cs *mcp.ClientSession
+
+	mu       sync.Mutex
+	updated  []string
+	progress []float64
+}
+
+func connectHTTP(t *testing.T, url, token string) *httpClient {
+	t.Helper()
+	hc := &httpClient{}
+	c := mcp.NewClient(&mcp.Implementation{Name: "http-e2e", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			hc.mu.Lock()
+			hc.updated = append(hc.updated, r.Params.URI)
+			hc.mu.Unlock()
+		},
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			hc.mu.Lock()
+			hc.progress = append(hc.progress, r.Params.Progress)
+			hc.mu.Unlock()
+		},
+	})
+	tr := &mcp.StreamableClientTransport{Endpoint: url}
+	if token != "" {
+		tr.HTTPClient = &http.Client{Transport: bearerAuth{token}}
+	}
+	cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	hc.cs = cs
+	t.Cleanup(func() { cs.Close() })
+	return hc
+}
+
+type bearerAuth struct{ token string }
+
+func (b bearerAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (hc *httpClient) updates() []string {
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	return append([]string{}, hc.updated...)
+}
+
+func (hc *httpClient) progressSeen() int {
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	return len(hc.progress)
+}
+
+func (hc *httpClient) call(t *testing.T, tool string, args map[string]any) string {
+	t.Helper()
+	res, err := hc.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if res.IsError || len(res.Content) == 0 {
+		t.Fatalf("%s: error result %+v", tool, res)
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+// fixtureStats is the fixture's own count of subscribe and unsubscribe
+// requests, per URI.
+func (hc *httpClient) fixtureStats(t *testing.T) (sub, unsub map[string]int) {
+	t.Helper()
+	var st struct {
+		Subscribe   map[string]int `json:"subscribe"`
+		Unsubscribe map[string]int `json:"unsubscribe"`
+	}
+	if err := json.Unmarshal([]byte(hc.call(t, "f__stats", nil)), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Subscribe, st.Unsubscribe
+}
+
+func eventually(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The gateway scenario with real clients: two sessions on one URI make one
+// backend subscribe; one unsubscribing leaves the other its updates; the
+// last to leave makes one backend unsubscribe. Progress and updates reach
+// only the session they belong to.
+func TestHTTPSessionsShareBackendsButNotState(t *testing.T) {
+	h := startHTTPMux(t, writeConfig(t, `log_level = "debug"`, []string{"f", "-name", "f"}))
+	a := connectHTTP(t, h.url, "")
+	b := connectHTTP(t, h.url, "")
+	const uri = "fixture://f/res/2"
+	ctx := context.Background()
+	for _, c := range []*httpClient{a, b} {
+		if err := c.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("%v\nstderr:\n%s", err, h.stderr)
+		}
+	}
+	if sub, _ := a.fixtureStats(t); sub[uri] != 1 {
+		t.Fatalf("backend got %d subscribes for two sessions on one URI, want 1", sub[uri])
+	}
+	a.call(t, "f__update", map[string]any{"uri": uri})
+	eventually(t, "both sessions get the update", 5*time.Second, func() bool {
+		return len(a.updates()) == 1 && len(b.updates()) == 1
+	})
+
+	if err := b.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	if _, unsub := a.fixtureStats(t); unsub[uri] != 0 {
+		t.Fatalf("backend unsubscribed while session A still holds %s", uri)
+	}
+	a.call(t, "f__update", map[string]any{"uri": uri})
+	eventually(t, "A gets the second update", 5*time.Second, func() bool { return len(a.updates()) == 2 })
+	time.Sleep(200 * time.Millisecond)
+	if got := b.updates(); len(got) != 1 {
+		t.Fatalf("B unsubscribed but got %d updates", len(got))
+	}
+
+	// Progress goes to the session whose request it is.
+	res, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: "f__progress", Arguments: map[string]any{"steps": 3}, Meta: mcp.Meta{"progressToken": "tok"}})
+	if err != nil || res.IsError {
+		t.Fatalf("progress: %v %+v", err, res)
+	}
+	eventually(t, "A gets its 3 progress notifications", 5*time.Second, func() bool { return a.progressSeen() == 3 })
+	if n := b.progressSeen(); n != 0 {
+		t.Fatalf("B got %d progress notifications of A's request", n)
+	}
+
+	// A leaves (DELETE): the last holder, so the backend unsubscribes.
+	a.cs.Close()
+	eventually(t, "the backend is unsubscribed once the last holder left", 5*time.Second, func() bool {
+		_, unsub := b.fixtureStats(t)
+		return unsub[uri] == 1
+	})
+}
+
+// A session idle past http_session_idle is ended and cleaned up like a
+// stdio session whose agent went away.
+func TestHTTPIdleSessionIsCleanedUp(t *testing.T) {
+	h := startHTTPMux(t, writeConfig(t, `http_session_idle = "1s"`, []string{"f", "-name", "f"}))
+	a := connectHTTP(t, h.url, "")
+	const uri = "fixture://f/res/1"
+	if err := a.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // a goes idle
+	b := connectHTTP(t, h.url, "")
+	eventually(t, "the idle session's subscription is released at the backend", 5*time.Second, func() bool {
+		_, unsub := b.fixtureStats(t)
+		return unsub[uri] == 1
+	})
+}
+
+func post(t *testing.T, url string, hdr map[string]string) int {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestHTTPRefusesForeignOrigins(t *testing.T) {
+	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	for _, tc := range []struct {
+		origin string
+		want   int
+	}{
+		{"", 200},
+		{"http://localhost:3000", 200},
+		{"http://127.0.0.1:8080", 200},
+		{"http://evil.example", 403},
+		{"null", 403},
+	} {
+		hdr := map[string]string{}
+		if tc.origin != "" {
+			hdr["Origin"] = tc.origin
+		}
+		if got := post(t, h.url, hdr); got != tc.want {
+			t.Errorf("Origin %q: status %d, want %d", tc.origin, got, tc.want)
+		}
+	}
+}
+
+func TestHTTPTokenIsRequiredAndChecked(t *testing.T) {
+	h := startHTTPMux(t, writeConfig(t, `http_token = "${MUX_TEST_TOKEN}"`, []string{"f", "-name", "f"}), "MUX_TEST_TOKEN=s3cret-token")
+	for _, tc := range []struct {
+		auth string
+		want int
+	}{
+		{"", 401},
+		{"Bearer wrong", 401},
+		{"s3cret-token", 401},
+		{"Bearer s3cret-token", 200},
+	} {
+		hdr := map[string]string{}
+		if tc.auth != "" {
+			hdr["Authorization"] = tc.auth
+		}
+		if got := post(t, h.url, hdr); got != tc.want {
+			t.Errorf("Authorization %q: status %d, want %d", tc.auth, got, tc.want)
+		}
+	}
+	c := connectHTTP(t, h.url, "s3cret-token")
+	if _, err := c.cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(h.stderr.String(), "s3cret-token") {
+		t.Fatal("the token is in mcp-mux's log")
+	}
+}
+
+func TestHTTPOnANonLoopbackAddressNeedsAToken(t *testing.T) {
+	cmd := exec.Command(muxBin, "serve", "--config", writeConfig(t, "", []string{"f", "-name", "f"}), "--http", "0.0.0.0:0")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("served 0.0.0.0 without a token")
+	}
+	if !strings.Contains(string(out), "http_token") {
+		t.Fatalf("the refusal does not say how to fix it:\n%s", out)
+	}
+}
+
+var _ = fmt.Sprintf
+
+// A client of the current era (2026-07-28: server/discover, no session)
+// is served statelessly, each request on its own.
+func TestHTTPCurrentEraClient(t *testing.T) {
+	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.url}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, h.stderr)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v < "2026-07-28" {
+		t.Fatalf("negotiated %s, want the current era", v)
+	}
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) == 0 {
+		t.Fatal("no tools")
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "f__echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v\nstderr:\n%s", err, res, h.stderr)
+	}
+}

@@ -1,0 +1,217 @@
+package mux
+
+// Serving the merged server over Streamable HTTP, to any number of agents at
+// once (`mcp-mux serve --http ADDR`). Every HTTP session is a mux session
+// like the stdio one: its own subscriptions, limit, log level and progress
+// tokens, cleaned up when it ends (DELETE, idle timeout, or mux closing).
+//
+// Both protocol eras: a handshake-era client (initialize, then the
+// Mcp-Session-Id header) gets a stateful session from the go-sdk's handler;
+// a request of the current era (MCP-Protocol-Version 2026-07-28 or later,
+// no session id) goes to the go-sdk's stateless handler, the only one that
+// accepts that era. A stateless request is a session of its own that ends
+// with the request, so the current era's subscriptions live exactly as long
+// as the subscriptions/listen request that carries them: mux tracks that
+// request as a session, and its end releases them at the backends.
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// HTTPPath is where the MCP endpoint is served.
+const HTTPPath = "/mcp"
+
+// HTTPOptions configure serving over HTTP.
+type HTTPOptions struct {
+	// Token, when set, is required as "Authorization: Bearer TOKEN" on
+	// every request. Never logged.
+	Token string
+	// SessionIdle closes a session that sent no request for this long.
+	SessionIdle time.Duration
+	// MaxBody bounds a request body (the config's max_message_size).
+	MaxBody int64
+}
+
+// HTTPHandler serves the merged server at HTTPPath.
+func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
+	getServer := func(*http.Request) *mcp.Server { return m.server }
+	sdkLog := slog.New(m.log.WithPrefix("go-sdk http"))
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		SessionTimeout:      o.SessionIdle,
+		MaxRequestBodyBytes: o.MaxBody,
+		Logger:              sdkLog,
+	})
+	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		MaxRequestBodyBytes: o.MaxBody,
+		Logger:              sdkLog,
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc(HTTPPath, func(w http.ResponseWriter, r *http.Request) {
+		if !originAllowed(r) {
+			// DNS rebinding: a web page in the user's browser must not
+			// reach a local MCP server (the transport spec's MUST).
+			http.Error(w, "Forbidden: Origin not allowed", http.StatusForbidden)
+			return
+		}
+		if o.Token != "" && !bearerOK(r, o.Token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-mux"`)
+			http.Error(w, "Unauthorized: this mcp-mux requires Authorization: Bearer <http_token>", http.StatusUnauthorized)
+			return
+		}
+		if r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("MCP-Protocol-Version") >= modernEra {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
+	return mux
+}
+
+// originAllowed accepts a request without Origin (not from a browser), or
+// one whose Origin is a loopback host or the host the request was sent to.
+func originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := u.Hostname()
+	if isLoopbackHost(host) {
+		return true
+	}
+	reqHost := r.Host
+	if h, _, err := net.SplitHostPort(reqHost); err == nil {
+		reqHost = h
+	}
+	return strings.EqualFold(host, reqHost) && !isLoopbackHost(reqHost)
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+func bearerOK(r *http.Request, token string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+}
+
+// CheckHTTPAddr refuses to serve a non-loopback address without a token:
+// anyone who can reach it could run the user's tools.
+func CheckHTTPAddr(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("http address %q: %w (want HOST:PORT, e.g. 127.0.0.1:8931)", addr, err)
+	}
+	if token == "" && !isLoopbackHost(host) {
+		return fmt.Errorf("http address %q is not loopback: anyone who can reach it could call your tools; set [mux] http_token = \"${MCP_MUX_TOKEN}\" (and send it as Authorization: Bearer), or listen on 127.0.0.1", addr)
+	}
+	return nil
+}
+
+// ServeHTTP serves the merged server on ln until ctx ends, then closes every
+// HTTP session (cleaning each up as a stdio session is) and returns.
+func (m *Mux) ServeHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) error {
+	m.mu.Lock()
+	m.watchEnds = true
+	m.mu.Unlock()
+	srv := &http.Server{
+		Handler:           m.HTTPHandler(o),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return m.ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	m.log.Info("serving over HTTP", "url", "http://"+ln.Addr().String()+HTTPPath, "token", o.Token != "")
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		srv.Shutdown(sctx)
+		cancel()
+		srv.Close()
+		err = <-errc
+	}
+	for _, s := range m.allSessions() {
+		s.ss.Close()
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// allSessions lists every session mux tracks, initialized or not.
+func (m *Mux) allSessions() []*session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// SessionStatus is one agent session, as mcp-mux://backends shows it.
+type SessionStatus struct {
+	ID       string `json:"id"`
+	Client   string `json:"client,omitempty"` // clientInfo name and version
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// Sessions lists the agent sessions, initialized or not, by id.
+func (m *Mux) Sessions() []SessionStatus {
+	var out []SessionStatus
+	for _, s := range m.allSessions() {
+		st := SessionStatus{ID: s.id}
+		if p := s.ss.InitializeParams(); p != nil {
+			st.Protocol = p.ProtocolVersion
+			if p.ClientInfo != nil {
+				st.Client = strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
+			}
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].ID, out[j].ID
+		return len(a) < len(b) || len(a) == len(b) && a < b
+	})
+	return out
+}
+
+// logSession tells the log of an HTTP session that started or ended, with
+// its client and how many sessions there are now. (A stdio mcp-mux has one
+// session, whose start and end the log says anyway.)
+func (m *Mux) logSession(s *session, what string) {
+	m.mu.Lock()
+	http, n := m.watchEnds, len(m.sessions)
+	m.mu.Unlock()
+	if !http {
+		return
+	}
+	client := "?"
+	if p := s.ss.InitializeParams(); p != nil && p.ClientInfo != nil {
+		client = strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
+	}
+	m.log.Info("session "+what, "session", s.id, "client", client, "sessions", n)
+}
