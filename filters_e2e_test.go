@@ -78,6 +78,25 @@ exclude_prompts = ["greet"]
 	if m := w.response(20); m.Error != nil {
 		t.Errorf("notes__echo: %+v", m.Error)
 	}
+
+	// mcp-mux://backends counts what the agent sees, not what is hidden.
+	w.send(call(21, "resources/read", `{"uri":"mcp-mux://backends"}`))
+	m := w.response(21)
+	var read struct {
+		Contents []struct{ Text string }
+	}
+	var st struct {
+		Backends []struct{ Tools, Prompts int }
+	}
+	if err := json.Unmarshal(m.Result, &read); err != nil || len(read.Contents) != 1 {
+		t.Fatalf("mcp-mux://backends: %v %s", err, m.Result)
+	}
+	if err := json.Unmarshal([]byte(read.Contents[0].Text), &st); err != nil || len(st.Backends) != 1 {
+		t.Fatalf("mcp-mux://backends: %v %s", err, read.Contents[0].Text)
+	}
+	if b := st.Backends[0]; b.Tools != 3 || b.Prompts != 1 {
+		t.Errorf("mcp-mux://backends counts %d tools and %d prompts, want the 3 and 1 the agent sees", b.Tools, b.Prompts)
+	}
 }
 
 // TestCheckConnectWarnsAboutAPatternThatMatchesNothing: the warnings of

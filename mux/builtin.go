@@ -71,7 +71,19 @@ func (mem *member) status() BackendStatus {
 	st := BackendStatus{
 		Name: mem.spec.Name, State: mem.state, Since: mem.since, Restarts: mem.restarts, LastError: mem.lastErr, Late: mem.late,
 		ListChanged: []string{},
-		Resources:   mem.cat.nres, Templates: len(mem.cat.templates), Tools: len(mem.cat.tools), Prompts: len(mem.cat.prompts),
+		Resources:   mem.cat.nres, Templates: len(mem.cat.templates),
+	}
+	// What the agent sees of them: the filters hide the rest.
+	tf, pf := nameFilter{mem.spec.Tools, mem.spec.ExcludeTools}, nameFilter{mem.spec.Prompts, mem.spec.ExcludePrompts}
+	for _, t := range mem.cat.tools {
+		if tf.admits(t.Name) {
+			st.Tools++
+		}
+	}
+	for _, p := range mem.cat.prompts {
+		if pf.admits(p.Name) {
+			st.Prompts++
+		}
 	}
 	if mem.spec.URL != "" {
 		st.URL = backends.ShownURL(mem.spec.URL)
