@@ -1,14 +1,22 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	neturl "net/url"
+	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -328,5 +336,198 @@ func TestHTTPCurrentEraClient(t *testing.T) {
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "f__echo", Arguments: map[string]any{"text": "hi"}})
 	if err != nil || res.IsError {
 		t.Fatalf("call: %v %+v\nstderr:\n%s", err, res, h.stderr)
+	}
+}
+
+// rawSession is an HTTP agent session driven by hand, to behave as no SDK
+// client would.
+type rawSession struct {
+	url, id string
+	next    int
+}
+
+const rawProtocol = "2025-11-25"
+
+// rawInitialize opens a session: initialize, then notifications/initialized.
+func rawInitialize(t *testing.T, url string) *rawSession {
+	t.Helper()
+	r := &rawSession{url: url}
+	r.request(t, "initialize", map[string]any{
+		"protocolVersion": rawProtocol, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"},
+	})
+	if r.id == "" {
+		t.Fatal("initialize: no Mcp-Session-Id")
+	}
+	r.send(t, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	return r
+}
+
+// request sends one request and returns the body of its answer (the
+// go-sdk answers with an event stream that ends after the response).
+func (r *rawSession) request(t *testing.T, method string, params any) string {
+	t.Helper()
+	r.next++
+	return r.send(t, map[string]any{"jsonrpc": "2.0", "id": r.next, "method": method, "params": params})
+}
+
+func (r *rawSession) send(t *testing.T, msg any) string {
+	t.Helper()
+	body, _ := json.Marshal(msg)
+	req, _ := http.NewRequest("POST", r.url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if r.id != "" {
+		req.Header.Set("Mcp-Session-Id", r.id)
+		req.Header.Set("Mcp-Protocol-Version", rawProtocol)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s: %s: %s", body, resp.Status, data)
+	}
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+		r.id = id
+	}
+	return string(data)
+}
+
+// openUnreadStream opens the session's event stream (GET) and, once its
+// headers came, never reads it again: an agent that stopped reading, whose
+// TCP buffers fill.
+func (r *rawSession) openUnreadStream(t *testing.T) net.Conn {
+	t.Helper()
+	u, err := neturl.Parse(r.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: %s\r\n\r\n", u.Path, u.Host, r.id, rawProtocol)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReaderSize(conn, 16)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("GET stream: %v", err)
+		}
+		if strings.HasPrefix(line, "HTTP/") && !strings.Contains(line, " 200") {
+			t.Fatalf("GET stream: %s", line)
+		}
+		if line == "\r\n" {
+			return conn
+		}
+	}
+}
+
+// vmRSS is the resident memory of process pid in bytes, or -1 where /proc
+// does not tell it.
+func vmRSS(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return -1
+}
+
+// One agent that stops reading its event stream while a backend floods
+// updates for its URI costs only itself: another session keeps getting its
+// own updates and answers within a second, and mcp-mux's memory stays
+// bounded.
+func TestHTTPStalledAgentDoesNotDelayOtherSessions(t *testing.T) {
+	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	stalled := rawInitialize(t, h.url)
+	if body := stalled.request(t, "resources/subscribe", map[string]any{"uri": "fixture://f/res/1"}); !strings.Contains(body, `"result"`) {
+		t.Fatalf("subscribe: %s", body)
+	}
+	stalled.openUnreadStream(t)
+
+	normal := connectHTTP(t, h.url, "")
+	const own = "fixture://f/res/2"
+	ctx := context.Background()
+	if err := normal.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: own}); err != nil {
+		t.Fatal(err)
+	}
+	base := vmRSS(h.cmd.Process.Pid)
+
+	// The flood: 4 KiB updates under the stalled session's URI, many MiB
+	// more than TCP buffers hold, for as long as the probes run (paced, so
+	// that the probes measure mcp-mux, not a machine out of CPU).
+	flood := "fixture://f/res/1/" + strings.Repeat("x", 4096)
+	stop := make(chan struct{})
+	floodDone := make(chan error, 1)
+	var floods atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				floodDone <- nil
+				return
+			default:
+			}
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, err := normal.cs.CallTool(cctx, &mcp.CallToolParams{Name: "f__update", Arguments: map[string]any{"uri": flood, "count": 250}})
+			cancel()
+			if err != nil {
+				floodDone <- err
+				return
+			}
+			floods.Add(1)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	defer func() { close(stop); <-floodDone }()
+
+	var peak int64
+	var worstCall, worstUpdate time.Duration
+	for i := range 15 {
+		time.Sleep(200 * time.Millisecond)
+		before := len(normal.updates())
+		start := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := normal.cs.CallTool(cctx, &mcp.CallToolParams{Name: "f__update", Arguments: map[string]any{"uri": own}})
+		cancel()
+		took := time.Since(start)
+		worstCall = max(worstCall, took)
+		if err != nil || took > time.Second {
+			t.Fatalf("probe %d: the normal session's call took %v (err %v) while another agent stalls; stderr:\n%.2000s", i, took, err, h.stderr)
+		}
+		for len(normal.updates()) == before {
+			if time.Since(start) > time.Second {
+				t.Fatalf("probe %d: the normal session's own update did not come within 1 s while another agent stalls (%d floods sent)", i, floods.Load())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		worstUpdate = max(worstUpdate, time.Since(start))
+		peak = max(peak, vmRSS(h.cmd.Process.Pid))
+	}
+	for _, u := range normal.updates() {
+		if u != own {
+			t.Fatalf("the normal session got an update for %.40s..., which it did not subscribe to", u)
+		}
+	}
+	t.Logf("floods of 250×4 KiB sent: %d; worst call %v, worst own update %v; RSS base %d MiB, peak %d MiB",
+		floods.Load(), worstCall, worstUpdate, base>>20, peak>>20)
+	if floods.Load() == 0 {
+		t.Fatal("the flood did not run")
+	}
+	if base > 0 && peak > base+64<<20 {
+		t.Fatalf("mcp-mux's RSS grew from %d MiB to %d MiB with one stalled agent", base>>20, peak>>20)
 	}
 }

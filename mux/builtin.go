@@ -2,6 +2,7 @@ package mux
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"time"
 
@@ -133,7 +134,9 @@ func (m *Mux) readBuiltin(uri string) (*mcp.ReadResourceResult, bool) {
 		v = map[string]any{"subscriptions": all}
 	case uriBackends:
 		c := m.conf.Load()
-		v = map[string]any{"generation": c.generation, "loaded": c.loaded, "backends": m.Status(), "sessions": m.Sessions()}
+		// goroutines: a leak shows as a count that does not come back
+		// down once sessions and backends are gone.
+		v = map[string]any{"generation": c.generation, "loaded": c.loaded, "backends": m.Status(), "sessions": m.Sessions(), "goroutines": runtime.NumGoroutine()}
 	default:
 		return nil, false
 	}

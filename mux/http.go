@@ -42,7 +42,16 @@ type HTTPOptions struct {
 	SessionIdle time.Duration
 	// MaxBody bounds a request body (the config's max_message_size).
 	MaxBody int64
+	// WriteTimeout bounds one write of a response (an event of an event
+	// stream, mostly); 0 means DefaultHTTPWriteTimeout.
+	WriteTimeout time.Duration
 }
+
+// DefaultHTTPWriteTimeout is how long one write to an agent may block: an
+// agent that reads nothing of its event stream for this long loses that
+// stream's connection (a client reconnects it), and what waited on the
+// write (the session's sender, the go-sdk's handler) ends with it.
+const DefaultHTTPWriteTimeout = time.Minute
 
 // HTTPHandler serves the merged server at HTTPPath.
 func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
@@ -58,8 +67,14 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 		MaxRequestBodyBytes: o.MaxBody,
 		Logger:              sdkLog,
 	})
+	writeTimeout := o.WriteTimeout
+	if writeTimeout <= 0 {
+		writeTimeout = DefaultHTTPWriteTimeout
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc(HTTPPath, func(w http.ResponseWriter, r *http.Request) {
+		w, r, done := boundWrites(w, r, writeTimeout)
+		defer done()
 		if !originAllowed(r) {
 			// DNS rebinding: a web page in the user's browser must not
 			// reach a local MCP server (the transport spec's MUST).
@@ -79,6 +94,55 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 	})
 	return mux
 }
+
+// boundWrites makes every write of w's response fail once it has blocked
+// for timeout, ending r's context then (the go-sdk's handler waits on it),
+// so that net/http closes the connection of an agent that stopped reading.
+// The net/http server has no such bound of its own but WriteTimeout, which
+// would end every long-lived event stream. done must be called when the
+// handler returns.
+func boundWrites(w http.ResponseWriter, r *http.Request, timeout time.Duration) (http.ResponseWriter, *http.Request, func()) {
+	rc := http.NewResponseController(w)
+	// The deadline the connection's previous response left must not end
+	// this one.
+	rc.SetWriteDeadline(time.Time{})
+	ctx, cancel := context.WithCancel(r.Context())
+	bw := &boundedWriter{ResponseWriter: w, rc: rc, timeout: timeout, cancel: cancel}
+	return bw, r.WithContext(ctx), func() {
+		// What net/http writes after the handler is bounded too.
+		rc.SetWriteDeadline(time.Now().Add(timeout))
+		cancel()
+	}
+}
+
+type boundedWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	cancel  context.CancelFunc
+}
+
+func (w *boundedWriter) Write(p []byte) (int, error) {
+	w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	n, err := w.ResponseWriter.Write(p)
+	if err != nil {
+		w.cancel()
+	}
+	return n, err
+}
+
+// FlushError is what http.ResponseController.Flush calls (the go-sdk
+// flushes every event that way).
+func (w *boundedWriter) FlushError() error {
+	w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	err := w.rc.Flush()
+	if err != nil {
+		w.cancel()
+	}
+	return err
+}
+
+func (w *boundedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // originAllowed accepts a request without Origin (not from a browser), or
 // one whose Origin is a loopback host or the host the request was sent to.
@@ -149,9 +213,11 @@ func (m *Mux) ServeHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) err
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		srv.Shutdown(sctx)
 		cancel()
-		srv.Close()
 		err = <-errc
 	}
+	// Closing the connections ends the writes still blocked on agents that
+	// do not read, and so the goroutines waiting on them (Close waits).
+	srv.Close()
 	for _, s := range m.allSessions() {
 		s.ss.Close()
 	}

@@ -97,7 +97,8 @@ func (mem *member) restoreLogLevel(ctx context.Context, b *backends.Backend) {
 }
 
 // forwardLog delivers a backend's log message. It runs in the backend's
-// notification dispatch: the sending is queued.
+// notification dispatch: the sending never blocks (a stdio connection
+// queues what it writes; other sessions have their own queue).
 func (mem *member) forwardLog(p *mcp.LoggingMessageParams) {
 	m := mem.m
 	mem.log.Log(ownLevel(p.Level), "backend log message", "level", p.Level, "logger", p.Logger, "data", p.Data)
@@ -107,13 +108,25 @@ func (mem *member) forwardLog(p *mcp.LoggingMessageParams) {
 		up.Logger += "/" + p.Logger
 	}
 	for _, s := range m.liveSessions() {
-		m.out.push(func() {
-			ctx, cancel := context.WithTimeout(m.ctx, notifyTimeout)
-			defer cancel()
-			// Log sends only at or above the level the session set.
-			if err := s.ss.Log(ctx, &up); err != nil {
+		// Log sends only at or above the level the session set.
+		send := func(ctx context.Context) error { return s.ss.Log(ctx, &up) }
+		if s.conn.Load() != nil {
+			if err := send(m.ctx); err != nil {
 				mem.log.Debug("log message not delivered", "session", s.id, "err", err)
 			}
-		})
+			continue
+		}
+		if s.wantsLog(up.Level) {
+			m.enqueue(s, "notifications/message", &up, send)
+		}
 	}
+}
+
+// wantsLog reports whether s set a level that lets a message of level
+// through (as the go-sdk's Log decides), so that nothing else is queued.
+func (s *session) wantsLog(level mcp.LoggingLevel) bool {
+	s.mu.Lock()
+	set := s.logLevel
+	s.mu.Unlock()
+	return set != "" && levelRank[level] >= levelRank[set]
 }

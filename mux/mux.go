@@ -57,7 +57,6 @@ type Mux struct {
 	subs  *subs.Registry
 	cat   catalogHolder
 	lists *listNotifier
-	out   *outbox
 
 	// progressSeq numbers the progress tokens mux gives forwarded requests.
 	progressSeq atomic.Uint64
@@ -93,6 +92,8 @@ type session struct {
 	mu       sync.Mutex
 	logLevel mcp.LoggingLevel       // what the agent set with logging/setLevel; "" until it does
 	streams  map[*listenStream]bool // the current era's subscriptions/listen streams (listen.go)
+	notes    *outQueue              // mux's own notifications to a session that is not stdio (notequeue.go)
+	ended    bool                   // sessionEnded ran: no queue any more
 
 	// conn is the session's stdio connection, if it is one: mux's own
 	// notifications go straight to it (stdioConn.notify).
@@ -100,7 +101,8 @@ type session struct {
 }
 
 // deliver sends s a notification of mux's own: straight to a stdio
-// connection, else through the go-sdk from the outbox goroutine.
+// connection, else through the go-sdk from the session's own queue. It
+// never blocks.
 func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 	if c := s.conn.Load(); c != nil {
 		if err := c.notify(method, params); err != nil {
@@ -108,13 +110,35 @@ func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 		}
 		return
 	}
-	m.out.push(func() {
-		ctx, cancel := context.WithTimeout(m.ctx, notifyTimeout)
-		defer cancel()
-		if _, err := m.send(ctx, method, &mcp.ServerRequest[mcp.Params]{Session: s.ss, Params: params}); err != nil {
-			m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
-		}
+	m.enqueue(s, method, params, func(ctx context.Context) error {
+		_, err := m.send(ctx, method, &mcp.ServerRequest[mcp.Params]{Session: s.ss, Params: params})
+		return err
 	})
+}
+
+// enqueue queues a notification for s, a session that is not stdio, which
+// send sends. Nothing is queued for a session that ended.
+func (m *Mux) enqueue(s *session, method string, params mcp.Params, send func(context.Context) error) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	q := s.notes
+	fresh := q == nil
+	if fresh {
+		q = newNoteQueue(m.log, s.id)
+		s.notes = q
+	}
+	s.mu.Unlock()
+	if fresh {
+		// Started outside s.mu: goOwned takes m.mu, which is taken
+		// before s.mu elsewhere.
+		m.goOwned(func() { q.sendLoop(m.ctx) })
+	}
+	if err := q.pushNote(method, params, send); err != nil {
+		m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
+	}
 }
 
 // New builds the merged server for cfg. Nothing runs until Start.
@@ -146,7 +170,6 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 	}
 	m.roster.Store(r)
 	m.cat.rebuild(m)
-	m.out = newOutbox(m)
 	m.lists = newListNotifier(m)
 
 	m.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Mux.Name, Title: "mcp-mux: many MCP servers as one", Version: version}, &mcp.ServerOptions{
@@ -191,9 +214,8 @@ func (m *Mux) Start() {
 	for _, mem := range m.members() {
 		m.startMember(mem)
 	}
-	m.wg.Add(2)
+	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.lists.loop() }()
-	go func() { defer m.wg.Done(); m.out.loop() }()
 }
 
 // startMember runs mem's lifecycle (and its poller) until mem.ctx ends.
@@ -345,6 +367,13 @@ func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 	m.mu.Unlock()
 	if !ok {
 		return
+	}
+	s.mu.Lock()
+	s.ended = true
+	q := s.notes
+	s.mu.Unlock()
+	if q != nil {
+		q.close()
 	}
 	m.log.Debug("client session ended", "session", s.id)
 	m.logSession(s, "ended")

@@ -1,7 +1,6 @@
 package mux
 
 import (
-	"context"
 	"maps"
 	"strconv"
 	"sync"
@@ -14,18 +13,11 @@ import (
 // of mux: a backend that sends a burst of 50 costs the agent one or two.
 const coalesceWindow = 50 * time.Millisecond
 
-// notifyTimeout bounds one notification write to an agent that stopped
-// reading its stdin.
+// notifyTimeout bounds the context of one notification sent through the
+// go-sdk (notequeue.go). The go-sdk's write to an HTTP agent that stopped
+// reading does not end with it (boundWrites in http.go ends that write);
+// only the session's own goroutine waits on it.
 const notifyTimeout = 5 * time.Second
-
-// notify sends one notification to one session, through the go-sdk's own
-// sending chain (it has no public call for that).
-func notify[P mcp.Params](m *Mux, ss *mcp.ServerSession, method string, p P) error {
-	ctx, cancel := context.WithTimeout(m.ctx, notifyTimeout)
-	defer cancel()
-	_, err := m.send(ctx, method, &mcp.ServerRequest[P]{Session: ss, Params: p})
-	return err
-}
 
 // listNotifier sends tools/prompts/resources list_changed to every session,
 // coalesced: marks made while one is being sent, or within coalesceWindow
@@ -63,55 +55,23 @@ func (n *listNotifier) loop() {
 		k := n.pending
 		n.pending = 0
 		n.mu.Unlock()
+		// deliver never blocks: an agent that does not read delays no
+		// other session's list_changed.
 		for _, sess := range m.liveSessions() {
-			ss := sess.ss
-			var err error
 			if p := listChangedParams(sess, kindTools, &mcp.ToolListChangedParams{}); k&kindTools != 0 && p != nil {
-				err = notify(m, ss, "notifications/tools/list_changed", p)
+				m.deliver(sess, "notifications/tools/list_changed", p)
 			}
-			if p := listChangedParams(sess, kindPrompts, &mcp.PromptListChangedParams{}); k&kindPrompts != 0 && p != nil && err == nil {
-				err = notify(m, ss, "notifications/prompts/list_changed", p)
+			if p := listChangedParams(sess, kindPrompts, &mcp.PromptListChangedParams{}); k&kindPrompts != 0 && p != nil {
+				m.deliver(sess, "notifications/prompts/list_changed", p)
 			}
-			if p := listChangedParams(sess, kindResources, &mcp.ResourceListChangedParams{}); k&kindResources != 0 && p != nil && err == nil {
-				err = notify(m, ss, "notifications/resources/list_changed", p)
-			}
-			if err != nil {
-				m.log.Debug("list_changed not delivered", "session", sess.id, "err", err)
+			if p := listChangedParams(sess, kindResources, &mcp.ResourceListChangedParams{}); k&kindResources != 0 && p != nil {
+				m.deliver(sess, "notifications/resources/list_changed", p)
 			}
 		}
 		select {
 		case <-m.ctx.Done():
 			return
 		case <-time.After(coalesceWindow):
-		}
-	}
-}
-
-// outbox delivers notifications that backends cause (resources/updated,
-// progress) in order, off the go-sdk's dispatch goroutine of the backend:
-// a slow agent then slows that backend's notifications down, never its
-// responses' routing.
-type outbox struct {
-	m  *Mux
-	ch chan func()
-}
-
-func newOutbox(m *Mux) *outbox { return &outbox{m: m, ch: make(chan func(), 4096)} }
-
-func (o *outbox) push(f func()) {
-	select {
-	case o.ch <- f:
-	case <-o.m.ctx.Done():
-	}
-}
-
-func (o *outbox) loop() {
-	for {
-		select {
-		case <-o.m.ctx.Done():
-			return
-		case f := <-o.ch:
-			f()
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"strings"
@@ -26,6 +27,9 @@ import (
 //     dropped first;
 //   - notifications in all: at most maxQueuedBytes; past that, updated,
 //     progress and log messages are dropped (counted and logged).
+//
+// The same policy serves a session that is not stdio (notequeue.go), whose
+// items are sent one by one through the go-sdk instead of written.
 type outQueue struct {
 	w       io.Writer
 	written func(jsonrpc.ID) // a response left for stdout
@@ -46,11 +50,15 @@ type outQueue struct {
 	stallAfter time.Duration // stallLimit; tests that must not see a stall lengthen it
 	wake       chan struct{}
 	room       chan struct{} // signalled when a raw reply went out
+	stop       chan struct{} // closed by close (a session's queue only)
+	dropWhat   string        // what the log says when notifications are dropped
 }
 
 type outItem struct {
 	data      []byte
-	id        jsonrpc.ID // of a response, for written
+	size      int                         // what it counts against maxQueuedBytes
+	send      func(context.Context) error // sends it, for a session's queue (data is nil)
+	id        jsonrpc.ID                  // of a response, for written
 	response  bool
 	raw       bool
 	key       string // coalescing key, "" if none
@@ -72,6 +80,7 @@ func newOutQueue(w io.Writer, written func(jsonrpc.ID), logger *log.Logger) *out
 		stallAfter: stallLimit,
 		wake:       make(chan struct{}, 1),
 		room:       make(chan struct{}, 1),
+		dropWhat:   "the agent is not reading stdout: notifications dropped",
 	}
 }
 
@@ -82,6 +91,7 @@ func (q *outQueue) push(msg jsonrpc.Message) error {
 		return err
 	}
 	it := &outItem{data: append(data, '\n')}
+	it.size = len(it.data)
 	switch msg := msg.(type) {
 	case *jsonrpc.Response:
 		it.response, it.id = true, msg.ID
@@ -172,10 +182,10 @@ func (q *outQueue) admit(it *outItem) bool {
 			q.dropOldest()
 		}
 	}
-	for q.bytes+len(it.data) > maxQueuedBytes && len(q.droppable) > 0 {
+	for q.bytes+it.size > maxQueuedBytes && len(q.droppable) > 0 {
 		q.dropOldest()
 	}
-	if it.droppable && q.bytes+len(it.data) > maxQueuedBytes {
+	if it.droppable && q.bytes+it.size > maxQueuedBytes {
 		q.noteDropped()
 		return false
 	}
@@ -185,7 +195,7 @@ func (q *outQueue) admit(it *outItem) bool {
 	if it.droppable && !updated {
 		q.droppable = append(q.droppable, it)
 	}
-	q.bytes += len(it.data)
+	q.bytes += it.size
 	return true
 }
 
@@ -193,8 +203,8 @@ func (q *outQueue) dropOldest() {
 	it := q.droppable[0]
 	q.droppable = q.droppable[1:]
 	it.dead = true
-	q.bytes -= len(it.data)
-	it.data = nil
+	q.bytes -= it.size
+	it.data, it.send = nil, nil
 	q.noteDropped()
 	if q.dead++; q.dead > 64 && q.dead > len(q.items)/2 {
 		q.compact()
@@ -219,7 +229,7 @@ func (q *outQueue) compact() {
 func (q *outQueue) noteDropped() {
 	q.dropped++
 	if time.Since(q.lastLog) >= time.Second {
-		q.log.Warn("the agent is not reading stdout: notifications dropped", "count", q.dropped)
+		q.log.Warn(q.dropWhat, "count", q.dropped)
 		q.dropped, q.lastLog = 0, time.Now()
 	}
 }
@@ -289,13 +299,7 @@ func (q *outQueue) take(buf []byte, ids []jsonrpc.ID) ([]byte, []jsonrpc.ID) {
 		case it.raw:
 			q.raw--
 		default:
-			q.bytes -= len(it.data)
-			if it.key != "" && q.pending[it.key] == it {
-				delete(q.pending, it.key)
-			}
-			if it.droppable && len(q.droppable) > 0 && q.droppable[0] == it {
-				q.droppable = q.droppable[1:]
-			}
+			q.unqueue(it)
 		}
 		buf = append(buf, it.data...)
 	}
@@ -306,6 +310,18 @@ func (q *outQueue) take(buf []byte, ids []jsonrpc.ID) ([]byte, []jsonrpc.ID) {
 	q.writing = len(buf) > 0
 	q.since = time.Now()
 	return buf, ids
+}
+
+// unqueue does the accounting of a notification taken off the queue.
+// Called with q.mu held.
+func (q *outQueue) unqueue(it *outItem) {
+	q.bytes -= it.size
+	if it.key != "" && q.pending[it.key] == it {
+		delete(q.pending, it.key)
+	}
+	if it.droppable && len(q.droppable) > 0 && q.droppable[0] == it {
+		q.droppable = q.droppable[1:]
+	}
 }
 
 // stallLimit is how long one write may block before the agent counts as

@@ -1,0 +1,108 @@
+package mux
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serveHTTP serves m over HTTP on a loopback port until the test ends and
+// returns the endpoint.
+func serveHTTP(t *testing.T, m *Mux, o HTTPOptions) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.ServeHTTP(ctx, ln, o) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeHTTP: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String() + HTTPPath
+}
+
+// postJSONRPC posts one message in session sid ("" for none) and returns
+// the answer's body and session id.
+func postJSONRPC(t *testing.T, url, sid, msg string) (string, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(msg))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s: %s %s", msg, resp.Status, body)
+	}
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+		sid = id
+	}
+	return string(body), sid
+}
+
+// An agent that reads nothing of its event stream for WriteTimeout loses
+// that stream's connection, and with it what waited on the write.
+func TestHTTPStreamOfAnAgentThatStoppedReadingIsClosed(t *testing.T) {
+	m := startMux(t, fixture("f"))
+	url := serveHTTP(t, m, HTTPOptions{WriteTimeout: 300 * time.Millisecond})
+
+	_, sid := postJSONRPC(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	postJSONRPC(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if body, _ := postJSONRPC(t, url, sid, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"fixture://f/res/1"}}`); !strings.Contains(body, `"result"`) {
+		t.Fatalf("subscribe: %s", body)
+	}
+	host := strings.TrimPrefix(strings.TrimSuffix(url, HTTPPath), "http://")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n", HTTPPath, host, sid)
+	br := bufio.NewReaderSize(conn, 16)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, " 200") {
+		t.Fatalf("GET: %q %v", line, err)
+	}
+
+	// Many MiB of updates for the URI, more than TCP buffers hold; the
+	// agent reads none of them.
+	cs := connect(t, m, nil)
+	flood := "fixture://f/res/1/" + strings.Repeat("x", 4096)
+	for range 6 {
+		callText(t, cs, "f__update", map[string]any{"uri": flood, "count": 500})
+	}
+	time.Sleep(time.Second) // the last write blocks past the timeout
+
+	// Reading now gets what was buffered, then the end: mux closed it.
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := io.Copy(io.Discard, br)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the stream of an agent that read nothing for a second is still open (%d bytes read); want it closed after the 300ms write timeout", n)
+	}
+	t.Logf("read %d bytes, then %v", n, err)
+
+	// The session goes on: its agent may open a new stream.
+	if body, _ := postJSONRPC(t, url, sid, `{"jsonrpc":"2.0","id":3,"method":"ping"}`); !strings.Contains(body, `"result"`) {
+		t.Fatalf("ping after the stream closed: %s", body)
+	}
+}

@@ -1,0 +1,117 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// A session that is not stdio (every HTTP session) gets mux's own
+// notifications through a queue of its own, sent by a goroutine of its own
+// through the go-sdk. The go-sdk writes each to the agent's event stream
+// and blocks for as long as the agent does not read (a context does not end
+// that write), so this is what keeps one agent that stopped reading from
+// holding up the other sessions, or the backend whose notification
+// dispatch delivers to it. The policy is the stdio one (outQueue):
+// lossless while the agent reads, coalesced and bounded while it does not.
+
+// sseFraming is what an event stream adds to a notification's params
+// (jsonrpc, method, the event's own lines), counted against the bound.
+const sseFraming = 64
+
+// newNoteQueue makes a session's queue; sendLoop sends what it holds.
+func newNoteQueue(logger *log.Logger, sid string) *outQueue {
+	q := newOutQueue(nil, nil, logger)
+	q.stop = make(chan struct{})
+	q.dropWhat = "an agent is not reading its HTTP event stream: notifications dropped (session " + sid + ")"
+	return q
+}
+
+// pushNote queues a notification of method with params, which send sends.
+// It never blocks.
+func (q *outQueue) pushNote(method string, params any, send func(context.Context) error) error {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	it := &outItem{size: len(method) + len(raw) + sseFraming, send: send}
+	it.key, it.droppable = classify(&jsonrpc.Request{Method: method, Params: raw})
+	q.mu.Lock()
+	if q.broken || !q.admit(it) {
+		q.mu.Unlock()
+		return nil
+	}
+	q.items = append(q.items, it)
+	q.mu.Unlock()
+	q.signal()
+	return nil
+}
+
+// sendLoop sends what is queued, in order, until close or ctx ends. A send
+// that blocks on an agent that does not read blocks only this goroutine,
+// until the write fails (the connection closes or its deadline passes).
+func (q *outQueue) sendLoop(ctx context.Context) {
+	for {
+		select {
+		case <-q.wake:
+		case <-q.stop:
+			return
+		case <-ctx.Done():
+			return
+		}
+		for it := q.takeOne(); it != nil; it = q.takeOne() {
+			sctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+			err := it.send(sctx)
+			cancel()
+			q.mu.Lock()
+			q.writing = false
+			stopped := q.broken
+			q.mu.Unlock()
+			if err != nil {
+				q.log.Debug("notification not delivered", "err", err)
+			}
+			if stopped || ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// takeOne takes the next live notification off the queue, marking the
+// send begun (for stall detection).
+func (q *outQueue) takeOne() *outItem {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) > 0 {
+		it := q.items[0]
+		q.items[0] = nil
+		q.items = q.items[1:]
+		if it.dead {
+			q.dead--
+			continue
+		}
+		q.unqueue(it)
+		q.writing, q.since = true, time.Now()
+		return it
+	}
+	q.items = nil // let the backing array go
+	return nil
+}
+
+// close drops what is queued and stops sendLoop (after the send under way,
+// if any): the session ended.
+func (q *outQueue) close() {
+	q.mu.Lock()
+	if q.broken {
+		q.mu.Unlock()
+		return
+	}
+	q.broken = true
+	q.items, q.droppable, q.bytes, q.dead = nil, nil, 0, 0
+	clear(q.pending)
+	q.mu.Unlock()
+	close(q.stop)
+}
