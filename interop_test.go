@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,13 +19,21 @@ import (
 // pinned in its package-lock.json) drives the reference MCP servers from
 // npm, once bare and once through mcp-mux, and what the client sees is
 // compared. It needs node and `cd testdata/interop && npm ci`; .ci/run does
-// both, so CI never skips it.
+// both, so CI never skips it. Over stdio here; over HTTP (a remote backend,
+// serve --http, several clients at once) in interop_http_test.go; the
+// comparisons in interop_compare_test.go.
 
 // interopGaps are the transparency features mcp-mux does not have yet. A
 // check listed here must still pass against the bare server (that proves
 // the check); through mcp-mux its outcome is only reported, and the test
-// skips. Delete the line when the feature lands.
-var interopGaps = map[string]string{}
+// skips; a gap judged by the Go test (see gap) is logged instead of
+// failed. Delete the line when the feature lands.
+var interopGaps = map[string]string{
+	// The stdio server drops the response to a cancelled request; over
+	// HTTP the connection is the go-sdk's (StreamableHTTPHandler makes it,
+	// with no hook to wrap it), and it writes the handler's error.
+	"serve --http cancellation": "a request the client cancelled gets a response: {\"error\":{\"code\":-32603,\"message\":\"backend \\\"ev\\\": context canceled\"}}",
+}
 
 // interopFieldGaps are fields mcp-mux does not pass on as the server sent
 // them yet: a difference in one is logged, not failed. Delete the line
@@ -36,6 +42,7 @@ var interopFieldGaps = map[string]string{
 	"execution":  "a tool's execution (taskSupport): go-sdk v1.8.0's Tool has no such field, so the typed round trip drops it",
 	"cacheScope": "a result the backend sent without cache hints gets the defaults (public): go-sdk's result types always carry them",
 	"ttlMs":      "a result the backend sent without cache hints gets the defaults (ttl 0): go-sdk's result types always carry them",
+	"required":   "a prompt argument's \"required\": false is left out (absent means false): go-sdk v1.8.0's PromptArgument has required,omitempty",
 }
 
 const (
@@ -68,6 +75,24 @@ type interopTarget struct {
 	Prefix    string            `json:"prefix"`
 	TimeoutMs int64             `json:"timeoutMs"`
 	Dirs      []string          `json:"dirs,omitempty"`
+	// URL, instead of Command, is a target reached over Streamable HTTP:
+	// a remote server, or mcp-mux serve --http.
+	URL string `json:"url,omitempty"`
+	// Prefixes are the tool prefixes of several backends, by backend name.
+	Prefixes map[string]string `json:"prefixes,omitempty"`
+	// SpyLog is where spy.mjs writes down what mcp-mux sent the backend
+	// it sits in front of.
+	SpyLog string `json:"spyLog,omitempty"`
+	// NoGET: over HTTP, the client opens no GET stream (the spec's MAY).
+	NoGET bool `json:"noGET,omitempty"`
+	// MuxPIDs: the check reports the pids of mcp-mux's backends (serve
+	// --http, which the test runs) in observed.backendPIDs; run adds them
+	// to pids, which the test waits to be gone once mcp-mux is.
+	MuxPIDs bool `json:"muxPIDs,omitempty"`
+	pids    *[]int
+	// log is the log of a process the test runs (mcp-mux serve --http),
+	// shown when a check fails.
+	log func() string
 }
 
 // interopResult is run.mjs's one line of output.
@@ -145,27 +170,45 @@ func (ix *interop) bare(t *testing.T, s refServer) interopTarget {
 	return tg
 }
 
-// mux is mcp-mux with s as its only backend. mcp-mux gives backends a
-// minimal environment; what a server needs beyond it goes in env.
+// mux is mcp-mux with s as its only backend.
 func (ix *interop) mux(t *testing.T, s refServer) interopTarget {
 	t.Helper()
-	q := make([]string, 0, len(s.args)+1)
-	for _, a := range append([]string{ix.script(s)}, s.args...) {
+	cfg := ix.muxConfig(t, ix.backendTOML(t, s, ""))
+	return interopTarget{Name: "mux", Command: muxBin, Args: []string{"--config", cfg}, Prefix: s.backend + "__", TimeoutMs: interopCheckTimeout.Milliseconds()}
+}
+
+// backendTOML is s as a [[backend]] of mcp-mux; with spyLog, run behind
+// spy.mjs, which writes down there what mcp-mux sends it. mcp-mux gives
+// backends a minimal environment; what a server needs beyond it goes in
+// env.
+func (ix *interop) backendTOML(t *testing.T, s refServer, spyLog string) string {
+	argv := append([]string{ix.script(s)}, s.args...)
+	if spyLog != "" {
+		argv = append([]string{filepath.Join(ix.dir, "spy.mjs"), spyLog, ix.node}, argv...)
+	}
+	q := make([]string, 0, len(argv))
+	for _, a := range argv {
 		q = append(q, strconv.Quote(a))
 	}
-	var sb strings.Builder
+	toml := fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [%s]\nrestart = \"never\"\n", s.backend, ix.node, strings.Join(q, ", "))
+	if s.memory {
+		toml += fmt.Sprintf("env = { MEMORY_FILE_PATH = %q }\n", memoryFile(t))
+	}
+	return toml
+}
+
+// muxConfig writes a config of the given [[backend]] tables and returns
+// its path.
+func (ix *interop) muxConfig(t *testing.T, backends ...string) string {
+	t.Helper()
 	// first_list_wait: node may start slowly on a loaded machine, and
 	// what is compared is what is listed, not how soon.
-	sb.WriteString("[mux]\nshutdown_grace = \"1s\"\nfirst_list_wait = \"30s\"\n\n")
-	fmt.Fprintf(&sb, "[[backend]]\nname = %q\ncommand = %q\nargs = [%s]\nrestart = \"never\"\n", s.backend, ix.node, strings.Join(q, ", "))
-	if s.memory {
-		fmt.Fprintf(&sb, "env = { MEMORY_FILE_PATH = %q }\n", memoryFile(t))
-	}
+	src := "[mux]\nshutdown_grace = \"1s\"\nfirst_list_wait = \"30s\"\n\n" + strings.Join(backends, "\n")
 	cfg := filepath.Join(t.TempDir(), "mcp-mux.toml")
-	if err := os.WriteFile(cfg, []byte(sb.String()), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return interopTarget{Name: "mux", Command: muxBin, Args: []string{"--config", cfg}, Prefix: s.backend + "__", TimeoutMs: interopCheckTimeout.Milliseconds()}
+	return cfg
 }
 
 // run runs one check against one target and checks that the process the
@@ -192,6 +235,16 @@ func (ix *interop) run(ctx context.Context, t *testing.T, check string, tg inter
 	if runErr != nil {
 		res.OK = false
 		res.Problems = append(res.Problems, fmt.Sprintf("node run.mjs: %v", runErr))
+	}
+	if !res.OK && tg.log != nil {
+		res.stderr += "\n  log of " + tg.Name + ":\n" + tg.log()
+	}
+	if tg.pids != nil {
+		for _, p := range asSlice(res.Observed["backendPIDs"]) {
+			if pid, ok := p.(float64); ok {
+				*tg.pids = append(*tg.pids, int(pid))
+			}
+		}
 	}
 	if res.PID != 0 {
 		waitGone(t, []int{res.PID}, 5*time.Second)
@@ -230,131 +283,6 @@ func mustPass(t *testing.T, rs ...*interopResult) {
 	}
 }
 
-// show is v as compact JSON, for messages.
-func show(v any) string {
-	b, _ := json.Marshal(v)
-	if len(b) > 600 {
-		return string(b[:600]) + "..."
-	}
-	return string(b)
-}
-
-// fieldDiff is one field that differs between bare and mux.
-type fieldDiff struct{ field, text string }
-
-// diffFields lists every field whose value differs between bare and mux
-// (JSON objects), skipping the ones named in skip.
-func diffFields(bare, mux map[string]any, skip ...string) []fieldDiff {
-	var keys []string
-	for k := range bare {
-		keys = append(keys, k)
-	}
-	for k := range mux {
-		if _, ok := bare[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	var diffs []fieldDiff
-	for _, k := range keys {
-		if slices.Contains(skip, k) {
-			continue
-		}
-		bv, bok := bare[k]
-		mv, mok := mux[k]
-		switch {
-		case !mok:
-			diffs = append(diffs, fieldDiff{k, fmt.Sprintf("%s: missing through mcp-mux (bare: %s)", k, show(bv))})
-		case !bok:
-			diffs = append(diffs, fieldDiff{k, fmt.Sprintf("%s: added by mcp-mux: %s", k, show(mv))})
-		case !reflect.DeepEqual(bv, mv):
-			diffs = append(diffs, fieldDiff{k, fmt.Sprintf("%s: bare %s, through mcp-mux %s", k, show(bv), show(mv))})
-		}
-	}
-	return diffs
-}
-
-// diffLog fails the test for each difference, except in a field of
-// interopFieldGaps: those it gathers and logs once per field in flush.
-type diffLog struct {
-	t     *testing.T
-	known map[string][]string // field -> where
-	first map[string]string   // field -> its first difference
-}
-
-func newDiffLog(t *testing.T) *diffLog {
-	return &diffLog{t: t, known: map[string][]string{}, first: map[string]string{}}
-}
-
-func (l *diffLog) add(what string, diffs []fieldDiff) {
-	l.t.Helper()
-	for _, d := range diffs {
-		if _, ok := interopFieldGaps[d.field]; !ok {
-			l.t.Errorf("%s: %s", what, d.text)
-			continue
-		}
-		if len(l.known[d.field]) == 0 {
-			l.first[d.field] = what + ": " + d.text
-		}
-		l.known[d.field] = append(l.known[d.field], what)
-	}
-}
-
-func (l *diffLog) flush() {
-	l.t.Helper()
-	for field, where := range l.known {
-		l.t.Logf("known difference in %q, not implemented in mcp-mux yet (%s): %d item(s), e.g. %s", field, interopFieldGaps[field], len(where), l.first[field])
-	}
-}
-
-// resultOf is the result object of a raw response ({"result": ...}), or
-// the whole response when it is not one (an error, say).
-func resultOf(raw any) map[string]any {
-	o, _ := raw.(map[string]any)
-	if r, ok := o["result"].(map[string]any); ok && len(o) == 1 {
-		return r
-	}
-	return o
-}
-
-// objects turns a JSON array of objects into a map by key field.
-func objects(v any, key string) (map[string]map[string]any, []string) {
-	byKey := map[string]map[string]any{}
-	var order []string
-	arr, _ := v.([]any)
-	for _, e := range arr {
-		o, _ := e.(map[string]any)
-		k, _ := o[key].(string)
-		byKey[k] = o
-		order = append(order, k)
-	}
-	return byKey, order
-}
-
-// sameObjects reports, field by field, every difference between two lists
-// of objects keyed by key (tools by name, resources by uri).
-func sameObjects(t *testing.T, l *diffLog, what string, bare, mux any, key string) {
-	t.Helper()
-	b, bOrder := objects(bare, key)
-	m, mOrder := objects(mux, key)
-	if len(b) == 0 {
-		t.Errorf("%s: the bare server listed none", what)
-	}
-	for _, k := range bOrder {
-		mo, ok := m[k]
-		if !ok {
-			t.Errorf("%s %q: missing through mcp-mux", what, k)
-			continue
-		}
-		l.add(fmt.Sprintf("%s %q", what, k), diffFields(b[k], mo, key))
-	}
-	for _, k := range mOrder {
-		if _, ok := b[k]; !ok {
-			t.Errorf("%s %q: through mcp-mux only", what, k)
-		}
-	}
-}
-
 // TestInteropToolListThroughMuxMatchesBareServers: every tool of
 // server-everything and server-memory appears through mcp-mux under the
 // backend's prefix, every other field as the server gave it.
@@ -365,11 +293,19 @@ func TestInteropToolListThroughMuxMatchesBareServers(t *testing.T) {
 			t.Parallel()
 			b, m := ix.both(t, "tools-list", ix.bare(t, s), ix.mux(t, s))
 			mustPass(t, b, m)
-			l := newDiffLog(t)
-			sameObjects(t, l, "tool", b.Observed["tools"], m.Observed["tools"], "name")
-			l.flush()
+			sameTools(t, b, m)
 		})
 	}
+}
+
+// TestInteropPromptsThroughMuxMatchBareServer: server-everything's prompts
+// appear through mcp-mux under the backend's prefix, every other field and
+// what prompts/get gives as the server gave it.
+func TestInteropPromptsThroughMuxMatchBareServer(t *testing.T) {
+	ix := interopSetup(t)
+	b, m := ix.both(t, "prompts", ix.bare(t, serverEverything), ix.mux(t, serverEverything))
+	mustPass(t, b, m)
+	samePrompts(t, b, m)
 }
 
 // TestInteropToolCallThroughMuxMatchesBareServer: a deterministic tool
@@ -388,11 +324,7 @@ func TestInteropToolCallThroughMuxMatchesBareServer(t *testing.T) {
 			t.Parallel()
 			b, m := ix.both(t, c.check, ix.bare(t, c.s), ix.mux(t, c.s))
 			mustPass(t, b, m)
-			l := newDiffLog(t)
-			for _, k := range c.results {
-				l.add(k+" result", diffFields(resultOf(b.Observed[k]), resultOf(m.Observed[k])))
-			}
-			l.flush()
+			sameResults(c.results...)(t, b, m)
 		})
 	}
 }
@@ -421,21 +353,11 @@ func TestInteropResourcesThroughMuxMatchBareServer(t *testing.T) {
 	ix := interopSetup(t)
 	b, m := ix.both(t, "resources", ix.bare(t, serverEverything), ix.mux(t, serverEverything))
 	mustPass(t, b, m)
-	l := newDiffLog(t)
-	defer l.flush()
-	sameObjects(t, l, "resource", b.Observed["resources"], m.Observed["resources"], "uri")
-	sameObjects(t, l, "resource template", b.Observed["templates"], m.Observed["templates"], "uriTemplate")
-	br, _ := b.Observed["reads"].(map[string]any)
-	mr, _ := m.Observed["reads"].(map[string]any)
-	for uri, bv := range br {
-		l.add("resources/read "+uri, diffFields(resultOf(bv), resultOf(mr[uri])))
-	}
+	sameResources(t, b, m)
 }
 
-// transparency runs a check of a feature from interopGaps: it must pass
-// against the bare server; through mcp-mux it must pass too (and compare
-// as more says) unless the feature is listed as a gap, in which case the
-// outcome is reported and the test skips.
+// transparency runs a check of a feature from interopGaps against s, bare
+// and as mcp-mux's backend (see transparencyOf); tweak adjusts both targets.
 func transparency(t *testing.T, feature, check string, s refServer, tweak func(*interopTarget), more func(t *testing.T, b, m *interopResult)) {
 	t.Helper()
 	ix := interopSetup(t)
@@ -444,6 +366,15 @@ func transparency(t *testing.T, feature, check string, s refServer, tweak func(*
 		tweak(&bare)
 		tweak(&mux)
 	}
+	ix.transparencyOf(t, feature, check, bare, mux, more)
+}
+
+// transparencyOf runs a check of a feature: it must pass against the bare
+// server; through mcp-mux it must pass too (and compare as more says)
+// unless the feature is listed in interopGaps, in which case the outcome
+// is reported and the test skips.
+func (ix *interop) transparencyOf(t *testing.T, feature, check string, bare, mux interopTarget, more func(t *testing.T, b, m *interopResult)) {
+	t.Helper()
 	b, m := ix.both(t, check, bare, mux)
 	mustPass(t, b)
 	gap, listed := interopGaps[feature]
@@ -496,27 +427,13 @@ func TestInteropElicitationFromABackendReachesTheAgent(t *testing.T) {
 // logging/setLevel, server-everything's simulated log messages arrive,
 // under a logger that names the backend.
 func TestInteropBackendLogMessagesReachTheAgentAfterSetLevel(t *testing.T) {
-	transparency(t, "logging", "logging", serverEverything, nil, func(t *testing.T, _, m *interopResult) {
-		msgs, _ := m.Observed["messages"].([]any)
-		for _, v := range msgs {
-			msg, _ := v.(map[string]any)
-			if l, _ := msg["logger"].(string); l != "ev" && !strings.HasPrefix(l, "ev/") {
-				t.Errorf("log message through mcp-mux with logger %q, want \"ev\" or \"ev/...\": %s", l, show(msg))
-			}
-		}
-	})
+	transparency(t, "logging", "logging", serverEverything, nil, logsUnderBackend(serverEverything.backend))
 }
 
 // TestInteropInstructionsOfABackendReachTheAgent: mcp-mux's initialize
 // carries server-everything's instructions.
 func TestInteropInstructionsOfABackendReachTheAgent(t *testing.T) {
-	transparency(t, "instructions", "instructions", serverEverything, nil, func(t *testing.T, b, m *interopResult) {
-		bi, _ := b.Observed["instructions"].(string)
-		mi, _ := m.Observed["instructions"].(string)
-		if !strings.Contains(mi, strings.TrimSpace(bi)) {
-			t.Errorf("mcp-mux's instructions lack the backend's (%d characters); got %d characters:\n%s", len(bi), len(mi), mi)
-		}
-	})
+	transparency(t, "instructions", "instructions", serverEverything, nil, carriesInstructions)
 }
 
 // TestInteropCancelledCallGetsNoResponse: the client aborts a
@@ -529,9 +446,12 @@ func TestInteropCancelledCallGetsNoResponse(t *testing.T) {
 // notifications/progress per step, under the client's token, before the
 // response; the same through mcp-mux as directly.
 func TestInteropProgressOfABackendReachesTheAgentUnderItsToken(t *testing.T) {
-	transparency(t, "progress", "progress", serverEverything, nil, func(t *testing.T, b, m *interopResult) {
-		if !reflect.DeepEqual(b.Observed["progress"], m.Observed["progress"]) {
-			t.Errorf("progress:\nbare %s\nmux  %s", show(b.Observed["progress"]), show(m.Observed["progress"]))
-		}
-	})
+	transparency(t, "progress", "progress", serverEverything, nil, sameProgress("progress before the response"))
+}
+
+// TestInteropResourceUpdatesOfEverythingThroughMuxFollowSubscription:
+// server-everything's updates (after its toggle tool) reach a subscribed
+// client and stop after unsubscribe, through mcp-mux as directly.
+func TestInteropResourceUpdatesOfEverythingThroughMuxFollowSubscription(t *testing.T) {
+	transparency(t, "everything-subscribe", "everything-subscribe", serverEverything, nil, nil)
 }

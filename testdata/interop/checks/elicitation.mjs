@@ -2,7 +2,7 @@
 // the client for elicitation/create (form mode) inside the tools/call; the
 // client accepts with canned content, which comes back in the tool result.
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { rawCall, textOf } from '../lib.mjs';
+import { rawCall, textOf, toolListed } from '../lib.mjs';
 
 export const capabilities = { elicitation: { form: {} } };
 const answer = { name: 'Interop Tester', check: true, email: 'interop@example.com', integer: 7 };
@@ -16,6 +16,7 @@ export function setup(client, ctx) {
 }
 
 export default async function run({ client, wire, tool, problems, observed }) {
+  if (!(await toolListed(client, wire, tool('trigger-elicitation-request')))) problems.push('trigger-elicitation-request is not listed');
   observed.call = await rawCall(client, wire, tool('trigger-elicitation-request'), {});
   if (observed.elicitations.length !== 1) {
     problems.push(`${observed.elicitations.length} elicitation/create requests reached the client, want 1`);

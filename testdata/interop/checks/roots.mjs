@@ -17,11 +17,13 @@ export function setup(client, { target }) {
   }));
 }
 
-// allowed polls list_allowed_directories until want(text) or ms pass.
+// allowed polls list_allowed_directories until want(text), or until ms
+// after the first answer: the first call may wait for a slow start.
 async function allowed(client, wire, tool, want, ms) {
-  const deadline = Date.now() + ms;
+  let deadline;
   for (;;) {
     const text = textOf(await rawCall(client, wire, tool('list_allowed_directories'), {}));
+    deadline ??= Date.now() + ms;
     if (want(text) || Date.now() > deadline) return text;
     await sleep(100);
   }

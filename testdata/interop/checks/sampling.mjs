@@ -2,7 +2,7 @@
 // client for sampling/createMessage inside the tools/call; the client's
 // canned answer comes back in the tool's result.
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { rawCall, textOf } from '../lib.mjs';
+import { rawCall, textOf, toolListed } from '../lib.mjs';
 
 export const capabilities = { sampling: {} };
 const canned = 'canned reply from the interop client';
@@ -17,6 +17,7 @@ export function setup(client, ctx) {
 }
 
 export default async function run({ client, wire, tool, problems, observed }) {
+  if (!(await toolListed(client, wire, tool('trigger-sampling-request')))) problems.push('trigger-sampling-request is not listed');
   observed.call = await rawCall(client, wire, tool('trigger-sampling-request'), { prompt, maxTokens: 20 });
   if (observed.samplingRequests.length !== 1) {
     problems.push(`${observed.samplingRequests.length} sampling/createMessage requests reached the client, want 1`);
