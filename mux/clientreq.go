@@ -283,6 +283,9 @@ func forwardToAgent[R mcp.Result, P mcp.Params](ctx context.Context, mem *member
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(m.ctx, cancel)()
+	if rc := mem.requestContext(s); rc != nil {
+		ctx = valuesOf{ctx, rc} // over HTTP: on the stream of the request it serves
+	}
 	res, err := m.send(ctx, method, &mcp.ServerRequest[P]{Session: s.ss, Params: p})
 	if err != nil {
 		var je *jsonrpc.Error

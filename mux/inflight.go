@@ -23,6 +23,9 @@ type inflightCall struct {
 	s     *session
 	d     *deadline
 	start time.Time
+	// ctx is the agent's request's: over HTTP its values tell the go-sdk
+	// which response stream a message about that request goes on.
+	ctx context.Context
 }
 
 // sessionKey carries the agent's *session in a request's context (set by
@@ -68,7 +71,7 @@ func (mem *member) track(ctx context.Context, d *deadline) (done func()) {
 	if s == nil {
 		return func() {}
 	}
-	c := &inflightCall{s: s, d: d, start: time.Now()}
+	c := &inflightCall{s: s, d: d, start: time.Now(), ctx: ctx}
 	in := &mem.inflight
 	in.mu.Lock()
 	if in.calls == nil {
@@ -82,6 +85,35 @@ func (mem *member) track(ctx context.Context, d *deadline) (done func()) {
 		in.mu.Unlock()
 	}
 }
+
+// requestContext is the context of s's latest request in flight to mem,
+// or nil.
+func (mem *member) requestContext(s *session) context.Context {
+	in := &mem.inflight
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var latest *inflightCall
+	for c := range in.calls {
+		if c.s == s && (latest == nil || c.start.After(latest.start)) {
+			latest = c
+		}
+	}
+	if latest == nil {
+		return nil
+	}
+	return latest.ctx
+}
+
+// valuesOf is ctx (its deadline and cancellation) with the values of
+// another context: an agent's request's, whose values tell the go-sdk's
+// HTTP transport to send a message on that request's response stream,
+// where a client that opened no other stream expects it.
+type valuesOf struct {
+	context.Context
+	values context.Context
+}
+
+func (c valuesOf) Value(key any) any { return c.values.Value(key) }
 
 // sessionsInFlight lists the sessions with a request in flight to mem.
 func (mem *member) sessionsInFlight() []*session {

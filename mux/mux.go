@@ -116,6 +116,39 @@ func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 	})
 }
 
+// deliverFor is deliver for a notification about the agent's request of
+// ctx (its progress): over HTTP it goes on that request's response stream,
+// where a client that opened no other stream expects it.
+func (m *Mux) deliverFor(ctx context.Context, s *session, method string, params mcp.Params) {
+	if s.conn.Load() != nil {
+		m.deliver(s, method, params)
+		return
+	}
+	m.enqueue(s, method, params, func(sctx context.Context) error {
+		_, err := m.send(valuesOf{sctx, ctx}, method, &mcp.ServerRequest[mcp.Params]{Session: s.ss, Params: params})
+		return err
+	})
+}
+
+// settle waits (bounded) until what b sent before its response to the
+// agent's request of ctx has reached the agent: handled by mux
+// (Backend.Settle), and for a session with a queue of its own (HTTP), sent
+// from it, since the go-sdk writes the response itself, past that queue.
+func (m *Mux) settle(ctx context.Context, b *backends.Backend) {
+	start := time.Now()
+	b.Settle(settleWait)
+	s := sessionFrom(ctx)
+	if s == nil || s.conn.Load() != nil {
+		return
+	}
+	s.mu.Lock()
+	q := s.notes
+	s.mu.Unlock()
+	if q != nil {
+		q.flush(settleWait - time.Since(start))
+	}
+}
+
 // enqueue queues a notification for s, a session that is not stdio, which
 // send sends. Nothing is queued for a session that ended.
 func (m *Mux) enqueue(s *session, method string, params mcp.Params, send func(context.Context) error) {

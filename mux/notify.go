@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"context"
 	"maps"
 	"strconv"
 	"sync"
@@ -79,6 +80,7 @@ func (n *listNotifier) loop() {
 // progressWaiter is a call in flight that asked for progress: where the
 // notifications go, with which token, and the deadline they extend.
 type progressWaiter struct {
+	ctx      context.Context // the agent's request's (see deliverFor)
 	ss       *mcp.ServerSession
 	token    any // the agent's own token
 	deadline *deadline
@@ -90,7 +92,7 @@ type progressWaiter struct {
 // called. Agents choose tokens per session, so two sessions may use the
 // same one on one backend: rewritten, no session sees another's progress.
 // meta is not changed; the returned copy goes to the backend.
-func (mem *member) awaitProgress(meta mcp.Meta, ss *mcp.ServerSession, d *deadline) (fwd mcp.Meta, done func()) {
+func (mem *member) awaitProgress(ctx context.Context, meta mcp.Meta, ss *mcp.ServerSession, d *deadline) (fwd mcp.Meta, done func()) {
 	tok, ok := meta["progressToken"]
 	if !ok || tok == nil {
 		return meta, func() {}
@@ -99,7 +101,7 @@ func (mem *member) awaitProgress(meta mcp.Meta, ss *mcp.ServerSession, d *deadli
 	fwd = maps.Clone(meta)
 	fwd["progressToken"] = key
 	mem.mu.Lock()
-	mem.progress[key] = progressWaiter{ss, tok, d}
+	mem.progress[key] = progressWaiter{ctx, ss, tok, d}
 	mem.mu.Unlock()
 	return fwd, func() {
 		// The go-sdk hands a backend's response to the caller at once but
@@ -136,5 +138,5 @@ func (mem *member) forwardProgress(p *mcp.ProgressNotificationParams) {
 	if s == nil {
 		return // the session ended
 	}
-	m.deliver(s, "notifications/progress", &up)
+	m.deliverFor(w.ctx, s, "notifications/progress", &up)
 }

@@ -41,13 +41,13 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallTo
 	defer cancel()
 	defer e.mem.track(ctx, d)()
 	ctx = m.withCancelReason(ctx, e.mem, r.Extra)
-	meta, done := e.mem.awaitProgress(p.Meta, r.Session, d)
+	meta, done := e.mem.awaitProgress(ctx, p.Meta, r.Session, d)
 	defer done()
 	res, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: e.original, Arguments: p.Arguments})
 	if err != nil {
 		return nil, m.backendError(ctx, e.mem, b, err)
 	}
-	b.Settle(settleWait)
+	m.settle(ctx, b)
 	e.mem.learn(res)
 	return res, nil
 }
@@ -70,13 +70,13 @@ func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetP
 	fwd := *p
 	fwd.Name = e.original
 	var done func()
-	fwd.Meta, done = e.mem.awaitProgress(p.Meta, r.Session, d)
+	fwd.Meta, done = e.mem.awaitProgress(ctx, p.Meta, r.Session, d)
 	defer done()
 	res, err := b.Session().GetPrompt(ctx, &fwd)
 	if err != nil {
 		return nil, m.backendError(ctx, e.mem, b, err)
 	}
-	b.Settle(settleWait)
+	m.settle(ctx, b)
 	return res, nil
 }
 
@@ -146,13 +146,13 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mc
 	ctx = m.withCancelReason(ctx, mem, r.Extra)
 	fwd := *p
 	var done func()
-	fwd.Meta, done = mem.awaitProgress(p.Meta, r.Session, d)
+	fwd.Meta, done = mem.awaitProgress(ctx, p.Meta, r.Session, d)
 	defer done()
 	res, err := b.Session().ReadResource(ctx, &fwd)
 	if err != nil {
 		return nil, m.backendError(ctx, mem, b, err)
 	}
-	b.Settle(settleWait)
+	m.settle(ctx, b)
 	// The typed result always has the cache hints: a backend that sent
 	// none would otherwise be passed on with the invalid scope "".
 	res.Cacheable = normalCache(res.Cacheable)
@@ -204,13 +204,13 @@ func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.Comple
 	defer mem.track(ctx, d)()
 	ctx = m.withCancelReason(ctx, mem, r.Extra)
 	var done func()
-	fwd.Meta, done = mem.awaitProgress(p.Meta, r.Session, d)
+	fwd.Meta, done = mem.awaitProgress(ctx, p.Meta, r.Session, d)
 	defer done()
 	res, err := b.Session().Complete(ctx, &fwd)
 	if err != nil {
 		return nil, m.backendError(ctx, mem, b, err)
 	}
-	b.Settle(settleWait)
+	m.settle(ctx, b)
 	return res, nil
 }
 
