@@ -531,3 +531,52 @@ func TestHTTPStalledAgentDoesNotDelayOtherSessions(t *testing.T) {
 		t.Fatalf("mcp-mux's RSS grew from %d MiB to %d MiB with one stalled agent", base>>20, peak>>20)
 	}
 }
+
+// No session reads another's state: mcp-mux://subscriptions lists the
+// reading session's own subscriptions, and a cancellation names only the
+// sender's own requests.
+func TestHTTPSessionsCannotReadOrCancelEachOthersState(t *testing.T) {
+	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	a := connectHTTP(t, h.url, "")
+	b := connectHTTP(t, h.url, "")
+	ctx := context.Background()
+	if err := a.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://f/res/1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://f/res/2"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mcp-mux://subscriptions"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := res.Contents[0].Text; strings.Contains(text, "res/1") || !strings.Contains(text, "res/2") {
+		t.Fatalf("session B reads:\n%s\nwant its own subscription only", text)
+	}
+
+	// A's call is in flight; B cancels every request id A could have used.
+	done := make(chan error, 1)
+	go func() {
+		r, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": 1500}})
+		if err == nil && r.IsError {
+			err = fmt.Errorf("error result %+v", r)
+		}
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	for id := 1; id <= 20; id++ {
+		req, _ := http.NewRequest("POST", h.url, strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"not yours"}}`, id)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", b.cs.ID())
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("A's call was cancelled by B's notifications: %v", err)
+	}
+}

@@ -34,7 +34,7 @@ func hasBuiltinScheme(uri string) bool {
 func (m *Mux) builtinResources() []*mcp.Resource {
 	return []*mcp.Resource{
 		{URI: uriSubscriptions, Name: "subscriptions", Title: "mcp-mux subscriptions", MIMEType: "application/json",
-			Description: "Every resource subscription held through mcp-mux: session, backend, URI, since, mode (forwarded or local-only)."},
+			Description: "The resource subscriptions this session holds through mcp-mux: session, backend, URI, since, mode (forwarded or local-only)."},
 		{URI: uriBackends, Name: "backends", Title: "mcp-mux backends", MIMEType: "application/json",
 			Description: "Each backend's state, pid, restarts, last error, capabilities, catalog counts and whether it was late for the first list; the config generation (1 at start, +1 per reload applied) and when it was loaded."},
 	}
@@ -123,15 +123,17 @@ func (m *Mux) Status() []BackendStatus {
 	return out
 }
 
-func (m *Mux) readBuiltin(uri string) (*mcp.ReadResourceResult, bool) {
+// sid is the reading session: over HTTP several agents share mcp-mux, and
+// none may read another's subscriptions.
+func (m *Mux) readBuiltin(sid, uri string) (*mcp.ReadResourceResult, bool) {
 	var v any
 	switch uri {
 	case uriSubscriptions:
-		all := m.subs.All()
-		if all == nil {
-			all = []subs.Sub{}
+		own := m.subs.Session(sid)
+		if own == nil {
+			own = []subs.Sub{}
 		}
-		v = map[string]any{"subscriptions": all}
+		v = map[string]any{"subscriptions": own}
 	case uriBackends:
 		c := m.conf.Load()
 		// goroutines: a leak shows as a count that does not come back

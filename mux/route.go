@@ -128,7 +128,7 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mc
 	if p.URI == "" {
 		return nil, errMissingURI
 	}
-	if res, ok := m.readBuiltin(p.URI); ok {
+	if res, ok := m.readBuiltin(m.sessionID(r.Session), p.URI); ok {
 		return res, nil
 	}
 	m.waitStarted(ctx)
