@@ -96,6 +96,11 @@ type Backend struct {
 	stopping chan struct{} // closed when Stop was called: the exit is expected
 	grace    time.Duration // Stop's; set before stopping is closed
 
+	// stderrR is the read end of its stderr; stderrDone is closed when
+	// the goroutine reading it has returned (see endStderr).
+	stderrR    *os.File
+	stderrDone chan struct{}
+
 	mu         sync.Mutex
 	stderr     []string // the last stderr lines, for crash reports
 	killReason error    // why Kill was called, if it was
@@ -243,7 +248,11 @@ func (b *Backend) startProcess() error {
 		b.log.Warn("started without a supervisor (no /proc?): a process it starts may outlive mcp-mux")
 	}
 
-	go b.captureStderr(errR)
+	b.stderrR, b.stderrDone = errR, make(chan struct{})
+	go func() {
+		defer close(b.stderrDone)
+		b.captureStderr(errR)
+	}()
 	go func() {
 		b.exitErr = p.cmd.Wait()
 		close(b.exited)
@@ -376,6 +385,7 @@ func (b *Backend) monitor() {
 		b.log.Error("backend down", "reason", reason)
 	}
 	b.downErr = reason
+	b.endStderr()
 	close(b.done)
 }
 

@@ -5,12 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 	"unicode/utf8"
 )
 
 // stderrLineMax is how much of one stderr line reaches the log and the
 // crash report; the rest of a longer line is counted and dropped.
 const stderrLineMax = 4096
+
+// endStderr waits a moment for the stderr reader to read the last words
+// and see EOF, then ends it: a grandchild that kept the pipe open must not
+// keep a goroutine of ours alive once the backend is down.
+func (b *Backend) endStderr() {
+	if b.stderrDone == nil {
+		return // remote: no process
+	}
+	select {
+	case <-b.stderrDone:
+	case <-time.After(stderrDrain):
+		b.stderrR.Close() // unblocks the read: the pipe is polled
+		<-b.stderrDone
+	}
+}
+
+// stderrDrain is how long a backend's stderr is read after it went down.
+const stderrDrain = 500 * time.Millisecond
 
 // captureStderr logs the backend's stderr line by line, until EOF. It never
 // stops reading early, whatever the backend writes: a reader that gave up
