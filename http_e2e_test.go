@@ -580,3 +580,50 @@ func TestHTTPSessionsCannotReadOrCancelEachOthersState(t *testing.T) {
 		t.Fatalf("A's call was cancelled by B's notifications: %v", err)
 	}
 }
+
+// Over HTTP the current era is served statelessly: a subscription lives as
+// long as the subscriptions/listen request that carries it. Its update
+// arrives on that stream; ending the stream releases it at the backend.
+func TestHTTPCurrentEraSubscriptionLivesAsLongAsItsListen(t *testing.T) {
+	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	updated := make(chan string, 16)
+	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- r.Params.URI
+		},
+	})
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.url}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, h.stderr)
+	}
+	defer cs.Close()
+	const uri = "fixture://f/res/3"
+	listening := make(chan error, 1)
+	go func() { listening <- cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}) }()
+	hc := &httpClient{cs: cs}
+	eventually(t, "the backend is subscribed through the listen stream", 5*time.Second, func() bool {
+		sub, _ := hc.fixtureStats(t)
+		return sub[uri] == 1
+	})
+	hc.call(t, "f__update", map[string]any{"uri": uri})
+	select {
+	case got := <-updated:
+		if got != uri {
+			t.Fatalf("update for %s", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no update on the listen stream\nstderr:\n%s", h.stderr)
+	}
+	if err := cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ending the listen stream releases the subscription at the backend", 5*time.Second, func() bool {
+		_, unsub := hc.fixtureStats(t)
+		return unsub[uri] == 1
+	})
+	select {
+	case <-listening:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Subscribe did not return after Unsubscribe")
+	}
+}
