@@ -1,13 +1,11 @@
 package mux
 
 import (
-	"bytes"
 	"context"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -259,29 +257,11 @@ func TestCheckWarnsAboutPatternsThatMatchNothingAndLongNames(t *testing.T) {
 	}
 }
 
-// syncBuf is a log destination read while the mux writes.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestLongNameIsLoggedOncePerName(t *testing.T) {
 	long := strings.Repeat("q", 60)
 	notes := fixture("notes", "-tools", "echo,e22")
 	notes.Prefix = &long
-	var buf syncBuf
+	var buf lockedBuffer
 	m := New(testConfig(notes), log.New(&buf), "test")
 	m.backoffBase = 10 * time.Millisecond
 	m.Start()

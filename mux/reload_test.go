@@ -119,24 +119,7 @@ func TestFirstListWaitDefaultsToThreeSeconds(t *testing.T) {
 type reloadable struct {
 	*Mux
 	path string
-	log  *lockedLog
-}
-
-type lockedLog struct {
-	mu sync.Mutex
-	sb strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sb.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sb.String()
+	log  *lockedBuffer
 }
 
 func startReloadable(t *testing.T, text string) *reloadable {
@@ -147,7 +130,7 @@ func startReloadable(t *testing.T, text string) *reloadable {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg := &lockedLog{}
+	lg := &lockedBuffer{}
 	logger := log.New(lg)
 	logger.SetLevel(log.DebugLevel)
 	m := New(cfg, logger, "test")
