@@ -94,7 +94,7 @@ func connectHTTP(t *testing.T, url, token string) *httpClient {
 	})
 	tr := &mcp.StreamableClientTransport{Endpoint: url}
 	if token != "" {
-		tr.HTTPClient = &http.Client{Transport: bearerAuth{token}}
+		tr.HTTPClient = &http.Client{Transport: withBearer{token}}
 	}
 	cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
@@ -103,14 +103,6 @@ func connectHTTP(t *testing.T, url, token string) *httpClient {
 	hc.cs = cs
 	t.Cleanup(func() { cs.Close() })
 	return hc
-}
-
-type bearerAuth struct{ token string }
-
-func (b bearerAuth) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
 }
 
 func (hc *httpClient) updates() []string {

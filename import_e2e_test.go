@@ -98,21 +98,7 @@ func runEnv(t *testing.T, dir string, env []string, args ...string) (stdout, std
 // fixtureTools lists the tools of the fixture run alone with args.
 func fixtureTools(t *testing.T, args ...string) []string {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: exec.Command(fixtureBin, args...)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	res, err := cs.ListTools(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tool := range res.Tools {
-		names = append(names, tool.Name)
-	}
-	return names
+	return toolNames(t, &mcp.CommandTransport{Command: exec.Command(fixtureBin, args...)})
 }
 
 // remoteTools lists the tools of a remote fixture, asked directly with
@@ -127,6 +113,12 @@ func remoteTools(t *testing.T, f *remoteFixture, token string) []string {
 	if f.mode == "-sse" {
 		transport = &mcp.SSEClientTransport{Endpoint: f.url(), HTTPClient: client}
 	}
+	return toolNames(t, transport)
+}
+
+// toolNames lists the tools of the server at the other end of transport.
+func toolNames(t *testing.T, transport mcp.Transport) []string {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), transport, nil)
 	if err != nil {
