@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	muxBin = filepath.Join(dir, "mcp-mux")
+	// What mcp-mux remembers across runs (initialize's instructions) goes
+	// to the tests' own cache directory, not the user's.
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 	fixtureBin = filepath.Join(dir, "fixture")
 	for _, b := range [][2]string{{muxBin, "."}, {fixtureBin, "./testdata/fixture"}} {
 		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	fixtureBin = filepath.Join(dir, "fixture")
+	// What mux remembers across runs (initialize's instructions) goes to
+	// the tests' own cache directory, not the user's.
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 	out, err := exec.Command("go", "build", "-o", fixtureBin, "../testdata/fixture").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building the fixture: %v\n%s", err, out)

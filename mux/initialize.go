@@ -43,9 +43,13 @@ func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// waitInstructions waits (bounded) for the backends' first start, then
-// merges their instructions.
+// waitInstructions merges the backends' instructions: at once when each
+// backend has initialized or said them in an earlier run (instrcache.go),
+// else after waiting (bounded) for their first start.
 func (m *Mux) waitInstructions(ctx context.Context) string {
+	if s, ok := m.knownInstructions(); ok {
+		return s
+	}
 	if m.cfg.Mux.Instructions == "" {
 		wctx, cancel := context.WithTimeout(ctx, instructionsWait)
 		defer cancel()
@@ -64,23 +68,46 @@ func (m *Mux) waitInstructions(ctx context.Context) string {
 
 // instructions merges the instructions of the backends that are ready.
 func (m *Mux) instructions() string {
+	s, _ := m.mergeInstructions(func(*member) (string, bool) { return "", false })
+	return s
+}
+
+// knownInstructions merges the instructions of every backend, from its
+// initialize or else from the last run, if each has one or the other.
+func (m *Mux) knownInstructions() (string, bool) {
+	return m.mergeInstructions(func(mem *member) (string, bool) { return m.instr.lookup(mem.spec) })
+}
+
+// mergeInstructions merges each backend's instructions: from its
+// initialize result, else from earlier (false if earlier does not know
+// them either: then ok is false).
+func (m *Mux) mergeInstructions(earlier func(*member) (string, bool)) (merged string, ok bool) {
 	if m.cfg.Mux.Instructions != "" {
-		return m.cfg.Mux.Instructions
+		return m.cfg.Mux.Instructions, true
 	}
+	ok = true
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "This server is mcp-mux: it combines several MCP servers. The tools and prompts of each carry its prefix (`<prefix>%s<name>`); resource URIs are those of the server that owns them.", m.cfg.Mux.ToolSeparator)
 	for _, mem := range m.members() {
 		mem.mu.Lock()
 		r, prefix := mem.initResult, mem.prefix
 		mem.mu.Unlock()
-		if r == nil || strings.TrimSpace(r.Instructions) == "" {
+		var text string
+		if r != nil {
+			text = r.Instructions
+		} else if t, known := earlier(mem); known {
+			text = t
+		} else {
+			ok = false
+		}
+		if strings.TrimSpace(text) == "" {
 			continue
 		}
 		names := "unprefixed"
 		if prefix != "" {
 			names = "prefixed `" + prefix + m.cfg.Mux.ToolSeparator + "`"
 		}
-		fmt.Fprintf(&sb, "\n\n## %s (tools and prompts %s)\n\n%s", mem.spec.Name, names, strings.TrimSpace(r.Instructions))
+		fmt.Fprintf(&sb, "\n\n## %s (tools and prompts %s)\n\n%s", mem.spec.Name, names, strings.TrimSpace(text))
 	}
-	return sb.String()
+	return sb.String(), ok
 }

@@ -69,6 +69,8 @@ type Mux struct {
 	wg     sync.WaitGroup
 
 	agent agentState // the agent's capabilities, as backends are told them
+	// instr remembers the backends' instructions across runs (instrcache.go).
+	instr *instructionMemory
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
@@ -181,6 +183,7 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 	cfg = &cp
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mux{
+		instr:    newInstructionMemory(),
 		cfg:      cfg,
 		log:      logger,
 		version:  version,

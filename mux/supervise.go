@@ -38,9 +38,13 @@ func (mem *member) run() {
 		mem.mu.Unlock()
 		b, err := backends.Start(mem.ctx, spec, mem.withClientRequests(m.startOptions(mem)))
 		if err == nil {
+			r := b.InitializeResult()
 			mem.mu.Lock()
-			mem.initResult = b.InitializeResult()
+			mem.initResult = r
 			mem.mu.Unlock()
+			if m.cfg.Mux.Instructions == "" && m.instr.store(spec, r.Instructions) {
+				mem.log.Info("its instructions changed since the last run: an agent that connected before it started has the previous ones, the next session gets these")
+			}
 		}
 		mem.markInitialized()
 		if err == nil {

@@ -255,6 +255,28 @@ func TestInitializeCarriesTheBackendsInstructions(t *testing.T) {
 	}
 }
 
+// initialize answers at once when mux knows every backend's instructions
+// from its last run: the agent does not wait for backends to start.
+func TestInitializeAnswersAtOnceWithTheInstructionsOfTheLastRun(t *testing.T) {
+	spec := fixture("slowpoke", "-instructions", "Slow but sure.", "-start-delay", "1500ms")
+	first := startMux(t, spec)
+	if got := connect(t, first, nil).InitializeResult().Instructions; !strings.Contains(got, "Slow but sure.") {
+		t.Fatalf("first run: instructions lack the backend's:\n%s", got)
+	}
+	first.Close()
+
+	again := startMux(t, spec)
+	got := connect(t, again, nil).InitializeResult().Instructions
+	select {
+	case <-again.members()[0].initialized:
+		t.Errorf("initialize waited for the backend's, though its instructions were known")
+	default:
+	}
+	if !strings.Contains(got, "## slowpoke (tools and prompts prefixed `slowpoke__`)\n\nSlow but sure.") {
+		t.Errorf("second run: instructions lack the remembered ones:\n%s", got)
+	}
+}
+
 // Backends are pinned to the handshake era unless protocol = "auto", which
 // probes server/discover: a backend of the current era is then spoken to
 // in it, and serves through mux as any other (lists, calls, subscriptions).
