@@ -25,7 +25,11 @@ import (
 
 func main() {
 	version = buildVersion()
-	configFlag := &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config `FILE` (default: $MCP_MUX_CONFIG, ./mcp-mux.toml, $XDG_CONFIG_HOME/mcp-mux/config.toml)"}
+	user := mux.UserConfigPath(nil) // this OS's, e.g. %APPDATA%\mcp-mux\config.toml on Windows
+	if user == "" {
+		user = "the user config directory's mcp-mux/config.toml"
+	}
+	configFlag := &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config `FILE` (default: $MCP_MUX_CONFIG, ./mcp-mux.toml, " + user + ")"}
 	httpFlag := &cli.StringFlag{Name: "http", Usage: "serve over Streamable HTTP at `ADDR` (e.g. 127.0.0.1:8931), path /mcp, to any number of agents (default: [mux] http_listen; unset: stdio)"}
 	app := &cli.App{
 		Name:    "mcp-mux",
