@@ -258,7 +258,7 @@ func (q *outQueue) loop(closed <-chan struct{}) {
 			if len(buf) == 0 {
 				break
 			}
-			_, err := q.w.Write(buf)
+			err := q.write(buf)
 			for _, id := range ids {
 				q.written(id)
 			}
@@ -278,6 +278,28 @@ func (q *outQueue) loop(closed <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// writeChunk is what one Write call writes at most, about what a pipe
+// holds: each chunk that goes out is progress, so a large batch to an
+// agent that reads slowly is not taken for a stall.
+const writeChunk = 32 << 10
+
+// write writes buf in chunks, restarting the stall clock after each.
+func (q *outQueue) write(buf []byte) error {
+	for len(buf) > 0 {
+		n := min(len(buf), writeChunk)
+		if _, err := q.w.Write(buf[:n]); err != nil {
+			return err
+		}
+		buf = buf[n:]
+		if len(buf) > 0 {
+			q.mu.Lock()
+			q.since = time.Now()
+			q.mu.Unlock()
+		}
+	}
+	return nil
 }
 
 // take moves the next batch of queued messages into buf, with the ids of
@@ -324,8 +346,8 @@ func (q *outQueue) unqueue(it *outItem) {
 	}
 }
 
-// stallLimit is how long one write may block before the agent counts as
-// not reading.
+// stallLimit is how long one write (of at most writeChunk) may block
+// before the agent counts as not reading.
 const stallLimit = 200 * time.Millisecond
 
 // stalled reports whether the agent is not reading: a write has been

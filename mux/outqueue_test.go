@@ -132,3 +132,44 @@ func TestOutQueueDeliversEveryUpdateToAReadingAgent(t *testing.T) {
 		t.Errorf("the agent got %d of 20,000 updates", n)
 	}
 }
+
+// slowReader is an agent that reads steadily, a pipe's worth at a time,
+// but takes longer than stallLimit over one large batch.
+type slowReader struct {
+	out lockedBuffer
+}
+
+func (s *slowReader) Write(p []byte) (int, error) {
+	const pipe = 64 << 10
+	n := 0
+	for n < len(p) {
+		k := min(pipe, len(p)-n)
+		time.Sleep(60 * time.Millisecond) // about 1 MB/s
+		s.out.Write(p[n : n+k])
+		n += k
+	}
+	return n, nil
+}
+
+// An agent that reads slowly is still reading: a write that is long only
+// because the batch is large must not count as a stall (which coalesces,
+// and so loses, updates). Before: a 256 KiB batch at 1 MB/s took 240 ms,
+// over stallLimit, and the burst lost updates.
+func TestOutQueueSlowButReadingAgentGetsEveryUpdate(t *testing.T) {
+	r := &slowReader{}
+	q := newOutQueue(r, func(jsonrpc.ID) {}, log.New(io.Discard))
+	closed := make(chan struct{})
+	defer close(closed)
+	go q.loop(closed)
+	const n = 8_000 // about 700 KB: several batches
+	for i := range n {
+		q.push(notification("notifications/resources/updated", `{"uri":"file:///r/1"}`))
+		if i%500 == 0 {
+			time.Sleep(20 * time.Millisecond) // a backend's burst, arriving while the writer works
+		}
+	}
+	q.flush(30 * time.Second)
+	if got := strings.Count(string(r.out.Bytes()), "file:///r/1"); got != n {
+		t.Errorf("the agent got %d of %d updates", got, n)
+	}
+}
