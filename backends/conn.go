@@ -56,6 +56,8 @@ type stdioConn struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
+	raw rawCalls // requests sent as bytes beside the go-sdk's (rawcall.go)
+
 	// Backpressure: the go-sdk queues what Read returns without bound until
 	// its handlers take it, so a backend that floods notifications faster
 	// than mux handles them would grow mux's memory without end. Read lets
@@ -202,12 +204,14 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return nil, err
 		}
 		if c.eof {
+			c.endRaw(mcp.ErrConnectionClosed)
 			return nil, io.EOF
 		}
 		line, size, over, err := c.readLine()
 		if err != nil {
 			c.eof = true
 			if !errors.Is(err, io.EOF) && !c.isClosed() {
+				c.endRaw(mcp.ErrConnectionClosed)
 				return nil, fmt.Errorf("backend %s: reading stdout: %w", c.name, err)
 			}
 		}
@@ -217,6 +221,9 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		} else {
 			msg = c.decode(line)
 		}
+		if msg != nil && c.takeRaw(msg) {
+			msg = nil
+		}
 		if msg != nil {
 			if r, ok := msg.(*jsonrpc.Request); ok && !r.IsCall() && clientNotifications[r.Method] {
 				c.ahead()
@@ -224,6 +231,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, nil
 		}
 		if c.eof {
+			c.endRaw(mcp.ErrConnectionClosed)
 			return nil, io.EOF
 		}
 	}
@@ -364,6 +372,7 @@ func (c *stdioConn) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		close(c.closed)
+		c.endRaw(mcp.ErrConnectionClosed)
 		// The backend may have closed them already, on its way down.
 		err = errors.Join(ignoreClosed(c.in.Close()), ignoreClosed(c.out.Close()))
 	})

@@ -86,10 +86,20 @@ func startMuxConfig(t testing.TB, cfg *Config) *Mux {
 	return m
 }
 
-// connect attaches a client session to m over in-memory transports.
+// connect attaches a client session to m over pipes, as an agent's stdio
+// session: mux's own stdio connection, with its pass-through of
+// tools/call and resources/read (passthrough.go), is what every test
+// drives.
 func connect(t testing.TB, m *Mux, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	st, ct := mcp.NewInMemoryTransports()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	st := StdioTransport(inR, outW, StdioOptions{Drain: time.Second})
+	ct := &mcp.IOTransport{Reader: outR, Writer: inW}
+	t.Cleanup(func() {
+		inW.Close()
+		outR.Close()
+	})
 	if _, err := m.Connect(context.Background(), st); err != nil {
 		t.Fatalf("mux connect: %v", err)
 	}

@@ -341,7 +341,9 @@ func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
 func (m *Mux) attach(ss *mcp.ServerSession, t mcp.Transport) {
 	s := m.session(ss)
 	if st, ok := t.(*stdioTransport); ok {
-		s.conn.Store(st.conn.Load())
+		c := st.conn.Load()
+		s.conn.Store(c)
+		c.pass.Store(&passThrough{m: m, s: s, c: c})
 	}
 }
 

@@ -100,22 +100,32 @@ func (q *outQueue) push(msg jsonrpc.Message) error {
 			it.key, it.droppable = classify(msg)
 		}
 	}
+	q.enqueue(it)
+	return nil
+}
+
+// pushResponse queues data, the response to the agent's request id, as
+// one line. It never blocks.
+func (q *outQueue) pushResponse(id jsonrpc.ID, data []byte) {
+	q.enqueue(&outItem{data: data, size: len(data), response: true, id: id})
+}
+
+func (q *outQueue) enqueue(it *outItem) {
 	q.mu.Lock()
 	if q.broken {
 		q.mu.Unlock()
 		if it.response {
 			q.written(it.id)
 		}
-		return nil
+		return
 	}
 	if !it.response && !q.admit(it) {
 		q.mu.Unlock()
-		return nil
+		return
 	}
 	q.items = append(q.items, it)
 	q.mu.Unlock()
 	q.signal()
-	return nil
 }
 
 // pushRaw queues a reply the reader wrote itself (to a line the SDK could

@@ -73,6 +73,7 @@ func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		inflight: map[jsonrpc.ID]*agentCall{},
 		room:     make(chan struct{}, 1),
 	}
+	c.ctx, c.stop = context.WithCancel(context.Background())
 	logger := t.opts.Logger
 	if logger == nil {
 		logger = log.New(io.Discard)
@@ -99,6 +100,13 @@ type stdioConn struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
+	// pass forwards the requests that go as bytes (passthrough.go); set
+	// once mux knows the session. ctx ends at Close: the requests it
+	// forwards end with the connection, as the go-sdk's handlers do.
+	pass atomic.Pointer[passThrough]
+	ctx  context.Context
+	stop context.CancelFunc
+
 	mu       sync.Mutex
 	inflight map[jsonrpc.ID]*agentCall // requests read and not yet answered on stdout
 	room     chan struct{}             // signalled when inflight shrinks
@@ -110,7 +118,8 @@ type agentCall struct {
 	// handler: it is how a handler finds its request's cancellation reason
 	// (agentCancelReasons), as the SDK tells a handler nothing else of it.
 	extra     *mcp.RequestExtra
-	cancelled bool // the agent cancelled it: it gets no response
+	cancelled bool               // the agent cancelled it: it gets no response
+	cancel    context.CancelFunc // cancels it, if mux forwards it as bytes (passthrough.go)
 }
 
 // agentCancelReasons holds the reason the agent gave for cancelling a
@@ -169,6 +178,32 @@ func (c *stdioConn) isCancelled(id jsonrpc.ID) bool {
 	return call != nil && call.cancelled
 }
 
+// respondRaw answers the agent's request id with result, a JSON value as
+// a backend sent it.
+func (c *stdioConn) respondRaw(id jsonrpc.ID, result json.RawMessage) {
+	if c.isCancelled(id) {
+		c.written(id)
+		return
+	}
+	idJSON, err := json.Marshal(id.Raw())
+	if err != nil {
+		c.written(id)
+		return
+	}
+	data := make([]byte, 0, len(result)+len(idJSON)+40)
+	data = append(data, `{"jsonrpc":"2.0","id":`...)
+	data = append(data, idJSON...)
+	data = append(data, `,"result":`...)
+	data = append(data, result...)
+	data = append(data, "}\n"...)
+	c.out.pushResponse(id, data)
+}
+
+// respondError answers the agent's request id with err.
+func (c *stdioConn) respondError(id jsonrpc.ID, err error) {
+	_ = c.Write(context.Background(), &jsonrpc.Response{ID: id, Error: err})
+}
+
 // notify sends a notification of mux's own: encoded here, not through the
 // go-sdk's sending chain, and never blocking. A backend's notification
 // handler delivers through it at once, and so keeps pace with a backend
@@ -189,6 +224,7 @@ func (c *stdioConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.out.flush(closeFlush)
 		close(c.closed)
+		c.stop()
 	})
 	return nil
 }
@@ -237,6 +273,9 @@ func (c *stdioConn) deliver(msg jsonrpc.Message) bool {
 				return false
 			}
 		}
+		if p := c.pass.Load(); p != nil && p.take(req, call) {
+			return true
+		}
 	} else if ok && req.Method == "notifications/cancelled" {
 		c.cancelled(req)
 	}
@@ -264,12 +303,18 @@ func (c *stdioConn) cancelled(n *jsonrpc.Request) {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if call := c.inflight[id]; call != nil {
+	call := c.inflight[id]
+	var cancel context.CancelFunc
+	if call != nil {
 		call.cancelled = true
 		if p.Reason != "" {
 			agentCancelReasons.Store(call.extra, p.Reason)
 		}
+		cancel = call.cancel
+	}
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel() // forwarded as bytes: the go-sdk does not know it
 	}
 }
 

@@ -1,0 +1,254 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+)
+
+// Pass-through: tools/call and resources/read from a stdio agent to a stdio
+// backend, nearly all of an agent's traffic, go as bytes. The agent's line
+// is decoded once (its envelope, and of its params only the name or uri to
+// route by and the _meta mux rewrites), the backend gets the params with
+// the tool's own name, and its result goes upstream as the backend wrote
+// it. The go-sdk's typed round trip on both sides (decode the params into
+// types, encode them for the backend, decode the result into types, encode
+// it for the agent) and its two goroutine hops were most of what a request
+// cost in mcp-mux.
+//
+// Only the way a request travels changes: it is routed, bounded by
+// request_timeout, tracked for the backend's requests to the agent, given a
+// progress token of mux's, cancelled with the agent's reason, settled and
+// answered as callTool and readResource do. Anything those would answer
+// with an error of mux's own (an unknown name, a backend that is down, a
+// malformed request, mcp-mux's own resources) and anything unusual (a
+// session that is not initialized or speaks the current era, keys the
+// types know and this does not) takes the go-sdk's path instead, so every
+// error and edge stays what it was.
+
+// passThrough forwards one stdio session's requests as bytes.
+type passThrough struct {
+	m *Mux
+	s *session
+	c *stdioConn
+}
+
+// take forwards req if it can: it reports false, having done nothing, for
+// a request the go-sdk's path must handle.
+func (p *passThrough) take(req *jsonrpc.Request, call *agentCall) bool {
+	if !p.m.first.over.Load() || p.s.ss.InitializeParams() == nil || p.s.isModern() {
+		return false
+	}
+	switch req.Method {
+	case "tools/call":
+		return p.callTool(req, call)
+	case "resources/read":
+		return p.readResource(req, call)
+	}
+	return false
+}
+
+// plainParams splits params into the keys named in want (and _meta), or
+// reports false if there is any other key, a key twice, or params is not
+// an object.
+func plainParams(params json.RawMessage, want ...string) (map[string]json.RawMessage, bool) {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(params, &keys) != nil || keys == nil {
+		return nil, false
+	}
+	for k := range keys {
+		if k != "_meta" && k != want[0] && (len(want) < 2 || k != want[1]) {
+			return nil, false
+		}
+	}
+	if m, ok := keys["_meta"]; ok && !isObject(m) {
+		return nil, false
+	}
+	return keys, true
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// plainMeta decodes the agent's _meta, if any; ok is false for one the
+// go-sdk's path must see (the current era's per-request keys).
+func plainMeta(raw json.RawMessage) (meta mcp.Meta, ok bool) {
+	if raw == nil {
+		return nil, true
+	}
+	if json.Unmarshal(raw, &meta) != nil {
+		return nil, false
+	}
+	if _, modern := meta["io.modelcontextprotocol/protocolVersion"]; modern {
+		return nil, false
+	}
+	return meta, true
+}
+
+func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
+	keys, ok := plainParams(req.Params, "name", "arguments")
+	if !ok {
+		return false
+	}
+	var name string
+	if json.Unmarshal(keys["name"], &name) != nil {
+		return false
+	}
+	args := bytes.TrimSpace(keys["arguments"])
+	if len(args) > 0 && args[0] != '{' && string(args) != "null" {
+		return false
+	}
+	meta, ok := plainMeta(keys["_meta"])
+	if !ok {
+		return false
+	}
+	e, ok := p.m.cat.get().tools.lookup(name)
+	if !ok {
+		return false
+	}
+	b, err := e.mem.backend()
+	if err != nil || !b.RawCalls() {
+		return false
+	}
+	original, _ := json.Marshal(e.original)
+	build := func(fwdMeta json.RawMessage) json.RawMessage {
+		out := make([]byte, 0, len(fwdMeta)+len(original)+len(args)+40)
+		out = append(out, '{')
+		if fwdMeta != nil {
+			out = append(out, `"_meta":`...)
+			out = append(out, fwdMeta...)
+			out = append(out, ',')
+		}
+		out = append(out, `"name":`...)
+		out = append(out, original...)
+		if len(args) > 0 {
+			out = append(out, `,"arguments":`...)
+			out = append(out, args...)
+		}
+		return append(out, '}')
+	}
+	p.forward(req, call, e.mem, b, keys["_meta"], meta, build, func(res json.RawMessage) json.RawMessage {
+		e.mem.learnRaw(res)
+		return res
+	})
+	return true
+}
+
+func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
+	keys, ok := plainParams(req.Params, "uri")
+	if !ok {
+		return false
+	}
+	var uri string
+	if json.Unmarshal(keys["uri"], &uri) != nil || uri == "" || hasBuiltinScheme(uri) {
+		return false
+	}
+	meta, ok := plainMeta(keys["_meta"])
+	if !ok {
+		return false
+	}
+	mem, ok := p.m.owner(uri)
+	if !ok {
+		return false
+	}
+	b, err := mem.backend()
+	if err != nil || !b.RawCalls() {
+		return false
+	}
+	rawURI := keys["uri"]
+	build := func(fwdMeta json.RawMessage) json.RawMessage {
+		out := make([]byte, 0, len(fwdMeta)+len(rawURI)+20)
+		out = append(out, '{')
+		if fwdMeta != nil {
+			out = append(out, `"_meta":`...)
+			out = append(out, fwdMeta...)
+			out = append(out, ',')
+		}
+		out = append(out, `"uri":`...)
+		out = append(out, rawURI...)
+		return append(out, '}')
+	}
+	p.forward(req, call, mem, b, keys["_meta"], meta, build, validCacheHints)
+	return true
+}
+
+// validCacheHints is a read result with the cache hints an agent may
+// rely on: a backend on the go-sdk that set none sends the invalid scope
+// "" (which the TypeScript SDK v2 client rejects), and a negative ttl is
+// meaningless. Only such a result is decoded (its top level) and encoded
+// again; the rest go as sent.
+func validCacheHints(res json.RawMessage) json.RawMessage {
+	if !bytes.Contains(res, []byte(`"cacheScope":""`)) && !bytes.Contains(res, []byte(`"ttlMs":-`)) {
+		return res
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(res, &top) != nil {
+		return res
+	}
+	var c mcp.Cacheable
+	_ = json.Unmarshal(top["cacheScope"], &c.CacheScope)
+	_ = json.Unmarshal(top["ttlMs"], &c.TTLMs)
+	c = normalCache(c)
+	top["cacheScope"], _ = json.Marshal(c.CacheScope)
+	top["ttlMs"], _ = json.Marshal(c.TTLMs)
+	fixed, err := json.Marshal(top)
+	if err != nil {
+		return res
+	}
+	return fixed
+}
+
+// forward runs req at b in a goroutine of its own, as the go-sdk runs a
+// handler, and answers it with the backend's result as sent. rawMeta is the
+// agent's _meta as sent (forwarded unchanged unless its progress token is
+// replaced), build makes the backend's params from the _meta to send, and
+// after sees the result before it goes upstream, and may amend it.
+func (p *passThrough) forward(req *jsonrpc.Request, call *agentCall, mem *member, b *backends.Backend,
+	rawMeta json.RawMessage, meta mcp.Meta, build func(json.RawMessage) json.RawMessage, after func(json.RawMessage) json.RawMessage) {
+	m, s, c := p.m, p.s, p.c
+	s.lastActive.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(context.WithValue(c.ctx, sessionKey{}, s))
+	c.mu.Lock()
+	call.cancel = cancel
+	c.mu.Unlock()
+	m.goOwned(func() {
+		defer cancel()
+		ctx, d, stop := m.withDeadline(ctx, mem)
+		defer stop()
+		defer mem.track(ctx, d)()
+		ctx = m.withCancelReason(ctx, mem, call.extra)
+		fwd, done := mem.awaitProgress(ctx, meta, s.ss, d)
+		defer done()
+		sendMeta := rawMeta
+		if tok, ok := meta["progressToken"]; ok && tok != nil {
+			sendMeta, _ = json.Marshal(fwd) // with mux's token in place of the agent's
+		}
+		res, err := b.CallRaw(ctx, req.Method, build(sendMeta))
+		if err != nil {
+			c.respondError(req.ID, m.backendError(ctx, mem, b, err))
+			return
+		}
+		m.settle(ctx, b)
+		c.respondRaw(req.ID, after(res))
+	})
+}
+
+// learnRaw is learn for a tool result as the backend sent it: only a result
+// that may hold a resource link or an embedded resource is decoded.
+func (mem *member) learnRaw(res json.RawMessage) {
+	if !bytes.Contains(res, []byte(`"resource`)) {
+		return
+	}
+	var r mcp.CallToolResult
+	if json.Unmarshal(res, &r) == nil {
+		mem.learn(&r)
+	}
+}

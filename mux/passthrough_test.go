@@ -1,0 +1,128 @@
+package mux
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawAgent is an agent that writes and reads JSON-RPC lines itself: what
+// it reads is exactly what mux wrote.
+type rawAgent struct {
+	t    testing.TB
+	in   *io.PipeWriter
+	out  *bufio.Reader
+	seen [][]byte // every line read, in order
+}
+
+func newRawAgent(t testing.TB, m *Mux) *rawAgent {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	if _, err := m.Connect(context.Background(), StdioTransport(inR, outW, StdioOptions{Drain: time.Second})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		inW.Close()
+		outR.Close()
+	})
+	a := &rawAgent{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
+	a.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	a.response(`"init"`)
+	a.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return a
+}
+
+func (a *rawAgent) send(line string) {
+	a.t.Helper()
+	if _, err := io.WriteString(a.in, line+"\n"); err != nil {
+		a.t.Fatalf("writing to mux: %v", err)
+	}
+}
+
+// response reads lines until the response with id (as JSON) and returns
+// it; notifications on the way are skipped.
+func (a *rawAgent) response(id string) []byte {
+	a.t.Helper()
+	done := make(chan []byte, 1)
+	go func() {
+		for {
+			line, err := a.out.ReadBytes('\n')
+			if err != nil {
+				done <- nil
+				return
+			}
+			a.seen = append(a.seen, line)
+			if bytes.Contains(line, []byte(`"id":`+id+`,`)) && !bytes.Contains(line, []byte(`"method":`)) {
+				done <- line
+				return
+			}
+		}
+	}()
+	select {
+	case line := <-done:
+		if line == nil {
+			a.t.Fatalf("mux's stdout ended before the response to %s", id)
+		}
+		return line
+	case <-time.After(10 * time.Second):
+		a.t.Fatalf("no response to %s within 10s", id)
+		return nil
+	}
+}
+
+// call sends a request and returns its response line.
+func (a *rawAgent) call(id int, method, params string) []byte {
+	a.t.Helper()
+	a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+	return a.response(fmt.Sprint(id))
+}
+
+// A tool result reaches the agent as the backend wrote it: numbers the
+// go-sdk's types would have turned into float64 (and so rounded) keep
+// every digit, and 1.10 stays 1.10. Before, the typed round trip sent
+// 12345678901234567000 and 1.1.
+func TestToolResultReachesTheAgentAsTheBackendSentIt(t *testing.T) {
+	m := startMux(t, fixture("notes", "-structured-echo"))
+	a := newRawAgent(t, m)
+	a.call(1, "tools/list", `{}`)
+	got := a.call(2, "tools/call", `{"name":"notes__echo","arguments":{"big":12345678901234567891,"f":1.10}}`)
+	if want := `"structuredContent":{"big":12345678901234567891,"f":1.10}`; !strings.Contains(string(got), want) {
+		t.Errorf("tools/call result:\n%s\nwant it to contain %s", got, want)
+	}
+}
+
+// A request passed through as bytes is cancelled as one the go-sdk
+// handles: the agent gets no response, the backend gets
+// notifications/cancelled with the agent's reason.
+func TestPassedThroughRequestIsCancelledWithTheAgentsReason(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	a := newRawAgent(t, m)
+	a.call(1, "tools/list", `{}`)
+	a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":10000}}}`)
+	time.Sleep(200 * time.Millisecond)
+	a.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user pressed stop"}}`)
+	start := time.Now()
+	var got []byte
+	for {
+		got = a.call(3, "tools/call", `{"name":"notes__stats","arguments":{}}`)
+		if strings.Contains(string(got), `the user pressed stop`) || time.Since(start) > 5*time.Second {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(string(got), `\"cancel_reasons\":[\"the user pressed stop\"]`) {
+		t.Errorf("the backend's stats: %s\nwant the agent's reason", got)
+	}
+	a.call(4, "ping", `{}`)
+	for _, line := range a.seen {
+		if bytes.Contains(line, []byte(`"id":2,`)) {
+			t.Errorf("the cancelled request got a response: %s", line)
+		}
+	}
+}
