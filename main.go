@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -239,7 +240,20 @@ func serve(c *cli.Context) error {
 		logger.Info("exiting")
 		return nil
 	}
-	err = m.Serve(ctx, mux.StdioTransport(os.Stdin, os.Stdout, mux.StdioOptions{
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One agent's session is a chain of hand-offs (stdin, a request's
+		// goroutine, the backend's pipe, stdout), mostly waiting: on one
+		// thread each hand-off is a goroutine switch, on several it is a
+		// thread woken on another core. Measured with the benchmark:
+		// resources/read p50 ×2.16 → ×1.94 of direct, CPU ×0.85 → ×0.60,
+		// throughput with 8 callers unchanged.
+		runtime.GOMAXPROCS(1)
+	}
+	in, restoreIn := pollable(os.Stdin)
+	defer restoreIn()
+	out, restoreOut := pollable(os.Stdout)
+	defer restoreOut()
+	err = m.Serve(ctx, mux.StdioTransport(in, out, mux.StdioOptions{
 		MaxLine: cfg.Mux.MaxMessageSize,
 		Drain:   cfg.Mux.RequestTimeout.Duration,
 		Logger:  logger,

@@ -3,7 +3,11 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
+	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -25,4 +29,64 @@ func clearUmask(t *testing.T) (restore func()) {
 func killGroupOnCancel(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+}
+
+// nonblocking reports whether f's open file description has O_NONBLOCK,
+// without changing it (as f.Fd would).
+func nonblocking(t *testing.T, f *os.File) bool {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags uintptr
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		flags, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+	}); err != nil || errno != 0 {
+		t.Fatalf("fcntl: %v %v", err, errno)
+	}
+	return flags&syscall.O_NONBLOCK != 0
+}
+
+// mcp-mux waits on its stdin and stdout pipes with the runtime's poller,
+// which needs them non-blocking; a pipe is shared with whoever else holds
+// it (a wrapper script that reads on after mcp-mux, say), so it is left
+// blocking again when mcp-mux exits.
+func TestStdioPipesAreBlockingAgainAfterExit(t *testing.T) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inR.Close()
+	defer outW.Close()
+	defer outR.Close()
+	cmd := exec.Command(muxBin, "--config", writeConfig(t, "", []string{"notes", "-name", "notes"}))
+	cmd.Stdin, cmd.Stdout = inR, outW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once it answers, it has made them non-blocking.
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || !strings.Contains(line, `"id":1`) {
+		t.Fatalf("initialize: %q %v", line, err)
+	}
+	if !nonblocking(t, inR) {
+		t.Log("stdin is blocking while mcp-mux runs: it does not use the poller")
+	}
+	inW.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if nonblocking(t, inR) {
+		t.Error("stdin's pipe was left non-blocking")
+	}
+	if nonblocking(t, outW) {
+		t.Error("stdout's pipe was left non-blocking")
+	}
 }
