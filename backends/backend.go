@@ -28,8 +28,9 @@ const ProtocolVersion = "2025-11-25"
 const ProtocolAuto = "auto"
 
 // Hooks receive what a backend sends on its own initiative. They are called
-// from the go-sdk's notification dispatch, one at a time per backend, so they
-// must not block: hand the work to another goroutine.
+// from the go-sdk's notification dispatch (ResourceUpdated of a stdio backend
+// from the reader of its stdout, in order with the rest), one at a time per
+// backend, so they must not block: hand the work to another goroutine.
 type Hooks struct {
 	ToolsChanged     func()
 	PromptsChanged   func()
@@ -141,6 +142,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 	}
 	b.caps = declared(want)
 	conn := newStdioConn(spec.Name, b.log, b.stdout, b.stdin, opts.MaxMessageSize)
+	conn.updated = opts.Hooks.ResourceUpdated
 	b.conn = conn
 	client := b.newClient(opts)
 	// Our own transport: no line the backend prints can end the connection

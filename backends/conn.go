@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,10 @@ type stdioConn struct {
 	closed    chan struct{}
 
 	raw rawCalls // requests sent as bytes beside the go-sdk's (rawcall.go)
+
+	// updated, if set, gets notifications/resources/updated straight from
+	// Read, in order, instead of through the go-sdk (see takeUpdated).
+	updated func(*mcp.ResourceUpdatedNotificationParams)
 
 	// Backpressure: the go-sdk queues what Read returns without bound until
 	// its handlers take it, so a backend that floods notifications faster
@@ -173,6 +178,27 @@ func (c *stdioConn) handled(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// takeUpdated hands a notifications/resources/updated to c.updated itself
+// and reports whether it did. A backend can send them by the ten thousand
+// (a file watcher, a log tail), and through the go-sdk each one cost a
+// decoder with a buffer of tens of KiB and a trip through its notification
+// queue. The notifications read before it are handled first (settle), so
+// the agent gets them in the order the backend sent them. Params that do
+// not decode are left to the go-sdk, which drops them with a log line.
+func (c *stdioConn) takeUpdated(msg jsonrpc.Message) bool {
+	r, ok := msg.(*jsonrpc.Request)
+	if !ok || c.updated == nil || r.IsCall() || r.Method != "notifications/resources/updated" {
+		return false
+	}
+	var p mcp.ResourceUpdatedNotificationParams
+	if len(r.Params) == 0 || json.Unmarshal(r.Params, &p) != nil {
+		return false
+	}
+	c.settle(leakWait)
+	c.updated(&p)
+	return true
+}
+
 // headKeep and tailKeep bound what is kept of an oversized line to find its
 // id: the go-sdk writes the id near the start, the TypeScript SDK last.
 const (
@@ -221,7 +247,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		} else {
 			msg = c.decode(line)
 		}
-		if msg != nil && c.takeRaw(msg) {
+		if msg != nil && (c.takeRaw(msg) || c.takeUpdated(msg)) {
 			msg = nil
 		}
 		if msg != nil {

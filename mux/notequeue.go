@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // A session that is not stdio (every HTTP session) gets mux's own
@@ -38,7 +37,7 @@ func (q *outQueue) pushNote(method string, params any, send func(context.Context
 		return err
 	}
 	it := &outItem{size: len(method) + len(raw) + sseFraming, send: send}
-	it.key, it.droppable = classify(&jsonrpc.Request{Method: method, Params: raw})
+	it.key, it.droppable = classify(method, raw)
 	q.mu.Lock()
 	if q.broken || !q.admit(it) {
 		q.mu.Unlock()

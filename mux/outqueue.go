@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // outQueue holds what mux has to write to one agent, in order, and writes
@@ -97,11 +99,17 @@ func (q *outQueue) push(msg jsonrpc.Message) error {
 		it.response, it.id = true, msg.ID
 	case *jsonrpc.Request:
 		if !msg.IsCall() {
-			it.key, it.droppable = classify(msg)
+			it.key, it.droppable = classify(msg.Method, msg.Params)
 		}
 	}
 	q.enqueue(it)
 	return nil
+}
+
+// pushLine queues data, one notification's line, with its coalescing key
+// and whether it may be dropped (see classify). It never blocks.
+func (q *outQueue) pushLine(data []byte, key string, droppable bool) {
+	q.enqueue(&outItem{data: data, size: len(data), key: key, droppable: droppable})
 }
 
 // pushResponse queues data, the response to the agent's request id, as
@@ -156,25 +164,32 @@ func (q *outQueue) pushRaw(data []byte, closed <-chan struct{}) {
 
 // classify returns a notification's coalescing key (notifications with the
 // same key say the same thing) and whether it may be dropped.
-func classify(n *jsonrpc.Request) (key string, droppable bool) {
+func classify(method string, params json.RawMessage) (key string, droppable bool) {
 	switch {
-	case n.Method == "notifications/resources/updated":
+	case method == "notifications/resources/updated":
 		var p struct {
-			URI  string `json:"uri"`
-			Meta struct {
-				Sub json.RawMessage `json:"io.modelcontextprotocol/subscriptionId"`
-			} `json:"_meta"`
+			URI  string         `json:"uri"`
+			Meta map[string]any `json:"_meta"`
 		}
-		if json.Unmarshal(n.Params, &p) != nil {
+		if json.Unmarshal(params, &p) != nil {
 			return "", true
 		}
-		return "updated\x00" + p.URI + "\x00" + string(p.Meta.Sub), true
-	case strings.HasSuffix(n.Method, "/list_changed"):
-		return n.Method + "\x00" + string(n.Params), false
-	case n.Method == "notifications/progress" || n.Method == "notifications/message":
+		return updatedKey(p.URI, p.Meta[mcp.MetaKeySubscriptionID]), true
+	case strings.HasSuffix(method, "/list_changed"):
+		return method + "\x00" + string(params), false
+	case method == "notifications/progress" || method == "notifications/message":
 		return "", true
 	}
 	return "", false
+}
+
+// updatedKey is the coalescing key of resources/updated for uri on the
+// stream sub (nil in the handshake era).
+func updatedKey(uri string, sub any) string {
+	if sub == nil {
+		return "updated\x00" + uri + "\x00"
+	}
+	return "updated\x00" + uri + "\x00" + fmt.Sprint(sub)
 }
 
 // admit decides whether a notification joins the queue, coalescing it or

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -123,6 +124,52 @@ func TestPassedThroughRequestIsCancelledWithTheAgentsReason(t *testing.T) {
 	for _, line := range a.seen {
 		if bytes.Contains(line, []byte(`"id":2,`)) {
 			t.Errorf("the cancelled request got a response: %s", line)
+		}
+	}
+}
+
+// resources/updated skips the go-sdk's notification queue (the reader of
+// the backend's stdout hands it to mux itself), yet the agent gets a
+// backend's notifications in the order it sent them: each update waits
+// for the log messages read before it.
+func TestUpdatesKeepTheirPlaceAmongTheBackendsOtherNotifications(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	a := newRawAgent(t, m)
+	a.call(1, "tools/list", `{}`)
+	const uri = "fixture://notes/res/1"
+	a.call(2, "resources/subscribe", fmt.Sprintf(`{"uri":%q}`, uri))
+	a.call(3, "logging/setLevel", `{"level":"debug"}`)
+	const n = 200
+	var lines []string
+	for i := range n {
+		lines = append(lines,
+			fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"m%d"}}`, i),
+			fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":%q,"_meta":{"n":"u%d"}}}`, uri, i))
+	}
+	text, _ := json.Marshal(strings.Join(lines, "\n"))
+	a.seen = nil
+	a.call(4, "tools/call", fmt.Sprintf(`{"name":"notes__noise","arguments":{"text":%s}}`, text))
+	var order []string
+	deadline := time.Now().Add(10 * time.Second)
+	for len(order) < 2*n && time.Now().Before(deadline) {
+		order = order[:0]
+		for _, line := range a.seen {
+			if i := bytes.Index(line, []byte(`"data":"m`)); i >= 0 {
+				order = append(order, string(line[i+8:i+8+bytes.IndexByte(line[i+8:], '"')]))
+			} else if i := bytes.Index(line, []byte(`"n":"u`)); i >= 0 {
+				order = append(order, string(line[i+5:i+5+bytes.IndexByte(line[i+5:], '"')]))
+			}
+		}
+		if len(order) < 2*n {
+			a.call(5, "ping", `{}`) // reads on: what came meanwhile lands in a.seen
+		}
+	}
+	if len(order) != 2*n {
+		t.Fatalf("got %d of %d notifications", len(order), 2*n)
+	}
+	for i := range n {
+		if order[2*i] != fmt.Sprintf("m%d", i) || order[2*i+1] != fmt.Sprintf("u%d", i) {
+			t.Fatalf("notifications out of order at %d: %v", 2*i, order[max(0, 2*i-4):min(len(order), 2*i+6)])
 		}
 	}
 }

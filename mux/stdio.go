@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,11 +211,30 @@ func (c *stdioConn) respondError(id jsonrpc.ID, err error) {
 // that floods: the go-sdk queues a backend's messages without bound behind
 // a handler slower than its reader.
 func (c *stdioConn) notify(method string, params any) error {
+	select {
+	case <-c.closed:
+		return mcp.ErrConnectionClosed
+	default:
+	}
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return err
 	}
-	return c.Write(context.Background(), &jsonrpc.Request{Method: method, Params: raw})
+	data := make([]byte, 0, len(raw)+len(method)+48)
+	data = append(data, `{"jsonrpc":"2.0","method":`...)
+	data = strconv.AppendQuote(data, method)
+	data = append(data, `,"params":`...)
+	data = append(data, raw...)
+	data = append(data, "}\n"...)
+	var key string
+	var droppable bool
+	if p, ok := params.(*mcp.ResourceUpdatedNotificationParams); ok {
+		key, droppable = updatedKey(p.URI, p.Meta[mcp.MetaKeySubscriptionID]), true // without decoding raw again
+	} else {
+		key, droppable = classify(method, raw)
+	}
+	c.out.pushLine(data, key, droppable)
+	return nil
 }
 
 // Close ends the session's connection. What is queued for stdout gets a
