@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -74,9 +77,45 @@ func (c *client) close() {
 	c.p.stop(5 * time.Second)
 }
 
-// fail wraps err with the mode and the tail of the process's stderr.
+// fail wraps err with the mode and the tail of the process's stderr. A
+// request that was never answered is worth more than its timeout: the
+// process and everything below it (all Go programs) are asked for their
+// goroutines first, and the log that holds them is kept.
 func (c *client) fail(what string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		if kept := c.p.dumpGoroutines(); kept != "" {
+			what += " (goroutine dumps: " + kept + ")"
+		}
+	}
 	return fmt.Errorf("%s: %s: %w\n%s stderr (last lines):\n%s", c.p.mode, what, err, c.p.mode, c.p.logTail(20))
+}
+
+// dumpGoroutines sends SIGQUIT to p's descendants, then to p (a Go
+// program prints every goroutine's stack to stderr and exits), and copies
+// p's stderr log out of the temporary directory; it returns the copy's
+// path. p's own log has the backends' stderr, relayed by mcp-mux.
+func (p *proc) dumpGoroutines() string {
+	pid := p.cmd.Process.Pid
+	for _, d := range descendants(pid) {
+		if dp, err := os.FindProcess(d.pid); err == nil {
+			_ = dp.Signal(syscall.SIGQUIT)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // for mcp-mux to relay them
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.waited:
+	case <-time.After(2 * time.Second):
+	}
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return ""
+	}
+	kept := filepath.Join(os.TempDir(), fmt.Sprintf("mcp-mux-bench-unanswered-%d.log", pid))
+	if os.WriteFile(kept, data, 0o644) != nil {
+		return ""
+	}
+	return kept
 }
 
 func (c *client) readResource(ctx context.Context, uri string) error {
