@@ -173,3 +173,37 @@ func TestOutQueueSlowButReadingAgentGetsEveryUpdate(t *testing.T) {
 		t.Errorf("the agent got %d of %d updates", got, n)
 	}
 }
+
+// A response whose result the go-sdk encoded already is written without
+// encoding it again, and reads exactly as the SDK's encoding would.
+func TestResultLineIsWhatTheSDKWouldWrite(t *testing.T) {
+	for _, c := range []struct {
+		id     any
+		result string
+	}{
+		{float64(7), `{"tools":[{"name":"a","inputSchema":{"type":"object"}}]}`},
+		{"req-\u00e9<&>", `{"text":"line\nnext \u2028 <b>","n":1.10,"big":12345678901234567891}`},
+		{float64(-3), `{}`},
+	} {
+		id, err := jsonrpc.MakeID(c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := &jsonrpc.Response{ID: id, Result: json.RawMessage(c.result)}
+		want, err := jsonrpc.EncodeMessage(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := resultLine(id, resp.Result)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b any
+		if json.Unmarshal(want, &a) != nil || json.Unmarshal(got, &b) != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("resultLine = %s\nthe SDK writes %s", got, want)
+		}
+		if !strings.HasSuffix(string(got), "}\n") || strings.Count(string(got), "\n") != 1 {
+			t.Errorf("resultLine = %q: want one line", got)
+		}
+	}
+}

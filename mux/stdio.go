@@ -186,17 +186,11 @@ func (c *stdioConn) respondRaw(id jsonrpc.ID, result json.RawMessage) {
 		c.written(id)
 		return
 	}
-	idJSON, err := json.Marshal(id.Raw())
+	data, err := resultLine(id, result)
 	if err != nil {
 		c.written(id)
 		return
 	}
-	data := make([]byte, 0, len(result)+len(idJSON)+40)
-	data = append(data, `{"jsonrpc":"2.0","id":`...)
-	data = append(data, idJSON...)
-	data = append(data, `,"result":`...)
-	data = append(data, result...)
-	data = append(data, "}\n"...)
 	c.out.pushResponse(id, data)
 }
 
