@@ -173,3 +173,30 @@ func TestUpdatesKeepTheirPlaceAmongTheBackendsOtherNotifications(t *testing.T) {
 		}
 	}
 }
+
+// An id already in flight is refused with -32600, as the go-sdk refuses
+// one among the requests it handles: mux forwards some requests itself,
+// and must not send a backend (and answer) two requests under one id.
+// Before, both went to the backend and the agent got two results for 7.
+func TestRequestIDInUseIsRefused(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	a := newRawAgent(t, m)
+	a.call(1, "tools/list", `{}`)
+	a.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":300}}}`)
+	a.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"notes__echo","arguments":{"x":1}}}`)
+	first := a.response("7")
+	second := a.response("7")
+	a.call(8, "ping", `{}`)
+	var got []string
+	for _, line := range [][]byte{first, second} {
+		got = append(got, string(line))
+	}
+	for _, line := range a.seen {
+		if bytes.Contains(line, []byte(`"id":7,`)) && !bytes.Equal(line, first) && !bytes.Equal(line, second) {
+			got = append(got, string(line))
+		}
+	}
+	if len(got) != 2 || !strings.Contains(got[0], `"code":-32600`) || !strings.Contains(got[1], `slept`) {
+		t.Errorf("responses to id 7:\n%s\nwant -32600 for the second, then the first's result", strings.Join(got, ""))
+	}
+}

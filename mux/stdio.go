@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -274,10 +275,18 @@ func (c *stdioConn) deliver(msg jsonrpc.Message) bool {
 		for {
 			c.mu.Lock()
 			n := len(c.inflight)
-			if n < maxInflight {
+			_, inUse := c.inflight[req.ID]
+			if n < maxInflight && !inUse {
 				c.inflight[req.ID] = call
 			}
 			c.mu.Unlock()
+			if inUse {
+				// Refused as the go-sdk refuses one among its own requests;
+				// it does not know those mux forwards itself.
+				id, _ := json.Marshal(req.ID.Raw())
+				c.reply(id, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: request ID %v already in use", req.ID.Raw()))
+				return true
+			}
 			if n < maxInflight {
 				break
 			}
