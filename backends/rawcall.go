@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,6 +102,12 @@ func (c *stdioConn) callRaw(ctx context.Context, method string, params json.RawM
 				return nil, je
 			}
 			return nil, fmt.Errorf("calling %q: %w", method, r.Error)
+		}
+		if res := bytes.TrimSpace(r.Result); len(res) == 0 || res[0] != '{' {
+			// Every MCP result is an object; the go-sdk's types would
+			// have refused this one too.
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+				Message: fmt.Sprintf("backend %s sent a result that is not an object: %s", c.name, snippet(res))}
 		}
 		return r.Result, nil
 	case <-ctx.Done():

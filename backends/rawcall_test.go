@@ -44,6 +44,7 @@ func TestRawCallGetsTheBackendsBytesOrAPromptError(t *testing.T) {
 		{"its JSON-RPC error", `{"jsonrpc":"2.0","id":%ID%,"error":{"code":-32050,"message":"boom","data":{"k":1}}}`, "boom"},
 		{"malformed", `{"JSONRPC":"2.0","id":%ID%,"result":{}}`, "malformed"},
 		{"oversized", `{"jsonrpc":"2.0","id":%ID%,"result":{"t":"%PAD%"}}`, "max_message_size"},
+		{"not an object", `{"jsonrpc":"2.0","id":%ID%,"result":42}`, "not an object: 42"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
