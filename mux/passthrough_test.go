@@ -200,3 +200,18 @@ func TestRequestIDInUseIsRefused(t *testing.T) {
 		t.Errorf("responses to id 7:\n%s\nwant -32600 for the second, then the first's result", strings.Join(got, ""))
 	}
 }
+
+// An agent that writes a request and closes stdin still gets the answer to
+// a request passed through as bytes before the session ends, as it does
+// for one the go-sdk handles.
+func TestPassedThroughRequestIsAnsweredAfterStdinEnds(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	a := newRawAgent(t, m)
+	a.call(1, "tools/list", `{}`)
+	a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":300}}}`)
+	a.in.Close()
+	got := a.response("2")
+	if !strings.Contains(string(got), "slept") {
+		t.Errorf("response after stdin's EOF: %s", got)
+	}
+}
