@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -119,23 +120,8 @@ func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
 		return false
 	}
 	original, _ := json.Marshal(e.original)
-	build := func(fwdMeta json.RawMessage) json.RawMessage {
-		out := make([]byte, 0, len(fwdMeta)+len(original)+len(args)+40)
-		out = append(out, '{')
-		if fwdMeta != nil {
-			out = append(out, `"_meta":`...)
-			out = append(out, fwdMeta...)
-			out = append(out, ',')
-		}
-		out = append(out, `"name":`...)
-		out = append(out, original...)
-		if len(args) > 0 {
-			out = append(out, `,"arguments":`...)
-			out = append(out, args...)
-		}
-		return append(out, '}')
-	}
-	p.forward(req, call, e.mem, b, keys["_meta"], meta, build, func(res json.RawMessage) json.RawMessage {
+	fields := []param{{"name", original}, {"arguments", args}}
+	p.forward(req, call, e.mem, b, keys["_meta"], meta, fields, func(res json.RawMessage) json.RawMessage {
 		e.mem.learnRaw(res)
 		return res
 	})
@@ -163,20 +149,7 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 	if err != nil || !b.RawCalls() {
 		return false
 	}
-	rawURI := keys["uri"]
-	build := func(fwdMeta json.RawMessage) json.RawMessage {
-		out := make([]byte, 0, len(fwdMeta)+len(rawURI)+20)
-		out = append(out, '{')
-		if fwdMeta != nil {
-			out = append(out, `"_meta":`...)
-			out = append(out, fwdMeta...)
-			out = append(out, ',')
-		}
-		out = append(out, `"uri":`...)
-		out = append(out, rawURI...)
-		return append(out, '}')
-	}
-	p.forward(req, call, mem, b, keys["_meta"], meta, build, validCacheHints)
+	p.forward(req, call, mem, b, keys["_meta"], meta, []param{{"uri", keys["uri"]}}, validCacheHints)
 	return true
 }
 
@@ -206,13 +179,46 @@ func validCacheHints(res json.RawMessage) json.RawMessage {
 	return fixed
 }
 
+// param is one key of the params sent to a backend, its value as JSON.
+type param struct {
+	key   string
+	value json.RawMessage
+}
+
+// paramsObject is the params object of meta (if any) and fields (those with
+// a value), in that order.
+func paramsObject(meta json.RawMessage, fields []param) json.RawMessage {
+	n := len(meta) + 16
+	for _, f := range fields {
+		n += len(f.key) + len(f.value) + 4
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '{')
+	if meta != nil {
+		out = append(out, `"_meta":`...)
+		out = append(out, meta...)
+	}
+	for _, f := range fields {
+		if len(f.value) == 0 {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendQuote(out, f.key)
+		out = append(out, ':')
+		out = append(out, f.value...)
+	}
+	return append(out, '}')
+}
+
 // forward runs req at b in a goroutine of its own, as the go-sdk runs a
 // handler, and answers it with the backend's result as sent. rawMeta is the
 // agent's _meta as sent (forwarded unchanged unless its progress token is
-// replaced), build makes the backend's params from the _meta to send, and
-// after sees the result before it goes upstream, and may amend it.
+// replaced), fields the rest of the backend's params, and after sees the
+// result before it goes upstream, and may amend it.
 func (p *passThrough) forward(req *jsonrpc.Request, call *agentCall, mem *member, b *backends.Backend,
-	rawMeta json.RawMessage, meta mcp.Meta, build func(json.RawMessage) json.RawMessage, after func(json.RawMessage) json.RawMessage) {
+	rawMeta json.RawMessage, meta mcp.Meta, fields []param, after func(json.RawMessage) json.RawMessage) {
 	m, s, c := p.m, p.s, p.c
 	s.lastActive.Store(time.Now().UnixNano())
 	ctx, cancel := context.WithCancel(context.WithValue(c.ctx, sessionKey{}, s))
@@ -231,7 +237,7 @@ func (p *passThrough) forward(req *jsonrpc.Request, call *agentCall, mem *member
 		if tok, ok := meta["progressToken"]; ok && tok != nil {
 			sendMeta, _ = json.Marshal(fwd) // with mux's token in place of the agent's
 		}
-		res, err := b.CallRaw(ctx, req.Method, build(sendMeta))
+		res, err := b.CallRaw(ctx, req.Method, paramsObject(sendMeta, fields))
 		if err != nil {
 			c.respondError(req.ID, m.backendError(ctx, mem, b, err))
 			return
