@@ -44,7 +44,9 @@ func BenchmarkToolCall(b *testing.B) {
 	b.Run("direct", func(b *testing.B) { direct = run(b, directSession(b), "echo") })
 	b.Run("mux", func(b *testing.B) {
 		m := startMux(b, fixture("notes"))
-		muxed = run(b, connect(b, m, nil), "notes__echo")
+		cs := connect(b, m, nil)
+		toolNames(b, cs) // as agents do: calls pass through as bytes from then on
+		muxed = run(b, cs, "notes__echo")
 	})
 	if direct > 0 {
 		b.Logf("tools/call through the mux: %.2f× a direct connection (%v vs %v per call)", float64(muxed)/float64(direct), muxed, direct)
