@@ -100,6 +100,9 @@ func (b *bench) start(m mode, fixtures ...fixtureSpec) (*proc, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, logf
+	if os.Getenv("GOTRACEBACK") == "" {
+		cmd.Env = append(os.Environ(), "GOTRACEBACK=system") // for dumpGoroutines
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &proc{mode: m, cmd: cmd, stdin: inW, stdout: outR, logPath: logPath, waited: make(chan struct{})}
 	p.started = time.Now()
@@ -137,7 +140,9 @@ func muxConfig(fixture string, fixtures []fixtureSpec) []byte {
 			}
 			b.WriteString(tomlString(a))
 		}
-		b.WriteString("]\n")
+		// Its goroutine dump, if a request goes unanswered (see
+		// dumpGoroutines), then shows the runtime's goroutines too.
+		b.WriteString("]\nenv = { GOTRACEBACK = 'system' }\n")
 	}
 	return b.Bytes()
 }
