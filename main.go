@@ -163,15 +163,16 @@ func openLogFile(path string) (*os.File, error) {
 // long-lived process. Since requests pass through as bytes, Go's default
 // pacing (GOGC 100) costs no measurable CPU (GOGC 400 had taken 18% off
 // a tools/call when each one went through the go-sdk's typed decoding);
-// a soft limit of 15 MiB keeps the heap from growing to that limit's
-// worth of garbage under load. Measured in four benchmark runs against
-// GOGC 400 with a 20 MiB limit, in the same runs: peak RSS 24.5-24.9 MB
-// vs 29.1-30.1 MB, CPU of the load run x0.56-0.65 vs x0.57-0.61 of
-// direct, listing 10 x 1,000 resources 54.7-61.5 ms vs 57.2-63.2 ms.
-// GOGC and GOMEMLIMIT in the environment win.
+// a soft limit of 14 MiB keeps the heap from growing to that limit's
+// worth of garbage under load. Measured against GOGC 400 with a 20 MiB
+// limit in four benchmark runs: peak RSS 24.5-24.9 MB (at 15 MiB) vs
+// 29.1-30.1 MB, with the same CPU and listing times; 14 MiB against
+// 15 MiB in five more: 23.8-24.4 vs 24.6-25.0 MB, again at no cost. At
+// 12-13 MiB listing 10 x 1,000 resources slowed down (62 vs 47 ms per
+// walk). GOGC and GOMEMLIMIT in the environment win.
 func tuneGC() {
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(15 << 20)
+		debug.SetMemoryLimit(14 << 20)
 	}
 }
 
