@@ -107,7 +107,8 @@ func decodePlain(line []byte) (msg jsonrpc.Message, ok bool) {
 		seen[k] = true
 	}
 	p.ws()
-	if p.i != len(line) || !version || checkDepth(line) {
+	// The envelope's object is one level above its params or result.
+	if p.i != len(line) || !version || 1+p.deepest > maxDepth {
 		return nil, false
 	}
 	if hasMethod {
@@ -132,8 +133,9 @@ func clone(raw []byte) json.RawMessage {
 }
 
 type plainParser struct {
-	b []byte
-	i int
+	b       []byte
+	i       int
+	deepest int // the deepest nesting of the values read, the value itself 1
 }
 
 func (p *plainParser) ws() {
@@ -228,6 +230,7 @@ func (p *plainParser) value() ([]byte, bool) {
 		switch c {
 		case '{', '[':
 			depth++
+			p.deepest = max(p.deepest, depth)
 		case '}', ']':
 			depth--
 			if depth == 0 {
@@ -257,27 +260,4 @@ func (s *stringState) inside(c byte) bool {
 		s.in = false
 	}
 	return true
-}
-
-// checkDepth reports whether line nests deeper than the go-sdk decoder
-// accepts, counted as it counts (over the whole line, strings skipped).
-func checkDepth(line []byte) bool {
-	depth := 0
-	var str stringState
-	for _, c := range line {
-		if str.inside(c) {
-			continue
-		}
-		switch c {
-		case '{', '[':
-			if depth++; depth > maxDepth {
-				return true
-			}
-		case '}', ']':
-			if depth > 0 {
-				depth--
-			}
-		}
-	}
-	return false
 }
