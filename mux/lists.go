@@ -143,11 +143,12 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 			mem.log.Warn("listing resources failed; skipped in this list", "err", err)
 			continue
 		}
+		earlier := servingMembers(members[:i])
 		for _, r := range r.Resources {
 			if r == nil || hasBuiltinScheme(r.URI) {
 				continue // logged when the catalog was fetched
 			}
-			if !shadowed(members[:i], r.URI) {
+			if !shadowed(earlier, r.URI) {
 				res.Resources = append(res.Resources, r)
 			}
 		}
@@ -181,11 +182,22 @@ func nextWithResources(members []*member) *member {
 	return nil
 }
 
-// shadowed reports whether one of earlier (the backends before the one
-// listing uri) claims uri (and owns it).
+// servingMembers are those of members that are serving now.
+func servingMembers(members []*member) []*member {
+	var out []*member
+	for _, mem := range members {
+		if mem.serving() {
+			out = append(out, mem)
+		}
+	}
+	return out
+}
+
+// shadowed reports whether one of earlier (the serving backends before the
+// one listing uri) claims uri (and owns it).
 func shadowed(earlier []*member, uri string) bool {
 	for _, other := range earlier {
-		if other.serving() && other.claims(uri) {
+		if other.claims(uri) {
 			return true
 		}
 	}
