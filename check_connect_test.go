@@ -83,7 +83,7 @@ func TestCheckConnectPrintsEachBackendAsItComesUp(t *testing.T) {
 	want := []*regexp.Regexp{
 		regexp.MustCompile(`^backend (fast|broken): `),
 		regexp.MustCompile(`^backend (fast|broken): `),
-		regexp.MustCompile(`^backend slow: ready \(15 tools, 1 prompt, 3 resources, 1 template\)`),
+		regexp.MustCompile(`^backend slow: ready \(16 tools, 1 prompt, 3 resources, 1 template\)`),
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines on stderr, want %d", len(lines), len(want))
@@ -94,7 +94,7 @@ func TestCheckConnectPrintsEachBackendAsItComesUp(t *testing.T) {
 		}
 	}
 	all := strings.Join(got, "\n")
-	for _, w := range []string{"backend fast: ready (16 tools, 1 prompt, 3 resources, 1 template)", "backend broken: failed: ", "failing on purpose"} {
+	for _, w := range []string{"backend fast: ready (17 tools, 1 prompt, 3 resources, 1 template)", "backend broken: failed: ", "failing on purpose"} {
 		if !strings.Contains(all, w) {
 			t.Errorf("missing %q", w)
 		}
@@ -124,12 +124,12 @@ func TestCheckConnectListShowsTheNamesTheAgentSees(t *testing.T) {
 	}
 	notes, copyPart, _ := strings.Cut(out, "backend copy\n")
 	copyPart, _, _ = strings.Cut(copyPart, "collisions:")
-	for _, w := range []string{"  tool names (14):\n", "    notes__stats\n", "  prompt names (2):\n", "    notes__hello\n", "    notes__greet\n"} {
+	for _, w := range []string{"  tool names (15):\n", "    notes__stats\n", "  prompt names (2):\n", "    notes__hello\n", "    notes__greet\n"} {
 		if !strings.Contains(notes, w) {
 			t.Errorf("notes: missing %q in\n%s", w, notes)
 		}
 	}
-	for _, w := range []string{"  tool names (15):\n", "    extra\n", "    stats\n", "    greet\n"} {
+	for _, w := range []string{"  tool names (16):\n", "    extra\n", "    stats\n", "    greet\n"} {
 		if !strings.Contains(copyPart, w) {
 			t.Errorf("copy: missing %q in\n%s", w, copyPart)
 		}
@@ -148,7 +148,7 @@ func TestCheckConnectListShowsTheNamesTheAgentSees(t *testing.T) {
 			Tools, Prompts []string
 		} `json:"offered"`
 	}
-	if err := json.Unmarshal([]byte(jout), &rep); err != nil || len(rep.Offered) != 2 || len(rep.Offered[1].Tools) != 15 ||
+	if err := json.Unmarshal([]byte(jout), &rep); err != nil || len(rep.Offered) != 2 || len(rep.Offered[1].Tools) != 16 ||
 		!slices.Contains(rep.Offered[1].Tools, "extra") || slices.Contains(rep.Offered[1].Tools, "notes__stats") || !slices.Equal(rep.Offered[1].Prompts, []string{"greet"}) {
 		t.Errorf("json --list (%v): %s", err, jout)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // pageSize bounds the items of one page of the lists mux serves from its
@@ -105,8 +107,13 @@ func (m *Mux) listTemplates(ctx context.Context, p *mcp.ListResourceTemplatesPar
 // last, after every backend's: a client that reads only the first page
 // sees the backends' resources. A URI an earlier backend claims is left out
 // (the earlier one owns it).
-func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
+func (m *Mux) listResources(ctx context.Context, req *mcp.ListResourcesRequest) (*mcp.ListResourcesResult, error) {
 	m.waitStarted(ctx)
+	p := req.Params
+	var s *session // nil: no page is fetched ahead
+	if req.Session != nil {
+		s = m.session(req.Session)
+	}
 	c, err := decodeCursor(paramsCursor(p), "resources")
 	if err != nil {
 		return nil, err
@@ -131,9 +138,15 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 		if err != nil || b.Capabilities().Resources == nil {
 			continue // down or without resources: nothing to list
 		}
-		rctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
-		r, err := b.Session().ListResources(rctx, &mcp.ListResourcesParams{Cursor: backendCursor})
-		cancel()
+		var r *mcp.ListResourcesResult
+		if i == start && s != nil && c.Backend != "" {
+			r = m.takeAhead(ctx, s, paramsCursor(p), mem, b)
+		}
+		if r == nil {
+			rctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
+			r, err = b.Session().ListResources(rctx, &mcp.ListResourcesParams{Cursor: backendCursor})
+			cancel()
+		}
 		if err != nil {
 			if backendCursor != "" {
 				// The backend rejected its own cursor (it restarted, or the
@@ -155,13 +168,19 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 		res.Cacheable = normalCache(r.Cacheable)
 		if r.NextCursor != "" {
 			res.NextCursor = cursor{Kind: "resources", Backend: mem.spec.Name, Cursor: r.NextCursor}.encode()
+			if s != nil {
+				m.fetchAhead(s, res.NextCursor, mem, b, r.NextCursor)
+			}
 			return res, nil
 		}
 		if len(res.Resources) > 0 {
 			// End this page with the backend's last page; the next one
 			// starts at the following backend.
-			if nextMem := nextWithResources(members[i+1:]); nextMem != nil {
+			if nextMem, nb := nextWithResources(members[i+1:]); nextMem != nil {
 				res.NextCursor = cursor{Kind: "resources", Backend: nextMem.spec.Name}.encode()
+				if s != nil {
+					m.fetchAhead(s, res.NextCursor, nextMem, nb, "")
+				}
 				return res, nil
 			}
 			break // the last backend page: mux's own come with it
@@ -172,14 +191,15 @@ func (m *Mux) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*m
 	return res, nil
 }
 
-// nextWithResources is the first of members that can list resources now.
-func nextWithResources(members []*member) *member {
+// nextWithResources is the first of members that can list resources now,
+// and its backend.
+func nextWithResources(members []*member) (*member, *backends.Backend) {
 	for _, mem := range members {
 		if b, err := mem.backend(); err == nil && b.Capabilities().Resources != nil {
-			return mem
+			return mem, b
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // servingMembers are those of members that are serving now.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -61,6 +62,7 @@ type member struct {
 	wake        chan struct{}         // a refresh is wanted (cap 1: requests coalesce)
 	reinit      chan struct{}         // the agent's capabilities came after the backend was told others (cap 1)
 	inflight    inflight              // agent requests in flight to the backend
+	resGen      atomic.Uint64         // resources/list_changed notifications so far (listahead.go)
 	// reinitting: serve stopped the backend to start it again with the
 	// agent's capabilities (run's goroutine only).
 	reinitting bool
@@ -122,7 +124,7 @@ func (mem *member) hooks() backends.Hooks {
 	return backends.Hooks{
 		ToolsChanged:     func() { mem.markDirty(kindTools) },
 		PromptsChanged:   func() { mem.markDirty(kindPrompts) },
-		ResourcesChanged: func() { mem.markDirty(kindResources) },
+		ResourcesChanged: func() { mem.resGen.Add(1); mem.markDirty(kindResources) },
 		ResourceUpdated:  func(p *mcp.ResourceUpdatedNotificationParams) { mem.m.resourceUpdated(mem, p) },
 		Progress:         mem.forwardProgress,
 		Log:              mem.forwardLog,

@@ -100,6 +100,8 @@ type session struct {
 	// conn is the session's stdio connection, if it is one: mux's own
 	// notifications go straight to it (stdioConn.notify).
 	conn atomic.Pointer[stdioConn]
+
+	ahead *listAhead // the resources page fetched for the agent's next cursor (listahead.go); guarded by mu
 }
 
 // deliver sends s a notification of mux's own: straight to a stdio
@@ -413,6 +415,7 @@ func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 	if q != nil {
 		q.close()
 	}
+	s.dropAhead()
 	m.log.Debug("client session ended", "session", s.id)
 	m.logSession(s, "ended")
 	m.endSessionSubscriptions(s.id)
@@ -463,18 +466,19 @@ func (m *Mux) Close() {
 }
 
 // goOwned runs f in a goroutine that Close waits for; after Close it does
-// not run f at all.
-func (m *Mux) goOwned(f func()) {
+// not run f at all, and reports false.
+func (m *Mux) goOwned(f func()) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return
+		return false
 	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		f()
 	}()
+	return true
 }
 
 // firstList is the first list's wait for the backends still starting:

@@ -17,7 +17,7 @@ import (
 )
 
 // controlTools are the fixture's tools besides its echo tools.
-var controlTools = []string{"add_tool", "big", "crash", "fail", "hang", "link", "log", "noise", "notify_list_changed", "progress", "set_content", "sleep", "stats", "update"}
+var controlTools = []string{"add_resource", "add_tool", "big", "crash", "fail", "hang", "link", "log", "noise", "notify_list_changed", "progress", "set_content", "sleep", "stats", "update"}
 
 func prefixed(prefix string, names ...string) []string {
 	var out []string

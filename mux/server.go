@@ -22,7 +22,7 @@ func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		case *mcp.ListPromptsRequest:
 			return m.listPrompts(ctx, r.Params)
 		case *mcp.ListResourcesRequest:
-			return m.listResources(ctx, r.Params)
+			return m.listResources(ctx, r)
 		case *mcp.ListResourceTemplatesRequest:
 			return m.listTemplates(ctx, r.Params)
 		case *mcp.CallToolRequest:

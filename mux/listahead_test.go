@@ -1,0 +1,98 @@
+package mux
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// listURIs lists one page of resources and returns its URIs and next cursor.
+func listURIs(t *testing.T, cs *mcp.ClientSession, cursor string) ([]string, string) {
+	t.Helper()
+	res, err := cs.ListResources(ctxT(t), &mcp.ListResourcesParams{Cursor: cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, r := range res.Resources {
+		uris = append(uris, r.URI)
+	}
+	return uris, res.NextCursor
+}
+
+// A page mux fetched ahead is not served once its backend announced that
+// its resources changed: the agent, told of the change, gets the new list.
+func TestNextResourcesPageChangedSinceItWasFetchedAheadIsFetchedAgain(t *testing.T) {
+	m := startMux(t, fixture("first", "-resources", "2"), fixture("second", "-resources", "2"))
+	changed := make(chan struct{}, 10)
+	cs := connect(t, m, &mcp.ClientOptions{ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	ctx := ctxT(t)
+
+	page1, next := listURIs(t, cs, "")
+	if !slices.Contains(page1, "fixture://first/res/1") || next == "" {
+		t.Fatalf("first page = %v, next %q: want first's resources and a cursor to second's", page1, next)
+	}
+	// mux is fetching second's page now, or has it: change it.
+	time.Sleep(50 * time.Millisecond)
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "second__add_resource", Arguments: map[string]any{"uri": "fixture://second/new", "text": "new"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no resources/list_changed reached the agent")
+	}
+	page2, _ := listURIs(t, cs, next)
+	if !slices.Contains(page2, "fixture://second/new") {
+		t.Errorf("second page after the change = %v: want fixture://second/new in it", page2)
+	}
+}
+
+// A walk costs each backend one request per page, as without fetching
+// ahead, and every session walks on its own.
+func TestTwoSessionsWalkingResourcesGetEveryPage(t *testing.T) {
+	m := startMux(t, fixture("big", "-resources", "30", "-page-size", "10"), fixture("small", "-resources", "3"))
+	a, b := connect(t, m, nil), connect(t, m, nil)
+	before := fixtureStats(t, a, "big__stats").ListResources
+	walk := func(cs *mcp.ClientSession, cursor string) ([]string, string) {
+		uris, next := listURIs(t, cs, cursor)
+		return uris, next
+	}
+	var gotA, gotB []string
+	curA, curB := "", ""
+	for {
+		// Interleaved: each session's page fetched ahead is its own.
+		var ua, ub []string
+		if curA != "done" {
+			ua, curA = walk(a, curA)
+			gotA = append(gotA, ua...)
+			if curA == "" {
+				curA = "done"
+			}
+		}
+		if curB != "done" {
+			ub, curB = walk(b, curB)
+			gotB = append(gotB, ub...)
+			if curB == "" {
+				curB = "done"
+			}
+		}
+		if curA == "done" && curB == "done" {
+			break
+		}
+	}
+	for name, got := range map[string][]string{"a": gotA, "b": gotB} {
+		if len(got) != 30+3+2 { // mux's own 2 come last
+			t.Errorf("session %s listed %d resources, want 35: %v", name, len(got), got)
+		}
+	}
+	if got := fixtureStats(t, a, "big__stats").ListResources - before; got != 6 {
+		t.Errorf("big served %d list pages for two walks of 3 pages, want 6", got)
+	}
+}
