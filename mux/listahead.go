@@ -23,21 +23,23 @@ import (
 // was restarted since, when the session asks for another cursor, or when
 // aheadKeep passed.
 
-// aheadKeep is how long a page fetched ahead waits for the agent to ask:
-// an agent walking the list asks within milliseconds; one that stopped
-// after a page must not keep a page in memory for the session's life.
+// aheadKeep is how long a page fetched ahead is served: an agent walking
+// the list asks within milliseconds; one that comes back later gets a
+// page fetched then. (A session holds at most one page, until its next
+// list or its end.)
 const aheadKeep = 2 * time.Second
 
 // listAhead is one backend page fetched for the session's next cursor.
 type listAhead struct {
-	cursor string            // the cursor mux gave the agent, which this page answers
-	mem    *member           // whose page
-	b      *backends.Backend // the process it came from: a restart makes the page stale
-	gen    uint64            // mem.resourcesChanged() when the fetch began
-	cancel context.CancelFunc
-	done   chan struct{} // closed when res and err are set
-	res    *mcp.ListResourcesResult
-	err    error
+	cursor  string            // the cursor mux gave the agent, which this page answers
+	mem     *member           // whose page
+	b       *backends.Backend // the process it came from: a restart makes the page stale
+	gen     uint64            // mem.resourcesChanged() when the fetch began
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when res, err and fetched are set
+	res     *mcp.ListResourcesResult
+	err     error
+	fetched time.Time
 }
 
 // resourcesChanged counts mem's resources/list_changed notifications: a
@@ -64,15 +66,8 @@ func (m *Mux) fetchAhead(s *session, cursor string, mem *member, b *backends.Bac
 	if !m.goOwned(func() {
 		defer cancel()
 		a.res, a.err = b.Session().ListResources(ctx, &mcp.ListResourcesParams{Cursor: backendCursor})
+		a.fetched = time.Now()
 		close(a.done)
-		// Not asked for in time: let the page go (and its memory).
-		time.AfterFunc(aheadKeep, func() {
-			s.mu.Lock()
-			if s.ahead == a {
-				s.ahead = nil
-			}
-			s.mu.Unlock()
-		})
 	}) {
 		// mux is closing: nobody will fetch it.
 		a.err = context.Canceled
@@ -99,7 +94,7 @@ func (m *Mux) takeAhead(ctx context.Context, s *session, cursor string, mem *mem
 		a.cancel()
 		return nil
 	}
-	if a.err != nil || a.mem != mem || a.b != b || mem.resourcesChanged() != a.gen {
+	if a.err != nil || a.mem != mem || a.b != b || mem.resourcesChanged() != a.gen || time.Since(a.fetched) > aheadKeep {
 		return nil
 	}
 	return a.res
