@@ -1,8 +1,6 @@
 package backends
 
 import (
-	"bytes"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/backends/internal/launch"
 	"github.com/mcp-mux/mcp-mux/backends/internal/supervisor"
 )
 
@@ -38,10 +37,7 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	if cmd.Err != nil { // e.g. not found on PATH, as cmd.Start would say
 		return nil, cmd.Err
 	}
-	var msg bytes.Buffer
-	if err := gob.NewEncoder(&msg).Encode(supervisor.Launch{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir}); err != nil {
-		return nil, err
-	}
+	msg := launch.Launch{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir}.Encode()
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -52,7 +48,7 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 		return nil, err
 	}
 	sup := exec.Command(selfExe)
-	sup.Args = []string{supervisor.Arg0, cmd.Args[0]} // argv[1] only for ps
+	sup.Args = []string{launch.Arg0, cmd.Args[0]} // argv[1] only for ps
 	// Nothing of mux's environment; a race-enabled build (the tests) would
 	// otherwise sleep 1 s before the supervisor exits. One P: it waits on a
 	// pipe and signals, and the Go runtime starting a P per core cost a
@@ -91,7 +87,7 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 
 	deadline := time.Now().Add(launchTimeout)
 	ctlW.SetWriteDeadline(deadline)
-	if _, err := ctlW.Write(msg.Bytes()); err != nil {
+	if _, err := ctlW.Write(msg); err != nil {
 		werr := end()
 		return nil, fmt.Errorf("its supervisor did not take the command: %w (%s)", err, exitReason(werr))
 	}

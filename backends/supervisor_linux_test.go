@@ -141,6 +141,28 @@ func TestArgsAndEnvReachTheBackendByteForByte(t *testing.T) {
 	}
 }
 
+// TestAnEmptyEnvironmentReachesTheBackendEmpty: a backend given no
+// variable at all gets none, not the supervisor's own.
+func TestAnEmptyEnvironmentReachesTheBackendEmpty(t *testing.T) {
+	saved := os.Environ()
+	os.Clearenv()
+	t.Cleanup(func() {
+		for _, kv := range saved {
+			k, v, _ := strings.Cut(kv, "=")
+			os.Setenv(k, v)
+		}
+	})
+	b, err := Start(context.Background(), Spec{Name: "fx", Command: fixtureBin, Args: []string{"-name", "fx"}},
+		Options{Logger: log.New(&syncBuffer{}), StartupTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop(time.Second)
+	if env := environOf(t, b.PID()); len(env) != 0 {
+		t.Errorf("the backend's environment is %v, want it empty", env)
+	}
+}
+
 // TestWithoutProcTheBackendStillStarts: where /proc/self/exe cannot be run
 // (a bare chroot), a backend starts as before there was a supervisor, and
 // the log says what that costs.

@@ -1,8 +1,6 @@
 package supervisor
 
 import (
-	"bufio"
-	"encoding/gob"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +11,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/mcp-mux/mcp-mux/backends/internal/launch"
 )
 
 // The supervisor sits between mcp-mux and one backend. It is a subreaper,
@@ -25,8 +25,8 @@ import (
 // It copies nothing: the backend has mcp-mux's pipes as its stdio.
 
 func init() {
-	if len(os.Args) > 0 && os.Args[0] == Arg0 {
-		supervise()
+	if pid, parent, ok := launch.Started(); ok {
+		supervise(pid, parent)
 	}
 }
 
@@ -36,12 +36,8 @@ func init() {
 // process). Go's runtime ignores it until the supervisor listens for it.
 const ParentDeathSignal = syscall.SIGUSR2
 
-// prctl options missing from package syscall.
-const (
-	prSetDumpable       = 4
-	prSetName           = 15
-	prSetChildSubreaper = 36
-)
+// prSetDumpable is a prctl option missing from package syscall.
+const prSetDumpable = 4
 
 // leftoverTerm is how long what is left of a backend's tree after the
 // backend exited gets between SIGTERM and SIGKILL: what mcp-mux's Stop gives
@@ -56,54 +52,23 @@ type supervisor struct {
 	gone   chan struct{} // closed when the lifeline read EOF
 }
 
-// supervise runs the supervisor; it does not return.
-func supervise() {
+// supervise runs the supervisor of the backend package launch started
+// (whose pid is pid) for mcp-mux (parent); it does not return.
+func supervise(pid, parent int) {
 	// A parent-death signal (the backend's) fires when the thread that
-	// forked it exits, not the process: stay on this thread for good.
+	// forked it exits, not the process: package launch forked it from the
+	// main thread, on which this init runs too; stay on it for good.
 	runtime.LockOSThread()
-	syscall.CloseOnExec(3)
-	syscall.CloseOnExec(4)
 	// Non-blocking, the lifeline is watched by the runtime's poller rather
 	// than a thread blocked in read(2).
 	syscall.SetNonblock(3, true)
-	lifeline := bufio.NewReader(os.NewFile(3, "lifeline"))
-	report := os.NewFile(4, "report")
-	fail := func(err error) {
-		fmt.Fprintf(report, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
-		os.Exit(127)
-	}
-	// After an exec of /proc/self/exe the kernel's name for it is "exe".
-	name := []byte("mcp-mux-superv\x00")
-	syscall.RawSyscall(syscall.SYS_PRCTL, prSetName, uintptr(unsafe.Pointer(&name[0])), 0)
-	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
-		fmt.Fprintf(os.Stderr, "mcp-mux supervisor: not a subreaper (%v): a process that leaves the backend's tree can outlive it\n", e)
-	}
-	parent := os.Getppid()
+	lifeline := os.NewFile(3, "lifeline")
 
-	var l Launch
-	if err := gob.NewDecoder(lifeline).Decode(&l); err != nil {
-		fail(fmt.Errorf("reading the command from mcp-mux: %w", err))
-	}
-
-	s := &supervisor{sigs: make(chan os.Signal, 16), gone: make(chan struct{})}
-	// Caught, not ignored: an ignored signal would stay ignored in the
-	// backend across exec.
+	s := &supervisor{pid: pid, sigs: make(chan os.Signal, 16), gone: make(chan struct{})}
+	// SIGCHLD to reap; the rest, sent by hand, go to the backend's group.
 	signal.Notify(s.sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, ParentDeathSignal)
-	p, err := os.StartProcess(l.Path, l.Args, &os.ProcAttr{
-		Dir:   l.Dir,
-		Env:   l.Env,
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		// Its own group, which mcp-mux signals to stop it. If this
-		// supervisor is SIGKILLed, the backend goes with it.
-		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
-	if err != nil {
-		fail(err)
-	}
-	s.pid = p.Pid
-	p.Release() // reaped below, by wait4
-	fmt.Fprintf(report, "pid %d\n", s.pid)
-	report.Close()
+	// The backend may have exited before SIGCHLD was caught.
+	s.reap()
 	// Our copies of the backend's stdin and stdout must not keep its pipes
 	// open; stderr stays for our few words, which mcp-mux logs as its.
 	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {

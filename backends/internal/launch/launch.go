@@ -1,0 +1,115 @@
+// Package launch is the first step of a backend's supervisor on Linux
+// (package supervisor is the rest): it starts the backend during the
+// program's initialization, before the packages that make up the rest of
+// mcp-mux are initialized. It imports nothing but package syscall, so
+// that Go initializes it about as early as any package; the supervisor
+// then reaches the backend's start a few milliseconds after its exec,
+// where the whole program's initialization took about ten.
+package launch
+
+// Arg0 is the argv[0] that makes a binary importing this package act as a
+// supervisor.
+const Arg0 = "mcp-mux-supervisor"
+
+// Launch is what mcp-mux sends the supervisor on the lifeline (fd 3)
+// before anything else (see Encode): the backend's command as os/exec
+// resolved it. It goes over a pipe, not argv or the supervisor's
+// environment, so that env values are in the backend's environment only.
+// The supervisor answers on fd 4, once: "pid N" when the backend runs, or
+// "error MESSAGE".
+type Launch struct {
+	Path string
+	Args []string
+	Env  []string
+	Dir  string
+}
+
+// Encode is l as sent: a 4-byte length of the rest, then Path, Dir, the
+// count of Args, each arg, the count of Env, each entry; each string is a
+// 4-byte length and its bytes (any bytes: a path or value need not be
+// UTF-8). Lengths are little-endian.
+func (l Launch) Encode() []byte {
+	b := make([]byte, 4, 64)
+	b = appendString(b, l.Path)
+	b = appendString(b, l.Dir)
+	b = appendUint32(b, uint32(len(l.Args)))
+	for _, a := range l.Args {
+		b = appendString(b, a)
+	}
+	b = appendUint32(b, uint32(len(l.Env)))
+	for _, e := range l.Env {
+		b = appendString(b, e)
+	}
+	putUint32(b, uint32(len(b)-4))
+	return b
+}
+
+// decode parses what Encode made (without its length prefix).
+func decode(b []byte) (Launch, bool) {
+	var l Launch
+	var ok bool
+	r := reader{b: b}
+	l.Path, ok = r.string()
+	if !ok {
+		return l, false
+	}
+	if l.Dir, ok = r.string(); !ok {
+		return l, false
+	}
+	if l.Args, ok = r.strings(); !ok {
+		return l, false
+	}
+	if l.Env, ok = r.strings(); !ok {
+		return l, false
+	}
+	return l, len(r.b) == 0
+}
+
+type reader struct{ b []byte }
+
+func (r *reader) uint32() (uint32, bool) {
+	if len(r.b) < 4 {
+		return 0, false
+	}
+	n := uint32(r.b[0]) | uint32(r.b[1])<<8 | uint32(r.b[2])<<16 | uint32(r.b[3])<<24
+	r.b = r.b[4:]
+	return n, true
+}
+
+func (r *reader) string() (string, bool) {
+	n, ok := r.uint32()
+	if !ok || uint64(n) > uint64(len(r.b)) {
+		return "", false
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s, true
+}
+
+func (r *reader) strings() ([]string, bool) {
+	n, ok := r.uint32()
+	if !ok || uint64(n) > uint64(len(r.b))/4 { // each takes 4 bytes at least
+		return nil, false
+	}
+	out := make([]string, 0, n)
+	for range n {
+		s, ok := r.string()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func appendUint32(b []byte, n uint32) []byte {
+	return append(b, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
+}
+
+func putUint32(b []byte, n uint32) {
+	b[0], b[1], b[2], b[3] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(appendUint32(b, uint32(len(s))), s...)
+}
