@@ -75,10 +75,12 @@ func (m *Mux) fetchAhead(s *session, cursor string, mem *member, b *backends.Bac
 	}
 }
 
-// takeAhead returns the page fetched ahead for the agent's cursor from mem
-// (waiting for it if it is still coming), or nil if there is none or it is
-// stale: then the caller fetches the page itself.
-func (m *Mux) takeAhead(ctx context.Context, s *session, cursor string, mem *member, b *backends.Backend) *mcp.ListResourcesResult {
+// takeAhead returns what was fetched ahead for the agent's cursor from mem
+// (waiting for it if it is still coming): its page, or the backend's
+// error, which stands for the agent's own fetch (fetching again would make
+// the agent wait twice for a backend that does not answer). It is nil if
+// there is none or it is stale: then the caller fetches the page itself.
+func (m *Mux) takeAhead(ctx context.Context, s *session, cursor string, mem *member, b *backends.Backend) *listAhead {
 	s.mu.Lock()
 	a := s.ahead
 	if a != nil && a.cursor == cursor {
@@ -94,10 +96,10 @@ func (m *Mux) takeAhead(ctx context.Context, s *session, cursor string, mem *mem
 		a.cancel()
 		return nil
 	}
-	if a.err != nil || a.mem != mem || a.b != b || mem.resourcesChanged() != a.gen || time.Since(a.fetched) > aheadKeep {
+	if a.mem != mem || a.b != b || mem.resourcesChanged() != a.gen || time.Since(a.fetched) > aheadKeep {
 		return nil
 	}
-	return a.res
+	return a
 }
 
 // dropAhead cancels what s fetched ahead (its session ended).

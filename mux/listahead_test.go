@@ -96,3 +96,28 @@ func TestTwoSessionsWalkingResourcesGetEveryPage(t *testing.T) {
 		t.Errorf("big served %d list pages for two walks of 3 pages, want 6", got)
 	}
 }
+
+// A page fetched ahead that fails (here: the backend's list outlasts
+// request_timeout) counts as the agent's own fetch of it: the agent waits
+// for one request_timeout, not for that one and then a second fetch.
+func TestNextResourcesPageThatFailedAheadIsNotFetchedAgain(t *testing.T) {
+	cfg := testConfig(fixture("first", "-resources", "2"),
+		fixture("slow", "-resources", "2", "-list-delay", "30s", "-list-delay-after", "2"))
+	cfg.Mux.RequestTimeout.Duration = 500 * time.Millisecond
+	m := startMuxConfig(t, cfg)
+	cs := connect(t, m, nil)
+
+	page1, next := listURIs(t, cs, "")
+	if !slices.Contains(page1, "fixture://first/res/1") || next == "" {
+		t.Fatalf("first page = %v, next %q: want first's resources and a cursor to slow's", page1, next)
+	}
+	page2, _ := listURIs(t, cs, next) // slow is skipped: its list failed
+	if slices.Contains(page2, "fixture://slow/res/1") {
+		t.Errorf("second page = %v: slow's list cannot have been served", page2)
+	}
+	// Its first list was mux's catalog at start; the second the one
+	// fetched ahead. A third would be the page fetched again.
+	if got := fixtureStats(t, cs, "slow__stats").ListResources; got != 2 {
+		t.Errorf("slow got %d resources/list requests, want 2", got)
+	}
+}

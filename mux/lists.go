@@ -139,10 +139,13 @@ func (m *Mux) listResources(ctx context.Context, req *mcp.ListResourcesRequest) 
 			continue // down or without resources: nothing to list
 		}
 		var r *mcp.ListResourcesResult
+		var ahead *listAhead
 		if i == start && s != nil && c.Backend != "" {
-			r = m.takeAhead(ctx, s, paramsCursor(p), mem, b)
+			ahead = m.takeAhead(ctx, s, paramsCursor(p), mem, b)
 		}
-		if r == nil {
+		if ahead != nil {
+			r, err = ahead.res, ahead.err
+		} else {
 			rctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
 			r, err = b.Session().ListResources(rctx, &mcp.ListResourcesParams{Cursor: backendCursor})
 			cancel()
