@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/backends/internal/launch"
 	"github.com/mcp-mux/mcp-mux/backends/internal/supervisor"
 )
 
@@ -37,7 +36,7 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	if cmd.Err != nil { // e.g. not found on PATH, as cmd.Start would say
 		return nil, cmd.Err
 	}
-	msg := launch.Launch{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir}.Encode()
+	msg := supervisor.Launch{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir}.Encode()
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -48,7 +47,7 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 		return nil, err
 	}
 	sup := exec.Command(selfExe)
-	sup.Args = []string{launch.Arg0, cmd.Args[0]} // argv[1] only for ps
+	sup.Args = []string{supervisor.Arg0, cmd.Args[0]} // argv[1] only for ps
 	// Nothing of mux's environment; a race-enabled build (the tests) would
 	// otherwise sleep 1 s before the supervisor exits. One P: it waits on a
 	// pipe and signals, and the Go runtime starting a P per core cost a
@@ -58,8 +57,9 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	sup.Stdin, sup.Stdout, sup.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
 	sup.ExtraFiles = []*os.File{ctlR, repW}
 	// Its own process group: signals mcp-mux sends the backend's group, and
-	// the terminal's, do not reach it.
-	sup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: supervisor.ParentDeathSignal}
+	// the terminal's, do not reach it. It learns that mcp-mux is gone from
+	// its lifeline, which the kernel closes however mcp-mux dies.
+	sup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := sup.Start(); err != nil {
 		closeAll(ctlR, ctlW, repR, repW)
 		if errors.Is(err, fs.ErrNotExist) {

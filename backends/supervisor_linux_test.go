@@ -212,3 +212,33 @@ func TestBackendRunsUnderItsSupervisor(t *testing.T) {
 		t.Errorf("supervisor's name %q", comm)
 	}
 }
+
+// TestSignalsSentToTheSupervisorAreIgnored: Go's runtime would end the
+// supervisor on SIGTERM, SIGINT or SIGHUP and leave what the backend
+// started unsupervised; it ignores them, and the backend goes on serving.
+func TestSignalsSentToTheSupervisorAreIgnored(t *testing.T) {
+	b, pidfile := shBackend(t, `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name fx`)
+	escapee := readPid(t, pidfile)
+	sup := b.proc.cmd.Process.Pid
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		if err := syscall.Kill(sup, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if !alive(sup) || !alive(b.PID()) {
+		t.Fatalf("supervisor alive %v, backend alive %v: both should be", alive(sup), alive(b.PID()))
+	}
+	if _, err := call(t, b, "echo", map[string]any{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Still the supervisor: stopping ends what left the group too.
+	b.Stop(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(escapee) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if alive(escapee) {
+		t.Errorf("pid %d (setsid) outlived its backend's stop", escapee)
+	}
+}

@@ -1,130 +1,190 @@
 package supervisor
 
 import (
-	"fmt"
-	"io"
-	"os"
-	"os/signal"
-	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 	"unsafe"
-
-	"github.com/mcp-mux/mcp-mux/backends/internal/launch"
 )
 
 // The supervisor sits between mcp-mux and one backend. It is a subreaper,
 // so every process below it stays below it even when its parent dies (a
 // double fork, a setsid daemon); mcp-mux alone holds the write end of its
-// lifeline. When the backend exits, or the lifeline reads EOF (mcp-mux
-// closed it, or died: the kernel closes a dead process's files, SIGKILL
-// included), it kills everything below it, then exits the way the backend
-// did, so that mcp-mux reports "exit status 3" or "killed by signal ...".
-// It copies nothing: the backend has mcp-mux's pipes as its stdio.
+// lifeline (fd 3). When the backend exits, or the lifeline reads EOF
+// (mcp-mux closed it, or died: the kernel closes a dead process's files,
+// SIGKILL included), it kills everything below it, then exits the way the
+// backend did, so that mcp-mux reports "exit status 3" or "killed by
+// signal ...". It copies nothing: the backend has mcp-mux's pipes as its
+// stdio.
+//
+// All of it runs inside this package's init, which never returns: the
+// packages that would be initialized after it (the rest of mcp-mux) never
+// are. So it uses no package that is initialized late: os, os/signal and
+// fmt are not available, and signals are not caught (see run).
 
-func init() {
-	if pid, parent, ok := launch.Started(); ok {
-		supervise(pid, parent)
-	}
-}
+// prctl options missing from package syscall.
+const (
+	prSetDumpable       = 4
+	prSetName           = 15
+	prSetChildSubreaper = 36
+)
 
-// ParentDeathSignal is what the kernel sends the supervisor when the thread
-// that started it exits: a signal of its own, on which the supervisor checks
-// whether mcp-mux is really gone (Go issue 27505: the thread, not the
-// process). Go's runtime ignores it until the supervisor listens for it.
-const ParentDeathSignal = syscall.SIGUSR2
-
-// prSetDumpable is a prctl option missing from package syscall.
-const prSetDumpable = 4
+// maxLaunch bounds the command mcp-mux sends: a command line and an
+// environment.
+const maxLaunch = 16 << 20
 
 // leftoverTerm is how long what is left of a backend's tree after the
 // backend exited gets between SIGTERM and SIGKILL: what mcp-mux's Stop gives
 // a backend's group.
 const leftoverTerm = 300 * time.Millisecond
 
-type supervisor struct {
-	pid    int // the backend
-	status syscall.WaitStatus
-	reaped bool // status is the backend's
-	sigs   chan os.Signal
-	gone   chan struct{} // closed when the lifeline read EOF
+func init() {
+	if isSupervisor() {
+		run()
+	}
 }
 
-// supervise runs the supervisor of the backend package launch started
-// (whose pid is pid) for mcp-mux (parent); it does not return.
-func supervise(pid, parent int) {
-	// A parent-death signal (the backend's) fires when the thread that
-	// forked it exits, not the process: package launch forked it from the
-	// main thread, on which this init runs too; stay on it for good.
-	runtime.LockOSThread()
-	// Non-blocking, the lifeline is watched by the runtime's poller rather
-	// than a thread blocked in read(2).
-	syscall.SetNonblock(3, true)
-	lifeline := os.NewFile(3, "lifeline")
+// isSupervisor reports whether argv[0] is Arg0, read from /proc: package
+// os, which has os.Args, is initialized later.
+func isSupervisor() bool {
+	fd, err := syscall.Open("/proc/self/cmdline", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer syscall.Close(fd)
+	want := Arg0 + "\x00"
+	buf := make([]byte, len(want))
+	n, _ := readFull(fd, buf)
+	return n == len(want) && string(buf) == want
+}
 
-	s := &supervisor{pid: pid, sigs: make(chan os.Signal, 16), gone: make(chan struct{})}
-	// SIGCHLD to reap; the rest, sent by hand, go to the backend's group.
-	signal.Notify(s.sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, ParentDeathSignal)
-	// The backend may have exited before SIGCHLD was caught.
-	s.reap()
+// run starts the backend and supervises it; it does not return.
+func run() {
+	// fds 3 (the lifeline) and 4 (the report) are the supervisor's alone.
+	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(4)
+	// After an exec of /proc/self/exe the kernel's name for it is "exe".
+	name := []byte("mcp-mux-superv\x00")
+	syscall.RawSyscall(syscall.SYS_PRCTL, prSetName, uintptr(unsafe.Pointer(&name[0])), 0)
+	// A subreaper before the backend exists: whatever leaves its tree,
+	// however early, stays below the supervisor.
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
+		say("not a subreaper (" + e.Error() + "): a process that leaves the backend's tree can outlive it")
+	}
+	pid, msg := start()
+	if msg != "" {
+		syscall.Write(4, []byte("error "+oneLine(msg)+"\n"))
+		syscall.Exit(127)
+	}
+	syscall.Write(4, []byte("pid "+itoa(pid)+"\n"))
+	syscall.Close(4)
 	// Our copies of the backend's stdin and stdout must not keep its pipes
 	// open; stderr stays for our few words, which mcp-mux logs as its.
-	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-		syscall.Dup3(int(null.Fd()), 0, 0)
-		syscall.Dup3(int(null.Fd()), 1, 0)
-		null.Close()
+	if null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0); err == nil {
+		syscall.Dup3(null, 0, 0)
+		syscall.Dup3(null, 1, 0)
+		syscall.Close(null)
+	}
+	// Go's runtime would end the supervisor on these, leaving what the
+	// backend started behind; mcp-mux signals the backend's group, never
+	// the supervisor, so one sent to it by hand is ignored. (The backend
+	// was started before: it has the default dispositions.)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		setDisposition(sig, sigIgn)
 	}
 
+	s := &supervisor{pid: pid, reaped: make(chan reaped, 16), gone: make(chan struct{})}
+	go s.reap()
 	go func() {
-		io.Copy(io.Discard, lifeline)
-		close(s.gone)
+		// EOF (or an error): mcp-mux closed the lifeline, or is gone.
+		var buf [64]byte
+		for {
+			n, err := syscall.Read(3, buf[:])
+			if err == syscall.EINTR || (err == nil && n > 0) {
+				continue
+			}
+			close(s.gone)
+			return
+		}
 	}()
-	// In case a SIGCHLD is lost to a full channel.
-	tick := time.NewTicker(2 * time.Second)
-	for !s.reaped {
+	for {
 		select {
-		case <-tick.C:
-			s.reap()
+		case r := <-s.reaped:
+			if r.pid == s.pid {
+				s.status, s.exited = r.status, true
+				s.endTree(leftoverTerm)
+				s.exit()
+			}
 		case <-s.gone:
 			s.endTree(0)
 			s.exit()
-		case sig := <-s.sigs:
-			switch sig {
-			case syscall.SIGCHLD:
-				s.reap()
-			case ParentDeathSignal:
-				// Also sent when only the thread that started us ended.
-				if os.Getppid() != parent {
-					s.endTree(0)
-					s.exit()
-				}
-			default: // sent to us by hand: the backend's to act on
-				syscall.Kill(-s.pid, sig.(syscall.Signal))
-			}
 		}
 	}
-	s.endTree(leftoverTerm)
-	s.exit()
 }
 
-// reap collects every child that has exited, keeping the backend's status,
-// and reports whether any child (live or not yet collected) is left.
-func (s *supervisor) reap() bool {
+// start reads the Launch from the lifeline and starts the backend: in its
+// own process group (which mcp-mux signals to stop it), killed if the
+// thread that forks it dies. That thread is the main thread, on which
+// every init runs, and which lives as long as the process.
+func start() (int, string) {
+	var size [4]byte
+	if n, _ := readFull(3, size[:]); n < len(size) {
+		return 0, "reading the command from mcp-mux: no command"
+	}
+	r := reader{b: size[:]}
+	length, _ := r.uint32()
+	if length > maxLaunch {
+		return 0, "reading the command from mcp-mux: command too long"
+	}
+	msg := make([]byte, length)
+	if n, _ := readFull(3, msg); n < len(msg) {
+		return 0, "reading the command from mcp-mux: cut short"
+	}
+	l, ok := decode(msg)
+	if !ok {
+		return 0, "reading the command from mcp-mux: malformed"
+	}
+	pid, err := syscall.ForkExec(l.Path, l.Args, &syscall.ProcAttr{
+		Dir:   l.Dir,
+		Env:   l.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		return 0, "fork/exec " + l.Path + ": " + err.Error()
+	}
+	return pid, ""
+}
+
+type supervisor struct {
+	pid    int // the backend
+	status syscall.WaitStatus
+	exited bool // status is the backend's
+	reaped chan reaped
+	gone   chan struct{} // closed when the lifeline read EOF
+	empty  bool          // no child is left (reap said so)
+}
+
+// reaped is a child that exited, or none (pid 0): no child is left.
+type reaped struct {
+	pid    int
+	status syscall.WaitStatus
+}
+
+// reap collects every child as it exits, and says when none is left. With
+// no child there is no descendant either, so none can be adopted later:
+// that is the end.
+func (s *supervisor) reap() {
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
 		switch {
 		case err == syscall.EINTR:
 			continue
 		case err != nil: // ECHILD
-			return false
-		case pid == 0:
-			return true
-		case pid == s.pid:
-			s.status, s.reaped = ws, true
+			s.reaped <- reaped{}
+			return
 		}
+		s.reaped <- reaped{pid: pid, status: ws}
 	}
 }
 
@@ -133,11 +193,13 @@ func (s *supervisor) reap() bool {
 // SIGKILL, until it has no child left. As a subreaper it adopts whatever is
 // orphaned meanwhile, so no child left means nothing below.
 func (s *supervisor) endTree(grace time.Duration) {
-	self := os.Getpid()
+	self := syscall.Getpid()
 	killFrom := time.Now().Add(grace)
 	giveUp := killFrom.Add(5 * time.Second)
 	termed := map[int]bool{}
-	for s.reap() {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !s.empty {
 		now := time.Now()
 		select {
 		case <-s.gone:
@@ -146,7 +208,11 @@ func (s *supervisor) endTree(grace time.Duration) {
 		}
 		if now.After(giveUp) {
 			// Only a process stuck in the kernel (state D) outlives SIGKILL.
-			fmt.Fprintf(os.Stderr, "mcp-mux supervisor: giving up on processes SIGKILL does not end: %v\n", descendants(self))
+			left := ""
+			for _, pid := range descendants(self) {
+				left += " " + itoa(pid)
+			}
+			say("giving up on processes SIGKILL does not end:" + left)
 			return
 		}
 		for _, pid := range descendants(self) {
@@ -160,22 +226,56 @@ func (s *supervisor) endTree(grace time.Duration) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		select {
-		case <-s.sigs: // SIGCHLD, mostly; the rest means nothing now
-		case <-time.After(10 * time.Millisecond):
+		case r := <-s.reaped:
+			s.note(r)
+		case <-tick.C:
 		}
+		// Take whatever else is ready before looking again.
+		for drained := false; !drained; {
+			select {
+			case r := <-s.reaped:
+				s.note(r)
+			default:
+				drained = true
+			}
+		}
+	}
+}
+
+// note records what reap reported during endTree.
+func (s *supervisor) note(r reaped) {
+	switch {
+	case r.pid == 0:
+		s.empty = true
+	case r.pid == s.pid:
+		s.status, s.exited = r.status, true
 	}
 }
 
 // exit ends the supervisor the way the backend ended.
 func (s *supervisor) exit() {
 	switch {
-	case !s.reaped:
+	case !s.exited:
 	case s.status.Exited():
-		os.Exit(s.status.ExitStatus())
+		syscall.Exit(s.status.ExitStatus())
 	case s.status.Signaled():
 		reraise(s.status.Signal())
 	}
-	os.Exit(1)
+	syscall.Exit(1)
+}
+
+// sigIgn and sigDfl are the dispositions SIG_IGN and SIG_DFL.
+const (
+	sigDfl = 0
+	sigIgn = 1
+)
+
+// setDisposition sets sig's disposition at the kernel, past Go's runtime
+// (which does not look again).
+func setDisposition(sig syscall.Signal, handler uint64) {
+	var act [8]uint64 // handler, then no flags, no restorer, an empty mask, in any layout
+	act[0] = handler
+	syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
 }
 
 // reraise kills the supervisor with sig. Go's runtime would turn some
@@ -185,41 +285,21 @@ func (s *supervisor) exit() {
 func reraise(sig syscall.Signal) {
 	// The backend left its core dump, if any; the supervisor's is noise.
 	syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
-	var act [8]uint64 // all zero: SIG_DFL, no flags, empty mask, in any layout
-	syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
-	syscall.Kill(os.Getpid(), sig)
+	setDisposition(sig, sigDfl)
+	syscall.Kill(syscall.Getpid(), sig)
 	time.Sleep(time.Second) // a signal that does not terminate (none should get here)
-	os.Exit(128 + int(sig))
+	syscall.Exit(128 + int(sig))
 }
 
 // descendants lists the live processes below root, from the parent links in
 // /proc (which do not need CONFIG_PROC_CHILDREN).
 func descendants(root int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	children := map[int][]int{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	for _, pid := range procPids() {
+		state, ppid, ok := procStat(pid)
+		if !ok || state == 'Z' || state == 'X' {
+			continue // gone meanwhile, or dead
 		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-		st := string(data)
-		i := strings.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(st[i+1:])
-		if len(f) < 2 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
 		children[ppid] = append(children[ppid], pid)
 	}
 	var out []int
@@ -228,4 +308,125 @@ func descendants(root int) []int {
 		queue = append(queue, children[queue[0]]...)
 	}
 	return out
+}
+
+// procPids lists the pids in /proc.
+func procPids() []int {
+	fd, err := syscall.Open("/proc", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer syscall.Close(fd)
+	var pids []int
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := syscall.ReadDirent(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return pids
+		}
+		_, _, names := syscall.ParseDirent(buf[:n], -1, nil)
+		for _, name := range names {
+			if pid, ok := atoi(name); ok {
+				pids = append(pids, pid)
+			}
+		}
+	}
+}
+
+// procStat reads a process's state and parent from /proc/PID/stat:
+// "pid (comm) state ppid ...", where comm may hold spaces and parentheses.
+func procStat(pid int) (state byte, ppid int, ok bool) {
+	fd, err := syscall.Open("/proc/"+itoa(pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer syscall.Close(fd)
+	var buf [1024]byte
+	n, _ := readFull(fd, buf[:])
+	st := buf[:n]
+	i := len(st) - 1
+	for i >= 0 && st[i] != ')' {
+		i--
+	}
+	// ") S 123 ..."
+	if i < 0 || len(st) < i+5 || st[i+1] != ' ' || st[i+3] != ' ' {
+		return 0, 0, false
+	}
+	rest := st[i+4:]
+	j := 0
+	for j < len(rest) && rest[j] != ' ' {
+		j++
+	}
+	ppid, ok = atoi(string(rest[:j]))
+	return st[i+2], ppid, ok
+}
+
+// readFull reads len(b) bytes from fd unless it ends first.
+func readFull(fd int, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := syscall.Read(fd, b[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || m <= 0 {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// say writes one line of the supervisor's own to stderr, which mcp-mux
+// logs as the backend's.
+func say(s string) { syscall.Write(2, []byte("mcp-mux supervisor: "+s+"\n")) }
+
+// oneLine is s with its line breaks made spaces: the report is one line.
+func oneLine(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '\n' || c == '\r' {
+			b[i] = ' '
+		}
+	}
+	return string(b)
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	var b [20]byte
+	i := len(b)
+	for ; n > 0; n /= 10 {
+		i--
+		b[i] = byte('0' + n%10)
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+// atoi parses a non-negative decimal int.
+func atoi(s string) (int, bool) {
+	if s == "" || len(s) > 18 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, true
 }

@@ -1,11 +1,11 @@
-// Package launch is the first step of a backend's supervisor on Linux
-// (package supervisor is the rest): it starts the backend during the
-// program's initialization, before the packages that make up the rest of
-// mcp-mux are initialized. It imports nothing but package syscall, so
-// that Go initializes it about as early as any package; the supervisor
-// then reaches the backend's start a few milliseconds after its exec,
-// where the whole program's initialization took about ten.
-package launch
+// Package supervisor is what runs between mcp-mux and each backend on
+// Linux: mcp-mux's own executable run again with argv[0] Arg0, which this
+// package's init recognizes; it then starts the backend and supervises it
+// without ever returning. It imports only syscall, time and unsafe, so
+// that Go initializes it about as early as any package: a supervisor
+// starts its backend a few milliseconds after its exec and never pays for
+// the rest of mcp-mux's initialization, nor for its memory.
+package supervisor
 
 // Arg0 is the argv[0] that makes a binary importing this package act as a
 // supervisor.
