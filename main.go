@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -159,25 +158,8 @@ func openLogFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-// tuneGC fits the garbage collector to what mcp-mux is: a small,
-// long-lived process. Since requests pass through as bytes, Go's default
-// pacing (GOGC 100) costs no measurable CPU (GOGC 400 had taken 18% off
-// a tools/call when each one went through the go-sdk's typed decoding);
-// a soft limit of 14 MiB keeps the heap from growing to that limit's
-// worth of garbage under load. Measured against GOGC 400 with a 20 MiB
-// limit in four benchmark runs: peak RSS 24.5-24.9 MB (at 15 MiB) vs
-// 29.1-30.1 MB, with the same CPU and listing times; 14 MiB against
-// 15 MiB in five more: 23.8-24.4 vs 24.6-25.0 MB, again at no cost. At
-// 12-13 MiB listing 10 x 1,000 resources slowed down (62 vs 47 ms per
-// walk). GOGC and GOMEMLIMIT in the environment win.
-func tuneGC() {
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(14 << 20)
-	}
-}
-
 func serve(c *cli.Context) error {
-	tuneGC()
+	defer tuneGC()()
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync/atomic"
+)
+
+// baseSoftLimit is the heap's soft limit while the live heap is small.
+const baseSoftLimit = 14 << 20
+
+// tuneGC fits the garbage collector to what mcp-mux is: a small,
+// long-lived process. Since requests pass through as bytes, Go's default
+// pacing (GOGC 100) costs no measurable CPU (GOGC 400 had taken 18% off
+// a tools/call when each one went through the go-sdk's typed decoding);
+// a soft limit of 14 MiB keeps the heap from growing to that limit's
+// worth of garbage under load. Measured against GOGC 400 with a 20 MiB
+// limit in four benchmark runs: peak RSS 24.5-24.9 MB (at 15 MiB) vs
+// 29.1-30.1 MB, with the same CPU and listing times; 14 MiB against
+// 15 MiB in five more: 23.8-24.4 vs 24.6-25.0 MB, again at no cost. At
+// 12-13 MiB listing 10 x 1,000 resources slowed down (62 vs 47 ms per
+// walk).
+//
+// A fixed limit is a trap for a large catalog: once the live heap nears
+// it, the GC runs without pause (up to half the CPU). So after every GC
+// the limit becomes three times the live heap when that is more than
+// 14 MiB: listing ten backends of 10,000 resources took 0.94-1.13 s per
+// walk and 4.8 s of CPU for five walks under the fixed limit, against
+// 0.42-0.48 s and 1.1 s with none. GOGC and GOMEMLIMIT in the environment
+// win. The returned func stops the following.
+func tuneGC() (stop func()) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	debug.SetMemoryLimit(baseSoftLimit)
+	var stopped atomic.Bool
+	followLiveHeap(&stopped)
+	return func() { stopped.Store(true) }
+}
+
+// gcTick is an object that lives until the next GC: its finalizer runs
+// once per cycle. (Not a tiny object: those may never be finalized.)
+type gcTick struct{ _ [32]byte }
+
+// followLiveHeap sets the soft limit after each GC from the live heap it
+// left, until stopped.
+func followLiveHeap(stopped *atomic.Bool) {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	var arm func()
+	arm = func() {
+		runtime.SetFinalizer(&gcTick{}, func(*gcTick) {
+			if stopped.Load() {
+				return
+			}
+			metrics.Read(sample)
+			if sample[0].Value.Kind() == metrics.KindUint64 {
+				limit := max(int64(baseSoftLimit), 3*int64(sample[0].Value.Uint64()))
+				if debug.SetMemoryLimit(-1) != limit {
+					debug.SetMemoryLimit(limit)
+				}
+			}
+			arm()
+		})
+	}
+	arm()
+}
