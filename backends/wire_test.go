@@ -2,6 +2,7 @@ package backends
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -98,4 +99,73 @@ func BenchmarkDecodeMessage(b *testing.B) {
 			DecodeMessage(line)
 		}
 	})
+}
+
+// FuzzObjectMembersMatchesEncodingJSON: for a valid JSON object whose keys
+// are simple and each there once, ObjectMembers finds what encoding/json
+// does, byte for byte; for any other valid input it declines (and never
+// claims members encoding/json would not find).
+func FuzzObjectMembersMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"echo","arguments":{"a":[1,"}",{"b":null}]},"_meta":{"progressToken":7}}`,
+		` { "uri" : "file:///x\"y" , "n" : -1.5e3 , "t" : true , "z" : null } `,
+		`{}`, `{"a":1,"a":2}`, `{"\u0061":1}`, `[1]`, `"s"`, `{"a":"\\"}`, `{"a":[]}`, `{"a":{}}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		got, ok := ObjectMembers([]byte(s))
+		var want map[string]json.RawMessage
+		werr := json.Unmarshal([]byte(s), &want)
+		if !ok {
+			if werr == nil && want != nil && simpleKeysOnce(s) {
+				t.Fatalf("%q: declined, encoding/json found %v", s, want)
+			}
+			return
+		}
+		if werr != nil || want == nil || len(got) != len(want) {
+			t.Fatalf("%q: got %q, encoding/json %q (%v)", s, got, want, werr)
+		}
+		for k, v := range want {
+			if string(got[k]) != string(v) {
+				t.Fatalf("%q: member %q = %q, encoding/json %q", s, k, got[k], v)
+			}
+		}
+	})
+}
+
+// simpleKeysOnce reports whether the top-level object s has keys without
+// escapes or non-printable bytes, each once.
+func simpleKeysOnce(s string) bool {
+	d := json.NewDecoder(strings.NewReader(s))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		off := d.InputOffset()
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		key := tok.(string)
+		raw := strings.TrimLeft(s[off:], " \t\r\n,")
+		if !strings.HasPrefix(raw, `"`+key+`"`) || seen[key] {
+			return false
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x20 || key[i] >= 0x7f {
+				return false
+			}
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if d.Decode(&v) != nil {
+			return false
+		}
+	}
+	return true
 }

@@ -59,8 +59,8 @@ func (p *passThrough) take(req *jsonrpc.Request, call *agentCall) bool {
 // reports false if there is any other key, a key twice, or params is not
 // an object.
 func plainParams(params json.RawMessage, want ...string) (map[string]json.RawMessage, bool) {
-	var keys map[string]json.RawMessage
-	if json.Unmarshal(params, &keys) != nil || keys == nil {
+	keys, ok := backends.ObjectMembers(params)
+	if !ok {
 		return nil, false
 	}
 	for k := range keys {
