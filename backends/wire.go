@@ -45,26 +45,16 @@ func decodePlain(line []byte) (msg jsonrpc.Message, ok bool) {
 		first            = true
 	)
 	for {
-		p.ws()
-		if p.eat('}') {
-			break
-		}
-		if !first && !p.eat(',') {
-			return nil, false
-		}
-		p.ws()
-		first = false
-		key, ok := p.simpleString()
+		key, done, ok := p.member(first)
 		if !ok {
 			return nil, false
 		}
-		// Compared as bytes: no string is made for the key.
-		p.ws()
-		if !p.eat(':') {
-			return nil, false
+		if done {
+			break
 		}
-		p.ws()
+		first = false
 		k := -1
+		// Compared as bytes: no string is made for the key.
 		switch string(key) {
 		case "jsonrpc":
 			k = 0
@@ -158,6 +148,29 @@ func (p *plainParser) eat(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// member reads an object's next member up to its value: its key (a
+// simple string), or done at the object's end. first is whether no member
+// came before.
+func (p *plainParser) member(first bool) (key []byte, done, ok bool) {
+	p.ws()
+	if p.eat('}') {
+		return nil, true, true
+	}
+	if !first && !p.eat(',') {
+		return nil, false, false
+	}
+	p.ws()
+	if key, ok = p.simpleString(); !ok {
+		return nil, false, false
+	}
+	p.ws()
+	if !p.eat(':') {
+		return nil, false, false
+	}
+	p.ws()
+	return key, false, true
 }
 
 // simpleString reads a string of printable ASCII without escapes, and
@@ -300,23 +313,13 @@ func ObjectMembers(raw []byte) (members map[string]json.RawMessage, ok bool) {
 	}
 	members = make(map[string]json.RawMessage, 4)
 	for first := true; ; first = false {
-		p.ws()
-		if p.eat('}') {
-			break
-		}
-		if !first && !p.eat(',') {
-			return nil, false
-		}
-		p.ws()
-		key, ok := p.simpleString()
+		key, done, ok := p.member(first)
 		if !ok {
 			return nil, false
 		}
-		p.ws()
-		if !p.eat(':') {
-			return nil, false
+		if done {
+			break
 		}
-		p.ws()
 		v, ok := p.skipValue()
 		if !ok {
 			return nil, false
