@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+
+	"github.com/mcp-mux/mcp-mux/backends/internal/supervisor"
 )
 
 // shBackend starts the fixture through /bin/sh -c script, with "$1" a file
@@ -240,5 +242,61 @@ func TestSignalsSentToTheSupervisorAreIgnored(t *testing.T) {
 	}
 	if alive(escapee) {
 		t.Errorf("pid %d (setsid) outlived its backend's stop", escapee)
+	}
+}
+
+// TestSupervisorWithANonBlockingLifelineWaitsForTheCommand: the lifeline
+// is read in blocking reads, where EAGAIN would pass for mcp-mux gone. A
+// supervisor handed a non-blocking one (os/exec hands it over blocking)
+// still waits for its command, starts the backend and keeps it.
+func TestSupervisorWithANonBlockingLifelineWaitsForTheCommand(t *testing.T) {
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctlW.Close()
+	null, _ := os.Open(os.DevNull)
+	defer null.Close()
+	// Fd makes a file blocking: take them all first, then unblock the lifeline.
+	files := []uintptr{null.Fd(), null.Fd(), null.Fd(), ctlR.Fd(), repW.Fd()}
+	if err := syscall.SetNonblock(int(files[3]), true); err != nil {
+		t.Fatal(err)
+	}
+	pid, err := syscall.ForkExec(selfExe, []string{supervisor.Arg0}, &syscall.ProcAttr{
+		Env:   []string{"GOMAXPROCS=1"},
+		Files: files,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctlR.Close()
+	repW.Close()
+	time.Sleep(100 * time.Millisecond) // the supervisor reads before the command is there
+	msg := supervisor.Launch{Path: "/bin/sleep", Args: []string{"sleep", "30"}, Env: []string{}}.Encode()
+	if _, err := ctlW.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	report := make([]byte, 64)
+	n, _ := repR.Read(report)
+	backend, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(string(report[:n]), "pid ")))
+	if err != nil {
+		t.Fatalf("report %q: want \"pid N\"", report[:n])
+	}
+	t.Cleanup(func() { syscall.Kill(backend, syscall.SIGKILL) })
+	time.Sleep(100 * time.Millisecond)
+	if !alive(backend) || !alive(pid) {
+		t.Fatalf("backend alive %v, supervisor alive %v: both should be, the lifeline is open", alive(backend), alive(pid))
+	}
+	ctlW.Close() // mcp-mux gone: everything goes
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if alive(backend) {
+		t.Errorf("the backend (pid %d) outlived its supervisor", backend)
 	}
 }

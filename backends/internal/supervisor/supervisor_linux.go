@@ -62,6 +62,9 @@ func run() {
 	// fds 3 (the lifeline) and 4 (the report) are the supervisor's alone.
 	syscall.CloseOnExec(3)
 	syscall.CloseOnExec(4)
+	// The lifeline is read in blocking reads, where EAGAIN would read as
+	// mcp-mux gone (os/exec hands it over blocking; this makes sure).
+	syscall.SetNonblock(3, false)
 	// After an exec of /proc/self/exe the kernel's name for it is "exe".
 	name := []byte("mcp-mux-superv\x00")
 	syscall.RawSyscall(syscall.SYS_PRCTL, prSetName, uintptr(unsafe.Pointer(&name[0])), 0)
