@@ -33,7 +33,9 @@ type httpMux struct {
 	stderr *lockedBuf
 }
 
-var listeningRe = regexp.MustCompile(`url=(http://\S+/mcp)`)
+// The line that says where mcp-mux serves: a remote backend's "connecting" line
+// carries a url= too.
+var listeningRe = regexp.MustCompile(`serving over HTTP url=(http://\S+/mcp)`)
 
 func startHTTPMux(t *testing.T, config string, env ...string) *httpMux {
 	t.Helper()
