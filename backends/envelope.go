@@ -147,17 +147,25 @@ func scalarID(s []byte) (jsonrpc.ID, bool) {
 }
 
 // stringEnd returns the index just past the string starting at s[i] (a
-// quote), or -1 if s ends first.
+// quote), or -1 if s ends first. Most of a message's bytes are in strings:
+// they are skipped with IndexByte, not looked at one by one.
 func stringEnd(s []byte, i int) int {
-	for j := i + 1; j < len(s); j++ {
-		switch s[j] {
-		case '\\':
-			j++
-		case '"':
+	j := i + 1
+	for {
+		k := bytes.IndexByte(s[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		escapes := 0 // the backslashes right before the quote
+		for l := j - 1; l > i && s[l] == '\\'; l-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
 			return j + 1
 		}
+		j++
 	}
-	return -1
 }
 
 // stringStart returns the index of the quote opening the string that the

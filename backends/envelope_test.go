@@ -88,3 +88,28 @@ func TestScalarIDMatchesTheDecoder(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStringEndMatchesAByteScan: stringEnd, which jumps from quote to
+// quote, ends every string where reading it byte by byte does.
+func FuzzStringEndMatchesAByteScan(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\"b"`, `"a\\"b"`, `"a\\\"b"`, `"\\\\"`, `"\`, `"abc`, `""`, `"\"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) == 0 || s[0] != '"' {
+			return
+		}
+		want := -1
+		for j := 1; j < len(s); j++ {
+			if s[j] == '\\' {
+				j++
+			} else if s[j] == '"' {
+				want = j + 1
+				break
+			}
+		}
+		if got := stringEnd([]byte(s), 0); got != want {
+			t.Fatalf("stringEnd(%q) = %d, want %d", s, got, want)
+		}
+	})
+}

@@ -260,13 +260,13 @@ func (p *plainParser) value() ([]byte, bool) {
 	}
 	start := p.i
 	depth := 0
-	var str stringState
-	for ; p.i < len(p.b); p.i++ {
-		c := p.b[p.i]
-		if str.inside(c) {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '"':
+			if p.i = stringEnd(p.b, p.i); p.i < 0 {
+				return nil, false
+			}
 			continue
-		}
-		switch c {
 		case '{', '[':
 			depth++
 			p.deepest = max(p.deepest, depth)
@@ -278,27 +278,9 @@ func (p *plainParser) value() ([]byte, bool) {
 				return raw, json.Valid(raw)
 			}
 		}
+		p.i++
 	}
 	return nil, false
-}
-
-// stringState follows JSON strings through a byte scan.
-type stringState struct{ in, escaped bool }
-
-// inside reports whether c is part of a string (its quotes included).
-func (s *stringState) inside(c byte) bool {
-	switch {
-	case !s.in:
-		s.in = c == '"'
-		return s.in
-	case s.escaped:
-		s.escaped = false
-	case c == '\\':
-		s.escaped = true
-	case c == '"':
-		s.in = false
-	}
-	return true
 }
 
 // ObjectMembers splits raw, a JSON object that a decoded message carried
@@ -340,17 +322,17 @@ func (p *plainParser) skipValue() ([]byte, bool) {
 	}
 	start := p.i
 	depth := 0
-	var str stringState
-	for ; p.i < len(p.b); p.i++ {
-		c := p.b[p.i]
-		if str.inside(c) {
-			if !str.in && depth == 0 { // a string value just closed
-				p.i++
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '"':
+			if p.i = stringEnd(p.b, p.i); p.i < 0 {
+				p.i = len(p.b)
+				return nil, false
+			}
+			if depth == 0 { // a string value
 				return p.b[start:p.i], true
 			}
 			continue
-		}
-		switch c {
 		case '{', '[':
 			depth++
 		case '}', ']':
@@ -366,6 +348,7 @@ func (p *plainParser) skipValue() ([]byte, bool) {
 				return p.b[start:p.i], p.i > start
 			}
 		}
+		p.i++
 	}
-	return p.b[start:p.i], depth == 0 && !str.in && p.i > start
+	return p.b[start:p.i], depth == 0 && p.i > start
 }
