@@ -315,6 +315,71 @@ func ObjectMembers(raw []byte) (members map[string]json.RawMessage, ok bool) {
 	return members, p.i == len(p.b)
 }
 
+// ObjectMember finds key's value in raw, a JSON object of valid JSON, as a
+// slice of raw (nil if key is absent), without splitting out the other
+// members. ok is false if raw is not an object, or a key has escapes (it
+// might be key, written another way) or key is there twice: encoding/json
+// is the judge of those.
+func ObjectMember(raw []byte, key string) (value json.RawMessage, ok bool) {
+	p := plainParser{b: raw}
+	p.ws()
+	if !p.eat('{') {
+		return nil, false
+	}
+	for first := true; ; first = false {
+		k, done, ok := p.member(first)
+		if !ok {
+			return nil, false
+		}
+		if done {
+			break
+		}
+		v, ok := p.skipValue()
+		if !ok {
+			return nil, false
+		}
+		if string(k) == key {
+			if value != nil {
+				return nil, false
+			}
+			value = v
+		}
+	}
+	p.ws()
+	return value, p.i == len(p.b)
+}
+
+// ArrayElements splits raw, a JSON array of valid JSON, into its elements,
+// each a slice of raw, not a copy. ok is false if raw is not an array.
+func ArrayElements(raw []byte) (elems []json.RawMessage, ok bool) {
+	p := plainParser{b: raw}
+	p.ws()
+	if !p.eat('[') {
+		return nil, false
+	}
+	p.ws()
+	elems = []json.RawMessage{}
+	if !p.eat(']') {
+		for {
+			p.ws()
+			v, ok := p.skipValue()
+			if !ok {
+				return nil, false
+			}
+			elems = append(elems, v)
+			p.ws()
+			if p.eat(']') {
+				break
+			}
+			if !p.eat(',') {
+				return nil, false
+			}
+		}
+	}
+	p.ws()
+	return elems, p.i == len(p.b)
+}
+
 // skipValue reads one value of valid JSON and returns its bytes.
 func (p *plainParser) skipValue() ([]byte, bool) {
 	if p.i >= len(p.b) {

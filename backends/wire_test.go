@@ -169,3 +169,72 @@ func simpleKeysOnce(s string) bool {
 	}
 	return true
 }
+
+// FuzzObjectMemberMatchesEncodingJSON: for a valid JSON object whose keys
+// are simple and each there once, ObjectMember finds what encoding/json
+// does, byte for byte; for any other valid input it declines or finds the
+// same.
+func FuzzObjectMemberMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"uri":"fixture://a/res/1","name":"r1","annotations":{"uri":"x"}}`,
+		` { "name" : "n" , "uri" : "a\"b" } `, `{"uri":1,"uri":2}`, `{"\u0075ri":"x"}`,
+		`{}`, `[{"uri":"x"}]`, `"uri"`, `{"a":[{"uri":"no"}]}`, `{"uri":null}`,
+	} {
+		f.Add(s, "uri")
+	}
+	f.Fuzz(func(t *testing.T, s, key string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		got, ok := ObjectMember([]byte(s), key)
+		var want map[string]json.RawMessage
+		werr := json.Unmarshal([]byte(s), &want)
+		if !ok {
+			if werr == nil && want != nil && simpleKeysOnce(s) {
+				t.Fatalf("%q: declined, encoding/json found %q", s, want[key])
+			}
+			return
+		}
+		if werr != nil || want == nil {
+			t.Fatalf("%q: found %q, encoding/json: %v", s, got, werr)
+		}
+		if w, has := want[key]; has != (got != nil) || string(got) != string(w) {
+			t.Fatalf("%q: member %q = %q, encoding/json %q", s, key, got, w)
+		}
+	})
+}
+
+// FuzzArrayElementsMatchesEncodingJSON: ArrayElements splits a valid JSON
+// array into the elements encoding/json finds, byte for byte, and declines
+// anything else.
+func FuzzArrayElementsMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`[{"uri":"a"},{"uri":"b,c]"},null,1,-2.5e3,"s",true,[],[[1],{}]]`,
+		` [ 1 , "x" ] `, `[]`, `[ ]`, `{}`, `"[1]"`, `null`, `[null]`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		got, ok := ArrayElements([]byte(s))
+		var want []json.RawMessage
+		werr := json.Unmarshal([]byte(s), &want)
+		isArray := strings.HasPrefix(strings.TrimLeft(s, " \t\r\n"), "[")
+		if !ok {
+			if isArray {
+				t.Fatalf("%q: declined, encoding/json found %q", s, want)
+			}
+			return
+		}
+		if werr != nil || !isArray || len(got) != len(want) {
+			t.Fatalf("%q: got %q, encoding/json %q (%v)", s, got, want, werr)
+		}
+		for i := range want {
+			if string(got[i]) != string(want[i]) {
+				t.Fatalf("%q: element %d = %q, encoding/json %q", s, i, got[i], want[i])
+			}
+		}
+	})
+}
