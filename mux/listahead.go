@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/mcp-mux/mcp-mux/backends"
 )
 
@@ -36,8 +34,8 @@ type listAhead struct {
 	b       *backends.Backend // the process it came from: a restart makes the page stale
 	gen     uint64            // mem.resourcesChanged() when the fetch began
 	cancel  context.CancelFunc
-	done    chan struct{} // closed when res, err and fetched are set
-	res     *mcp.ListResourcesResult
+	done    chan struct{} // closed when page, err and fetched are set
+	page    *resourcePage
 	err     error
 	fetched time.Time
 }
@@ -65,7 +63,7 @@ func (m *Mux) fetchAhead(s *session, cursor string, mem *member, b *backends.Bac
 	}
 	if !m.goOwned(func() {
 		defer cancel()
-		a.res, a.err = b.Session().ListResources(ctx, &mcp.ListResourcesParams{Cursor: backendCursor})
+		a.page, a.err = fetchResources(ctx, b, backendCursor)
 		a.fetched = time.Now()
 		close(a.done)
 	}) {

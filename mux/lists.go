@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -101,99 +100,6 @@ func (m *Mux) listTemplates(ctx context.Context, p *mcp.ListResourceTemplatesPar
 	return &mcp.ListResourceTemplatesResult{ResourceTemplates: items, NextCursor: next, Cacheable: cat.cache[2]}, nil
 }
 
-// listResources pages through the backends' own pages, in config order: one
-// backend page per mux page, so a huge backend is never held in memory; a
-// page carries its backend page's cache hints. mux's own resources come
-// last, after every backend's: a client that reads only the first page
-// sees the backends' resources. A URI an earlier backend claims is left out
-// (the earlier one owns it).
-func (m *Mux) listResources(ctx context.Context, req *mcp.ListResourcesRequest) (*mcp.ListResourcesResult, error) {
-	m.waitStarted(ctx)
-	p := req.Params
-	var s *session // nil: no page is fetched ahead
-	if req.Session != nil {
-		s = m.session(req.Session)
-	}
-	c, err := decodeCursor(paramsCursor(p), "resources")
-	if err != nil {
-		return nil, err
-	}
-	res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
-	// One roster for the whole page: a reload may publish another meanwhile.
-	members := m.members()
-	start := 0
-	if c.Backend != "" {
-		start = slices.IndexFunc(members, func(mem *member) bool { return mem.spec.Name == c.Backend })
-		if start < 0 {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q: unknown backend", paramsCursor(p))}
-		}
-	}
-	for i := start; i < len(members); i++ {
-		mem := members[i]
-		backendCursor := ""
-		if i == start {
-			backendCursor = c.Cursor
-		}
-		b, err := mem.backend()
-		if err != nil || b.Capabilities().Resources == nil {
-			continue // down or without resources: nothing to list
-		}
-		var r *mcp.ListResourcesResult
-		var ahead *listAhead
-		if i == start && s != nil && c.Backend != "" {
-			ahead = m.takeAhead(ctx, s, paramsCursor(p), mem, b)
-		}
-		if ahead != nil {
-			r, err = ahead.res, ahead.err
-		} else {
-			rctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
-			r, err = b.Session().ListResources(rctx, &mcp.ListResourcesParams{Cursor: backendCursor})
-			cancel()
-		}
-		if err != nil {
-			if backendCursor != "" {
-				// The backend rejected its own cursor (it restarted, or the
-				// agent made one up): that is the agent's cursor being stale.
-				return nil, toAgentError(mem, err)
-			}
-			mem.log.Warn("listing resources failed; skipped in this list", "err", err)
-			continue
-		}
-		earlier := servingMembers(members[:i])
-		for _, r := range r.Resources {
-			if r == nil || hasBuiltinScheme(r.URI) {
-				continue // logged when the catalog was fetched
-			}
-			if !shadowed(earlier, r.URI) {
-				res.Resources = append(res.Resources, r)
-			}
-		}
-		res.Cacheable = normalCache(r.Cacheable)
-		if r.NextCursor != "" {
-			res.NextCursor = cursor{Kind: "resources", Backend: mem.spec.Name, Cursor: r.NextCursor}.encode()
-			if s != nil {
-				m.fetchAhead(s, res.NextCursor, mem, b, r.NextCursor)
-			}
-			return res, nil
-		}
-		if len(res.Resources) > 0 {
-			// End this page with the backend's last page; the next one
-			// starts at the following backend.
-			if nextMem, nb := nextWithResources(members[i+1:]); nextMem != nil {
-				res.NextCursor = cursor{Kind: "resources", Backend: nextMem.spec.Name}.encode()
-				if s != nil {
-					m.fetchAhead(s, res.NextCursor, nextMem, nb, "")
-				}
-				return res, nil
-			}
-			break // the last backend page: mux's own come with it
-		}
-	}
-	res.Cacheable = mergeCache(res.Cacheable, len(res.Resources) > 0, ownCache)
-	res.Resources = append(res.Resources, m.builtinResources()...)
-	return res, nil
-}
-
 // nextWithResources is the first of members that can list resources now,
 // and its backend.
 func nextWithResources(members []*member) (*member, *backends.Backend) {
@@ -216,15 +122,24 @@ func servingMembers(members []*member) []*member {
 	return out
 }
 
-// shadowed reports whether one of earlier (the serving backends before the
-// one listing uri) claims uri (and owns it).
-func shadowed(earlier []*member, uri string) bool {
+// unclaimed clears keep[i] for each uris[i] that one of earlier (the
+// serving backends before the one listing uris) claims, and so owns. A
+// member's lock is taken once per batch of URIs, not once per URI, and
+// never held for a whole page.
+func unclaimed(earlier []*member, uris []string, keep []bool) {
+	const batch = 256
 	for _, other := range earlier {
-		if other.claims(uri) {
-			return true
+		for start := 0; start < len(uris); start += batch {
+			end := min(start+batch, len(uris))
+			other.mu.Lock()
+			for i := start; i < end; i++ {
+				if keep[i] && other.claimsLocked(uris[i]) {
+					keep[i] = false
+				}
+			}
+			other.mu.Unlock()
 		}
 	}
-	return false
 }
 
 // paramsCursor reads the cursor of any list request's params, which may be nil.

@@ -366,6 +366,11 @@ func (mem *member) learn(res *mcp.CallToolResult) {
 func (mem *member) claims(uri string) bool {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
+	return mem.claimsLocked(uri)
+}
+
+// claimsLocked is claims, with mem.mu held.
+func (mem *member) claimsLocked(uri string) bool {
 	if _, ok := mem.cat.uris[uri]; ok {
 		return true
 	}

@@ -51,6 +51,8 @@ func (p *passThrough) take(req *jsonrpc.Request, call *agentCall) bool {
 		return p.callTool(req, call)
 	case "resources/read":
 		return p.readResource(req, call)
+	case "resources/list":
+		return p.listResources(req, call)
 	}
 	return false
 }
@@ -153,6 +155,29 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 	return true
 }
 
+// listResources answers resources/list with the page mux makes of the
+// backends' pages as they sent them (listresources.go). Params with
+// anything but a cursor take the go-sdk's path.
+func (p *passThrough) listResources(req *jsonrpc.Request, call *agentCall) bool {
+	cur := ""
+	if len(req.Params) > 0 {
+		keys, ok := plainParams(req.Params, "cursor")
+		if !ok || keys["_meta"] != nil {
+			return false
+		}
+		if v, ok := keys["cursor"]; ok && json.Unmarshal(v, &cur) != nil {
+			return false
+		}
+	}
+	ctx, cancel := p.begin(call)
+	p.m.goOwned(func() {
+		defer cancel()
+		res, err := p.m.resourcesPage(ctx, p.s, cur)
+		p.respond(req.ID, res, err)
+	})
+	return true
+}
+
 // validCacheHints is a read result with the cache hints an agent may
 // rely on: a backend on the go-sdk that set none sends the invalid scope
 // "" (which the TypeScript SDK v2 client rejects), and a negative ttl is
@@ -219,12 +244,8 @@ func paramsObject(meta json.RawMessage, fields []param) json.RawMessage {
 // result before it goes upstream, and may amend it.
 func (p *passThrough) forward(req *jsonrpc.Request, call *agentCall, mem *member, b *backends.Backend,
 	rawMeta json.RawMessage, meta mcp.Meta, fields []param, after func(json.RawMessage) json.RawMessage) {
-	m, s, c := p.m, p.s, p.c
-	s.lastActive.Store(time.Now().UnixNano())
-	ctx, cancel := context.WithCancel(context.WithValue(c.ctx, sessionKey{}, s))
-	c.mu.Lock()
-	call.cancel = cancel
-	c.mu.Unlock()
+	m, s := p.m, p.s
+	ctx, cancel := p.begin(call)
 	m.goOwned(func() {
 		defer cancel()
 		ctx, d, stop := m.withDeadline(ctx, mem)
@@ -239,12 +260,32 @@ func (p *passThrough) forward(req *jsonrpc.Request, call *agentCall, mem *member
 		}
 		res, err := b.CallRaw(ctx, req.Method, paramsObject(sendMeta, fields))
 		if err != nil {
-			c.respondError(req.ID, m.backendError(ctx, mem, b, err))
+			p.respond(req.ID, nil, m.backendError(ctx, mem, b, err))
 			return
 		}
 		m.settle(ctx, b)
-		c.respondRaw(req.ID, after(res))
+		p.respond(req.ID, after(res), nil)
 	})
+}
+
+// begin starts the handling of a request the pass-through took: its
+// context ends when the agent cancels it or the connection closes.
+func (p *passThrough) begin(call *agentCall) (context.Context, context.CancelFunc) {
+	p.s.lastActive.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(context.WithValue(p.c.ctx, sessionKey{}, p.s))
+	p.c.mu.Lock()
+	call.cancel = cancel
+	p.c.mu.Unlock()
+	return ctx, cancel
+}
+
+// respond answers the agent's request id with res (JSON) or err.
+func (p *passThrough) respond(id jsonrpc.ID, res json.RawMessage, err error) {
+	if err != nil {
+		p.c.respondError(id, err)
+		return
+	}
+	p.c.respondRaw(id, res)
 }
 
 // learnRaw is learn for a tool result as the backend sent it: only a result
