@@ -20,8 +20,10 @@ import (
 	"github.com/mcp-mux/mcp-mux/backends"
 )
 
-// fixtureBin is testdata/fixture, built once for the package's tests.
-var fixtureBin string
+// fixtureBin is testdata/fixture, built once for the package's tests;
+// rawServerBin is backends/testdata/rawserver, which writes exactly the
+// bytes a test gives it.
+var fixtureBin, rawServerBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "mcp-mux-mux-test")
@@ -33,10 +35,13 @@ func TestMain(m *testing.M) {
 	// What mux remembers across runs (initialize's instructions) goes to
 	// the tests' own cache directory, not the user's.
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
-	out, err := exec.Command("go", "build", "-o", fixtureBin, "../testdata/fixture").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building the fixture: %v\n%s", err, out)
-		os.Exit(1)
+	rawServerBin = filepath.Join(dir, "rawserver")
+	for bin, pkg := range map[string]string{fixtureBin: "../testdata/fixture", rawServerBin: "../backends/testdata/rawserver"} {
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

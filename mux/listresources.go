@@ -34,7 +34,25 @@ func (m *Mux) listResources(ctx context.Context, req *mcp.ListResourcesRequest) 
 	}
 	res := &mcp.ListResourcesResult{}
 	if err := json.Unmarshal(raw, res); err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("a backend's resources do not decode: %v", err)}
+		// A resource the types cannot hold (a wrong type in a field they
+		// know) is left out, not the page: the rest of it still decodes.
+		var page struct {
+			mcp.Cacheable
+			NextCursor string            `json:"nextCursor"`
+			Resources  []json.RawMessage `json:"resources"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return nil, fmt.Errorf("decoding the page of resources mux made: %w", err)
+		}
+		res = &mcp.ListResourcesResult{Cacheable: page.Cacheable, NextCursor: page.NextCursor}
+		for _, r := range page.Resources {
+			var one mcp.Resource
+			if err := json.Unmarshal(r, &one); err != nil {
+				m.log.Warn("a listed resource does not decode; left out for this session", "err", err)
+				continue
+			}
+			res.Resources = append(res.Resources, &one)
+		}
 	}
 	if res.Resources == nil {
 		res.Resources = []*mcp.Resource{}

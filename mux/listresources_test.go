@@ -1,12 +1,15 @@
 package mux
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // A backend's resources/list result is read as the go-sdk's types would
@@ -76,5 +79,42 @@ func TestResourcePageIsReadAsTheTypesWouldAndKeptAsSent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A resource reaches a stdio agent's resources/list as its backend wrote
+// it, with fields the go-sdk's types do not know (from a newer revision, or
+// an extension) and numbers as written. Before, the typed round trip
+// dropped them.
+func TestListedResourceReachesTheAgentAsTheBackendWroteIt(t *testing.T) {
+	const resource = `{"uri":"raw://r/1","name":"one","x-vendor":{"rank":12345678901234567890,"tags":["a"],"weight":1.10}}`
+	spec := backends.Spec{Name: "raw", Command: rawServerBin,
+		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[null,` + resource + `]}`}}
+	a := newRawAgent(t, startMux(t, spec))
+	a.call(2, "tools/list", `{}`) // once the backends started, lists go as bytes
+	line := a.call(3, "resources/list", `{}`)
+	if !bytes.Contains(line, []byte(resource)) {
+		t.Fatalf("resources/list answered\n%s\nwithout the resource as the backend wrote it:\n%s", line, resource)
+	}
+}
+
+// A session on the go-sdk's path (not stdio) gets a backend's resources
+// decoded into the types: one they cannot hold (a wrong type in a field
+// they know) is left out, and the rest of the page still arrives, as when
+// mux decoded each backend page itself.
+func TestResourceTheTypesCannotHoldIsLeftOutOfATypedSessionsList(t *testing.T) {
+	spec := backends.Spec{Name: "raw", Command: rawServerBin,
+		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[{"uri":"raw://r/1","size":1.5},{"uri":"raw://r/2","name":"two"}]}`}}
+	cs := connectAgent(t, startMux(t, spec), agent(nil))
+	res, err := cs.ListResources(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, r := range res.Resources {
+		uris = append(uris, r.URI)
+	}
+	if len(uris) == 0 || uris[0] != "raw://r/2" || slices.Contains(uris, "raw://r/1") {
+		t.Errorf("listed %v, want raw://r/2 (and mcp-mux's own) without raw://r/1", uris)
 	}
 }

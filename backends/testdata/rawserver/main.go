@@ -11,6 +11,9 @@
 //	        answers normally only if arguments.reply is true.
 //	stderr  writes one line of arguments.bytes 'e' characters to stderr,
 //	        then answers.
+//
+// With RAWSERVER_RESOURCES set, it also has resources: resources/list is
+// answered with that variable's value as the result, as it is.
 package main
 
 import (
@@ -38,7 +41,10 @@ type request struct {
 	} `json:"params"`
 }
 
-var out = bufio.NewWriter(os.Stdout)
+var (
+	out       = bufio.NewWriter(os.Stdout)
+	resources = os.Getenv("RAWSERVER_RESOURCES")
+)
 
 func main() {
 	in := bufio.NewReader(os.Stdin)
@@ -64,11 +70,25 @@ func handle(line []byte) {
 	}
 	switch req.Method {
 	case "initialize":
+		caps := map[string]any{"tools": map[string]any{}}
+		if resources != "" {
+			caps["resources"] = map[string]any{}
+		}
 		reply(req.ID, map[string]any{
 			"protocolVersion": req.Params.ProtocolVersion,
-			"capabilities":    map[string]any{"tools": map[string]any{}},
+			"capabilities":    caps,
 			"serverInfo":      map[string]any{"name": "rawserver", "version": "0"},
 		})
+	case "tools/list":
+		reply(req.ID, map[string]any{"tools": []any{}})
+	case "resources/list", "resources/templates/list":
+		if resources == "" {
+			write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"method not found"}}`, req.ID))
+		} else if req.Method == "resources/list" {
+			write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, req.ID, resources))
+		} else {
+			reply(req.ID, map[string]any{"resourceTemplates": []any{}})
+		}
 	case "ping":
 		reply(req.ID, map[string]any{})
 	case "tools/call":
