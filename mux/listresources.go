@@ -162,6 +162,7 @@ func (m *Mux) resourcesPage(ctx context.Context, s *session, cur string) (json.R
 type resourcePage struct {
 	resources []json.RawMessage
 	uris      []string
+	nulls     int // null entries, left out
 	next      string
 	cache     mcp.Cacheable
 }
@@ -223,6 +224,7 @@ func parseResourcePage(raw json.RawMessage) (*resourcePage, error) {
 	page.uris = make([]string, 0, len(elems))
 	for i, r := range elems {
 		if string(r) == "null" {
+			page.nulls++
 			continue
 		}
 		uri, err := resourceURI(r)

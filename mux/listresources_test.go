@@ -118,3 +118,19 @@ func TestResourceTheTypesCannotHoldIsLeftOutOfATypedSessionsList(t *testing.T) {
 		t.Errorf("listed %v, want raw://r/2 (and mcp-mux's own) without raw://r/1", uris)
 	}
 }
+
+// A resource the go-sdk's types cannot hold still routes: a stdio agent
+// is shown it (its list goes as bytes), so reading it must reach its
+// backend rather than fail as unknown.
+func TestResourceTheTypesCannotHoldStillRoutes(t *testing.T) {
+	spec := backends.Spec{Name: "raw", Command: rawServerBin,
+		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[{"uri":"raw://r/1","size":1.5}]}`}}
+	a := newRawAgent(t, startMux(t, spec))
+	a.call(2, "tools/list", `{}`) // once the backends started
+	if line := a.call(3, "resources/list", `{}`); !bytes.Contains(line, []byte(`"raw://r/1"`)) {
+		t.Fatalf("resources/list answered %s", line)
+	}
+	if line := a.call(4, "resources/read", `{"uri":"raw://r/1"}`); !bytes.Contains(line, []byte(`"text":"raw"`)) {
+		t.Fatalf("resources/read of a listed resource answered %s", line)
+	}
+}

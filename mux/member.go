@@ -234,17 +234,27 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 				next.compiled = append(next.compiled, compileTemplate(ut, t.URITemplate))
 			}
 		}
-		// Only URIs are kept: the list itself is paged through live.
+		// Only URIs are kept: the list itself is paged through live. They
+		// are read as the list is served (listresources.go), from the
+		// backend's bytes: a resource that lists reaches the agent, and
+		// so must route.
 		uris := map[string]struct{}{}
-		_, _, err = listPages(mem, func(c string) ([]*mcp.Resource, string, mcp.Cacheable, error) {
-			r, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: c})
+		_, _, err = listPages(mem, func(c string) ([]*string, string, mcp.Cacheable, error) {
+			page, err := fetchResources(ctx, b, c)
 			if err != nil {
 				return nil, "", mcp.Cacheable{}, err
 			}
-			return r.Resources, r.NextCursor, r.Cacheable, nil
-		}, func(r *mcp.Resource) bool {
-			if mem.acceptResource(r) {
-				uris[r.URI] = struct{}{}
+			if page.nulls > 0 {
+				mem.log.Warn("null entry in the backend's list, skipped", "count", page.nulls)
+			}
+			items := make([]*string, len(page.uris))
+			for i := range page.uris {
+				items[i] = &page.uris[i]
+			}
+			return items, page.next, page.cache, nil
+		}, func(uri *string) bool {
+			if mem.acceptURI(*uri) {
+				uris[*uri] = struct{}{}
 			}
 			return false // only the URIs are kept
 		})
@@ -287,16 +297,16 @@ func (mem *member) named(kind, name string) bool {
 	return true
 }
 
-// acceptResource reports whether a listed resource can be served through
-// mux: not null, with a URI, and not in mux's own scheme (which would let a
+// acceptURI reports whether a listed resource's URI can be served through
+// mux: not empty, and not in mux's own scheme (which would let a
 // backend shadow or impersonate mcp-mux://backends).
-func (mem *member) acceptResource(r *mcp.Resource) bool {
-	if r == nil || r.URI == "" {
-		mem.log.Warn("null entry or resource without a URI in the backend's list, skipped")
+func (mem *member) acceptURI(uri string) bool {
+	if uri == "" {
+		mem.log.Warn("resource without a URI in the backend's list, skipped")
 		return false
 	}
-	if hasBuiltinScheme(r.URI) {
-		mem.log.Warn("the backend lists a URI in mcp-mux's own scheme: refused", "uri", r.URI)
+	if hasBuiltinScheme(uri) {
+		mem.log.Warn("the backend lists a URI in mcp-mux's own scheme: refused", "uri", uri)
 		return false
 	}
 	return true

@@ -13,7 +13,8 @@
 //	        then answers.
 //
 // With RAWSERVER_RESOURCES set, it also has resources: resources/list is
-// answered with that variable's value as the result, as it is.
+// answered with that variable's value as the result, as it is, and any
+// URI reads as the text "raw".
 package main
 
 import (
@@ -32,6 +33,7 @@ type request struct {
 	Params struct {
 		ProtocolVersion string `json:"protocolVersion"`
 		Name            string `json:"name"`
+		URI             string `json:"uri"`
 		Arguments       struct {
 			Lines []string `json:"lines"`
 			Pad   int      `json:"pad"`
@@ -81,6 +83,8 @@ func handle(line []byte) {
 		})
 	case "tools/list":
 		reply(req.ID, map[string]any{"tools": []any{}})
+	case "resources/read":
+		reply(req.ID, map[string]any{"contents": []any{map[string]any{"uri": req.Params.URI, "text": "raw"}}})
 	case "resources/list", "resources/templates/list":
 		if resources == "" {
 			write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"method not found"}}`, req.ID))
