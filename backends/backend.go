@@ -141,7 +141,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 		want = opts.ClientCapabilities(ctx)
 	}
 	b.caps = declared(want)
-	conn := newStdioConn(spec.Name, b.log, b.stdout, b.stdin, opts.MaxMessageSize)
+	conn := newStdioConn(spec.Name, b.log, PipeIO(b.stdout), PipeIO(b.stdin), opts.MaxMessageSize)
 	conn.updated = opts.Hooks.ResourceUpdated
 	b.conn = conn
 	client := b.newClient(opts)

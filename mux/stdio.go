@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,8 +47,16 @@ type StdioOptions struct {
 	Logger *log.Logger
 }
 
-// StdioTransport serves one agent session over in and out.
+// StdioTransport serves one agent session over in and out. A pipe in
+// non-blocking mode is read and written with raw system calls
+// (backends.PipeIO).
 func StdioTransport(in io.Reader, out io.Writer, opts StdioOptions) mcp.Transport {
+	if f, ok := in.(*os.File); ok {
+		in = backends.PipeIO(f)
+	}
+	if f, ok := out.(*os.File); ok {
+		out = backends.PipeIO(f)
+	}
 	return &stdioTransport{in: in, out: out, opts: opts}
 }
 

@@ -1,0 +1,104 @@
+package backends
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pipeIOPair is a pipe whose ends are read and written through PipeIO, as
+// mux reads and writes its own stdio and its backends'.
+func pipeIOPair(t *testing.T) (r, w io.ReadWriteCloser) {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.Close(); pw.Close() })
+	return PipeIO(pr), PipeIO(pw)
+}
+
+// Lines written at once from several goroutines arrive whole, each in one
+// piece, even when each is larger than the pipe holds (so written in
+// parts), as with an *os.File; the reader sees EOF once the writer closed.
+func TestPipeIOWritesConcurrentLinesWhole(t *testing.T) {
+	r, w := pipeIOPair(t)
+	const writers, lines, size = 8, 20, 150 << 10 // 150 KiB: more than a 64 KiB pipe
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			line := append(bytes.Repeat([]byte{byte('a' + g)}, size), '\n')
+			for range lines {
+				if _, err := w.Write(line); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); w.Close() }()
+	br := bufio.NewReaderSize(r, 4096)
+	n := 0
+	for {
+		line, err := br.ReadBytes('\n')
+		if errors.Is(err, io.EOF) && len(line) == 0 {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(line) != size+1 || strings.Trim(string(line[:size]), string(line[:1])) != "" {
+			t.Fatalf("line %d: %d bytes, mixed: %q...", n, len(line), line[:min(len(line), 40)])
+		}
+		n++
+	}
+	if n != writers*lines {
+		t.Fatalf("read %d lines, want %d", n, writers*lines)
+	}
+}
+
+// Closing the file ends a Read that waits for data, as it does an
+// *os.File's, so a connection's reader goroutine always ends.
+func TestPipeIOReadEndsWhenTheFileIsClosed(t *testing.T) {
+	r, _ := pipeIOPair(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 10))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	r.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("Read after Close: %v, want os.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read still waits 5 s after Close")
+	}
+}
+
+// A write to a pipe nobody reads fails with EPIPE rather than killing the
+// process, and a file in blocking mode (which a raw call could block on)
+// is left to os.File.
+func TestPipeIOWriteToAClosedPipeFailsAndBlockingFilesStayFiles(t *testing.T) {
+	r, w := pipeIOPair(t)
+	r.Close()
+	if _, err := w.Write([]byte("x\n")); err == nil || !strings.Contains(err.Error(), "broken pipe") {
+		t.Fatalf("write to a pipe without reader: %v, want broken pipe", err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := PipeIO(f); got != io.ReadWriteCloser(f) {
+		t.Fatalf("a regular file became %T", got)
+	}
+}
