@@ -47,7 +47,8 @@ type outQueue struct {
 	dead       int                 // dropped items still in items
 	dropped    int                 // since the last log line about it
 	lastLog    time.Time
-	broken     bool // a write failed: the agent is gone
+	broken     bool   // a write failed: the agent is gone
+	broke      func() // if set, called once when broken is set (not holding mu)
 	writing    bool
 	since      time.Time     // when the current write began
 	stallAfter time.Duration // stallLimit; tests that must not see a stall lengthen it
@@ -315,13 +316,18 @@ func (q *outQueue) loop(closed <-chan struct{}) {
 			for _, id := range ids {
 				q.written(id)
 			}
+			var broke func()
 			q.mu.Lock()
 			q.writing = false
 			if err != nil && !q.broken {
 				q.broken = true
+				broke = q.broke
 				q.log.Debug("stdout closed", "err", err)
 			}
 			q.mu.Unlock()
+			if broke != nil {
+				broke()
+			}
 			select {
 			case q.room <- struct{}{}:
 			default:

@@ -90,6 +90,14 @@ func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		logger = log.New(io.Discard)
 	}
 	c.out = newOutQueue(t.out, c.written, logger)
+	// An agent that closed its end of stdout is gone, whether or not
+	// stdin ends too: the session ends as at stdin's EOF, rather than
+	// forwarding requests whose answers nobody reads. (Close waits for
+	// this goroutine's queue, so it runs on its own.)
+	c.out.broke = func() {
+		logger.Info("the agent closed its end of stdout: ending the session")
+		go c.Close()
+	}
 	t.conn.Store(c)
 	go c.readLoop()
 	go c.out.loop(c.closed)
