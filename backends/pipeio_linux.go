@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -35,12 +36,28 @@ func PipeIO(f *os.File) io.ReadWriteCloser {
 	}) != nil || !nonblocking {
 		return f
 	}
-	return &pipeIO{f: f, rc: rc}
+	p := &pipeIO{f: f, rc: rc}
+	p.readFn, p.writeFn = p.rawRead, p.rawWrite // bound once: no closure per call
+	return p
 }
 
 type pipeIO struct {
 	f  *os.File
 	rc syscall.RawConn
+
+	// A call's buffer and outcome, for readFn and writeFn; each lock is held
+	// for a whole Read or Write, as the file's own read and write locks are.
+	rmu    sync.Mutex
+	rbuf   []byte
+	rn     int
+	rerrno syscall.Errno
+	readFn func(fd uintptr) bool
+
+	wmu     sync.Mutex
+	wbuf    []byte
+	wdone   int
+	werrno  syscall.Errno
+	writeFn func(fd uintptr) bool
 }
 
 func (p *pipeIO) Close() error { return p.f.Close() }
@@ -59,20 +76,12 @@ func (p *pipeIO) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	n, errno := 0, syscall.Errno(0)
-	err := p.rc.Read(func(fd uintptr) bool {
-		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // wait until readable
-			}
-			n, errno = int(r), e
-			return true
-		}
-	})
+	p.rmu.Lock()
+	defer p.rmu.Unlock()
+	p.rbuf, p.rn, p.rerrno = b, 0, 0
+	err := p.rc.Read(p.readFn)
+	n, errno := p.rn, p.rerrno
+	p.rbuf = nil
 	switch {
 	case err != nil:
 		return 0, p.fileErr("read", err)
@@ -84,26 +93,33 @@ func (p *pipeIO) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// Write writes all of b, as os.File.Write does: under the file's write
-// lock throughout, so that concurrent Writes never interleave.
-func (p *pipeIO) Write(b []byte) (int, error) {
-	done, errno := 0, syscall.Errno(0)
-	err := p.rc.Write(func(fd uintptr) bool {
-		for done < len(b) {
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[done])), uintptr(len(b)-done))
-			switch e {
-			case 0:
-				done += int(r)
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // wait until writable
-			default:
-				errno = e
-				return true
-			}
+// rawRead reads into rbuf; false: nothing to read yet (wait).
+func (p *pipeIO) rawRead(fd uintptr) bool {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p.rbuf[0])), uintptr(len(p.rbuf)))
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
 		}
+		p.rn, p.rerrno = int(r), e
 		return true
-	})
+	}
+}
+
+// Write writes all of b, as os.File.Write does: concurrent Writes never
+// interleave.
+func (p *pipeIO) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.wbuf, p.wdone, p.werrno = b, 0, 0
+	err := p.rc.Write(p.writeFn)
+	done, errno := p.wdone, p.werrno
+	p.wbuf = nil
 	switch {
 	case err != nil:
 		return done, p.fileErr("write", err)
@@ -111,4 +127,22 @@ func (p *pipeIO) Write(b []byte) (int, error) {
 		return done, &os.PathError{Op: "write", Path: p.f.Name(), Err: errno}
 	}
 	return done, nil
+}
+
+// rawWrite writes what is left of wbuf; false: the pipe is full (wait).
+func (p *pipeIO) rawWrite(fd uintptr) bool {
+	for p.wdone < len(p.wbuf) {
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p.wbuf[p.wdone])), uintptr(len(p.wbuf)-p.wdone))
+		switch e {
+		case 0:
+			p.wdone += int(r)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			p.werrno = e
+			return true
+		}
+	}
+	return true
 }
