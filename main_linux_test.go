@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"os/exec"
 	"testing"
 	"time"
 )
@@ -14,38 +13,21 @@ import (
 // SIGPIPE. (Linux: elsewhere stdout is an os.File, whose write on a broken
 // stdout still raises SIGPIPE.)
 func TestAgentThatClosedStdoutEndsTheSession(t *testing.T) {
-	cmd := exec.Command(muxBin, "--config", writeConfig(t, "", []string{"f", "-name", "f"}))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := newLockedBuf()
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
+	w := startWire(t, writeConfig(t, "", []string{"f", "-name", "f"}))
 	var kids []int
 	for deadline := time.Now().Add(10 * time.Second); len(kids) < 2 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
-		kids = descendantsOf(cmd.Process.Pid) // the supervisor and the backend
+		kids = descendantsOf(w.cmd.Process.Pid) // the supervisor and the backend
 	}
-	stdout.Close()
-	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"gone","version":"1"}}}`+"\n")
+	w.stdout.Close()
+	io.WriteString(w.stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"gone","version":"1"}}}`+"\n")
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("mcp-mux ended with %v, want exit 0; stderr:\n%s", err, stderr)
+	case <-w.exited:
+		if w.err != nil {
+			t.Fatalf("mcp-mux ended with %v, want exit 0; stderr:\n%s", w.err, w.stderr)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatalf("mcp-mux still runs 5 s after the agent closed its stdout (stdin still open); stderr:\n%s", stderr)
+		t.Fatalf("mcp-mux still runs 5 s after the agent closed its stdout (stdin still open); stderr:\n%s", w.stderr)
 	}
 	waitGone(t, kids, 2*time.Second)
-	stdin.Close()
 }

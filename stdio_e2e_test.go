@@ -24,6 +24,7 @@ type wire struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
+	stdout io.ReadCloser // under out: closing it is the agent closing its end
 	out    *bufio.Reader
 	stderr *lockedBuf
 	exited chan struct{}
@@ -69,7 +70,7 @@ func startWireCmd(t *testing.T, name string, args ...string) *wire {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wire{t: t, cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20), stderr: newLockedBuf(), exited: make(chan struct{})}
+	w := &wire{t: t, cmd: cmd, stdin: stdin, stdout: stdout, out: bufio.NewReaderSize(stdout, 1<<20), stderr: newLockedBuf(), exited: make(chan struct{})}
 	cmd.Stderr = w.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

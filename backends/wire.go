@@ -288,31 +288,17 @@ func (p *plainParser) value() ([]byte, bool) {
 // copy. ok is false if raw is not an object, or a key has escapes or is
 // there twice: such params are for the go-sdk's decoder to judge.
 func ObjectMembers(raw []byte) (members map[string]json.RawMessage, ok bool) {
-	p := plainParser{b: raw}
-	p.ws()
-	if !p.eat('{') {
+	members = make(map[string]json.RawMessage, 4)
+	if !eachMember(raw, func(key, value []byte) bool {
+		if _, twice := members[string(key)]; twice {
+			return false
+		}
+		members[string(key)] = value
+		return true
+	}) {
 		return nil, false
 	}
-	members = make(map[string]json.RawMessage, 4)
-	for first := true; ; first = false {
-		key, done, ok := p.member(first)
-		if !ok {
-			return nil, false
-		}
-		if done {
-			break
-		}
-		v, ok := p.skipValue()
-		if !ok {
-			return nil, false
-		}
-		if _, twice := members[string(key)]; twice {
-			return nil, false
-		}
-		members[string(key)] = v
-	}
-	p.ws()
-	return members, p.i == len(p.b)
+	return members, true
 }
 
 // ObjectMember finds key's value in raw, a JSON object of valid JSON, as a
@@ -321,32 +307,45 @@ func ObjectMembers(raw []byte) (members map[string]json.RawMessage, ok bool) {
 // might be key, written another way) or key is there twice: encoding/json
 // is the judge of those.
 func ObjectMember(raw []byte, key string) (value json.RawMessage, ok bool) {
+	if !eachMember(raw, func(k, v []byte) bool {
+		if string(k) != key {
+			return true
+		}
+		if value != nil {
+			return false
+		}
+		value = v
+		return true
+	}) {
+		return nil, false
+	}
+	return value, true
+}
+
+// eachMember calls f with each member of raw, a JSON object of valid JSON
+// (its key and value, slices of raw), and reports whether raw is such an
+// object with simple keys and f returned true for every member.
+func eachMember(raw []byte, f func(key, value []byte) bool) bool {
 	p := plainParser{b: raw}
 	p.ws()
 	if !p.eat('{') {
-		return nil, false
+		return false
 	}
 	for first := true; ; first = false {
-		k, done, ok := p.member(first)
+		key, done, ok := p.member(first)
 		if !ok {
-			return nil, false
+			return false
 		}
 		if done {
 			break
 		}
 		v, ok := p.skipValue()
-		if !ok {
-			return nil, false
-		}
-		if string(k) == key {
-			if value != nil {
-				return nil, false
-			}
-			value = v
+		if !ok || !f(key, v) {
+			return false
 		}
 	}
 	p.ws()
-	return value, p.i == len(p.b)
+	return p.i == len(p.b)
 }
 
 // ArrayElements splits raw, a JSON array of valid JSON, into its elements,
