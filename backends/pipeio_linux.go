@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -23,8 +24,12 @@ import (
 // call on a non-blocking descriptor never blocks; sysmon still wakes for
 // timers, GC cycles and every other system call.
 //
-// A file in blocking mode (a terminal, a regular file) is returned as is.
+// A file in blocking mode (a terminal, a regular file), or one the poller
+// does not watch (which has no deadlines), is returned as is.
 func PipeIO(f *os.File) io.ReadWriteCloser {
+	if f.SetReadDeadline(time.Time{}) != nil {
+		return f
+	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return f

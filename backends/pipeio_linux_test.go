@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -100,5 +101,20 @@ func TestPipeIOWriteToAClosedPipeFailsAndBlockingFilesStayFiles(t *testing.T) {
 	defer f.Close()
 	if got := PipeIO(f); got != io.ReadWriteCloser(f) {
 		t.Fatalf("a regular file became %T", got)
+	}
+	// A pipe made non-blocking behind the poller's back: a raw read would
+	// see EAGAIN with no poller to wait in.
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	unwatched := os.NewFile(uintptr(fds[0]), "unwatched")
+	defer unwatched.Close()
+	defer syscall.Close(fds[1])
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		t.Fatal(err)
+	}
+	if got := PipeIO(unwatched); got != io.ReadWriteCloser(unwatched) {
+		t.Fatalf("a non-blocking pipe the poller does not watch became %T", got)
 	}
 }
