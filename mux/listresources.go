@@ -42,7 +42,7 @@ func (m *Mux) listResources(ctx context.Context, req *mcp.ListResourcesRequest) 
 			Resources  []json.RawMessage `json:"resources"`
 		}
 		if err := json.Unmarshal(raw, &page); err != nil {
-			return nil, fmt.Errorf("decoding the page of resources mux made: %w", err)
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("decoding the page of resources mux made: %v", err)}
 		}
 		res = &mcp.ListResourcesResult{Cacheable: page.Cacheable, NextCursor: page.NextCursor}
 		for _, r := range page.Resources {
@@ -150,7 +150,7 @@ func (m *Mux) resourcesPage(ctx context.Context, s *session, cur string) (json.R
 	for _, r := range m.builtinResources() {
 		raw, err := json.Marshal(r)
 		if err != nil {
-			return nil, fmt.Errorf("encoding mux's own resources: %w", err)
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("encoding mux's own resources: %v", err)}
 		}
 		out = append(out, raw)
 	}
