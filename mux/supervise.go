@@ -76,14 +76,14 @@ func (mem *member) run() {
 		case errors.Is(err, backends.ErrUnauthorized):
 			// A token to fix, not a crash: retrying cannot help, and
 			// would only hammer the server with refused requests.
-			mem.setDown(stateFailed, err)
 			mem.log.Error("backend failed: unauthorized, not retried (fix its headers and reload)", "reason", err)
+			mem.setDown(stateFailed, err)
 		case mem.spec.Restart == RestartNever:
-			mem.setDown(stateFailed, err)
 			mem.log.Error("backend down; not restarted (restart = \"never\")", "reason", err)
-		case len(crashes) >= set.RestartMax:
 			mem.setDown(stateFailed, err)
+		case len(crashes) >= set.RestartMax:
 			mem.log.Error("backend failed: too many crashes, not restarted", "crashes", len(crashes), "within", set.RestartWindow.Duration, "reason", err)
+			mem.setDown(stateFailed, err)
 		default:
 			giveUp = false
 			mem.setDown(stateRestarting, err)
