@@ -16,9 +16,9 @@ import (
 // fixture backend, in the same run: compare the two ns/op (benchstat, or
 // the ratio printed by BenchmarkToolCall).
 
-func directSession(b *testing.B) *mcp.ClientSession {
+func directSession(b *testing.B, version string) *mcp.ClientSession {
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
-		&mcp.CommandTransport{Command: exec.Command(fixtureBin, "-name", "notes")}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.CommandTransport{Command: exec.Command(fixtureBin, "-name", "notes")}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,16 +40,24 @@ func BenchmarkToolCall(b *testing.B) {
 		}
 		return time.Since(start) / time.Duration(b.N)
 	}
-	var direct, muxed time.Duration
-	b.Run("direct", func(b *testing.B) { direct = run(b, directSession(b), "echo") })
-	b.Run("mux", func(b *testing.B) {
-		m := startMux(b, fixture("notes"))
-		cs := connect(b, m, nil)
-		toolNames(b, cs) // as agents do: calls pass through as bytes from then on
-		muxed = run(b, cs, "notes__echo")
-	})
-	if direct > 0 {
-		b.Logf("tools/call through the mux: %.2f× a direct connection (%v vs %v per call)", float64(muxed)/float64(direct), muxed, direct)
+	// Both eras: "" is the current one (server/discover, then the version
+	// in every request's _meta).
+	for _, version := range []string{"2025-11-25", ""} {
+		era := "handshake era"
+		if version == "" {
+			era = "current era"
+		}
+		var direct, muxed time.Duration
+		b.Run("direct, "+era, func(b *testing.B) { direct = run(b, directSession(b, version), "echo") })
+		b.Run("mux, "+era, func(b *testing.B) {
+			m := startMux(b, fixture("notes"))
+			cs := connectAt(b, m, nil, version)
+			toolNames(b, cs) // as agents do: calls pass through as bytes from then on
+			muxed = run(b, cs, "notes__echo")
+		})
+		if direct > 0 {
+			b.Logf("tools/call through the mux, %s: %.2f× a direct connection (%v vs %v per call)", era, float64(muxed)/float64(direct), muxed, direct)
+		}
 	}
 }
 

@@ -97,6 +97,13 @@ func startMuxConfig(t testing.TB, cfg *Config) *Mux {
 // drives.
 func connect(t testing.TB, m *Mux, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return connectAt(t, m, opts, "2025-11-25")
+}
+
+// connectAt is connect at protocol version; "" is the current era
+// (server/discover, then the version in every request's _meta).
+func connectAt(t testing.TB, m *Mux, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	st := StdioTransport(inR, outW, StdioOptions{Drain: time.Second})
@@ -109,7 +116,7 @@ func connect(t testing.TB, m *Mux, opts *mcp.ClientOptions) *mcp.ClientSession {
 		t.Fatalf("mux connect: %v", err)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, opts)
-	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("client connect: %v", err)
 	}

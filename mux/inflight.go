@@ -54,6 +54,9 @@ func (m *Mux) agentContext(next mcp.MethodHandler) mcp.MethodHandler {
 			m.agentInitialized(ss.InitializeParams()) // once: the first session's
 		}
 		res, err := next(context.WithValue(ctx, sessionKey{}, s), method, req)
+		if err == nil && res != nil && s.isModern() {
+			unnamed(res) // a backend's name: the go-sdk puts mux's in its place
+		}
 		if err == nil && (method == "initialize" || s.isModern()) {
 			// The go-sdk decodes initialize's params into a type of its
 			// own, and takes server/discover's while answering it: what

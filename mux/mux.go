@@ -11,6 +11,7 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -37,6 +38,9 @@ type Mux struct {
 	version string
 
 	server *mcp.Server
+	// serverInfo is the server's name as JSON, for results the go-sdk
+	// does not encode (namedResult).
+	serverInfo json.RawMessage
 	// send is the go-sdk's sending chain below our middleware: the only way
 	// to send one session an arbitrary notification (the SDK has no public
 	// call for it).
@@ -210,7 +214,9 @@ func New(cfg *Config, logger *log.Logger, version string) *Mux {
 	m.cat.rebuild(m)
 	m.lists = newListNotifier(m)
 
-	m.server = mcp.NewServer(&mcp.Implementation{Name: cfg.Mux.Name, Title: "mcp-mux: many MCP servers as one", Version: version}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: cfg.Mux.Name, Title: "mcp-mux: many MCP servers as one", Version: version}
+	m.serverInfo, _ = json.Marshal(impl)
+	m.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		Logger: sdkLogger(logger),
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:       &mcp.ToolCapabilities{ListChanged: true},

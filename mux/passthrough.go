@@ -29,21 +29,25 @@ import (
 // answered as callTool and readResource do. Anything those would answer
 // with an error of mux's own (an unknown name, a backend that is down, a
 // malformed request, mcp-mux's own resources) and anything unusual (a
-// session that is not initialized or speaks the current era, keys the
-// types know and this does not) takes the go-sdk's path instead, so every
-// error and edge stays what it was.
+// session that is not initialized, a request of another era than its
+// session's, keys the types know and this does not) takes the go-sdk's
+// path instead, so every error and edge stays what it was. Sessions of
+// both eras pass through: passthrough_era.go has what differs.
 
-// passThrough forwards one stdio session's requests as bytes.
+// passThrough forwards one stdio session's requests as bytes. Only the
+// session's reader calls it.
 type passThrough struct {
 	m *Mux
 	s *session
 	c *stdioConn
+	// era is the current-era _meta last found sound (passthrough_era.go).
+	era eraMeta
 }
 
 // take forwards req if it can: it reports false, having done nothing, for
 // a request the go-sdk's path must handle.
 func (p *passThrough) take(req *jsonrpc.Request, call *agentCall) bool {
-	if !p.m.first.over.Load() || p.s.ss.InitializeParams() == nil || p.s.isModern() {
+	if !p.m.first.over.Load() || p.s.ss.InitializeParams() == nil {
 		return false
 	}
 	switch req.Method {
@@ -81,16 +85,29 @@ func isObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{'
 }
 
-// plainMeta decodes the agent's _meta, if any; ok is false for one the
-// go-sdk's path must see (the current era's per-request keys).
-func plainMeta(raw json.RawMessage) (meta mcp.Meta, ok bool) {
+// plainMeta decodes the agent's _meta if it has a progress token (which
+// mux replaces); ok is false for one the go-sdk's path must see: a request
+// of another era than its session's, or current-era keys the go-sdk would
+// refuse.
+func (p *passThrough) plainMeta(raw json.RawMessage) (meta mcp.Meta, ok bool) {
+	modern := p.s.isModern()
 	if raw == nil {
+		return nil, !modern
+	}
+	keys, ok := backends.ObjectMembers(raw)
+	if !ok {
+		return nil, false
+	}
+	if _, tagged := keys[mcp.MetaKeyProtocolVersion]; tagged != modern {
+		return nil, false
+	}
+	if modern && !p.era.sound(keys, p.s.ss.InitializeParams().ProtocolVersion) {
+		return nil, false
+	}
+	if _, ok := keys["progressToken"]; !ok {
 		return nil, true
 	}
 	if json.Unmarshal(raw, &meta) != nil {
-		return nil, false
-	}
-	if _, modern := meta["io.modelcontextprotocol/protocolVersion"]; modern {
 		return nil, false
 	}
 	return meta, true
@@ -109,7 +126,7 @@ func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
 	if len(args) > 0 && args[0] != '{' && string(args) != "null" {
 		return false
 	}
-	meta, ok := plainMeta(keys["_meta"])
+	meta, ok := p.plainMeta(keys["_meta"])
 	if !ok {
 		return false
 	}
@@ -139,7 +156,7 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 	if json.Unmarshal(keys["uri"], &uri) != nil || uri == "" || hasBuiltinScheme(uri) {
 		return false
 	}
-	meta, ok := plainMeta(keys["_meta"])
+	meta, ok := p.plainMeta(keys["_meta"])
 	if !ok {
 		return false
 	}
@@ -157,8 +174,12 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 
 // listResources answers resources/list with the page mux makes of the
 // backends' pages as they sent them (listresources.go). Params with
-// anything but a cursor take the go-sdk's path.
+// anything but a cursor, and sessions of the current era, take the
+// go-sdk's path.
 func (p *passThrough) listResources(req *jsonrpc.Request, call *agentCall) bool {
+	if p.s.isModern() {
+		return false
+	}
 	cur := ""
 	if len(req.Params) > 0 {
 		keys, ok := plainParams(req.Params, "cursor")
@@ -264,7 +285,11 @@ func (p *passThrough) forward(req *jsonrpc.Request, call *agentCall, mem *member
 			return
 		}
 		m.settle(ctx, b)
-		p.respond(req.ID, after(res), nil)
+		res = after(res)
+		if s.isModern() {
+			res = m.namedResult(res)
+		}
+		p.respond(req.ID, res, nil)
 	})
 }
 

@@ -23,6 +23,16 @@ type rawAgent struct {
 
 func newRawAgent(t testing.TB, m *Mux) *rawAgent {
 	t.Helper()
+	a := rawAgentOn(t, m)
+	a.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	a.response(`"init"`)
+	a.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return a
+}
+
+// rawAgentOn connects a rawAgent to m that has sent nothing yet.
+func rawAgentOn(t testing.TB, m *Mux) *rawAgent {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	if _, err := m.Connect(context.Background(), StdioTransport(inR, outW, StdioOptions{Drain: time.Second})); err != nil {
@@ -32,11 +42,7 @@ func newRawAgent(t testing.TB, m *Mux) *rawAgent {
 		inW.Close()
 		outR.Close()
 	})
-	a := &rawAgent{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
-	a.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	a.response(`"init"`)
-	a.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	return a
+	return &rawAgent{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20)}
 }
 
 func (a *rawAgent) send(line string) {

@@ -1,0 +1,164 @@
+package mux
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// modernMeta is the _meta every request of the current era (2026-07-28)
+// carries in place of an initialize.
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+
+// newModernRawAgent is a rawAgent of the current era: it has sent
+// server/discover, as such a client does first.
+func newModernRawAgent(t testing.TB, m *Mux) *rawAgent {
+	t.Helper()
+	a := rawAgentOn(t, m)
+	a.modernCall(0, "server/discover", `{}`)
+	return a
+}
+
+// modernCall is call with the current era's _meta added to params (an
+// object; extra _meta keys go in meta, e.g. `"progressToken":7`).
+func (a *rawAgent) modernCall(id int, method, params string, meta ...string) []byte {
+	a.t.Helper()
+	m := modernMeta
+	if len(meta) > 0 {
+		m = strings.TrimSuffix(m, "}") + "," + strings.Join(meta, ",") + "}"
+	}
+	if params = strings.TrimSpace(params); params == "{}" {
+		params = "{" + m + "}"
+	} else {
+		params = strings.TrimSuffix(params, "}") + "," + m + "}"
+	}
+	return a.call(id, method, params)
+}
+
+const muxServerInfo = `"io.modelcontextprotocol/serverInfo":{"name":"mcp-mux"`
+
+// A client of the current era gets a tool result as the backend wrote it,
+// as a handshake-era client does: every digit of a number the go-sdk's
+// types would have rounded. Before, its requests took the go-sdk's typed
+// round trip, which sent 12345678901234567000 and 1.1.
+func TestCurrentEraToolResultReachesTheAgentAsTheBackendSentIt(t *testing.T) {
+	m := startMux(t, fixture("notes", "-structured-echo"))
+	a := newModernRawAgent(t, m)
+	a.modernCall(1, "tools/list", `{}`)
+	got := a.modernCall(2, "tools/call", `{"name":"notes__echo","arguments":{"big":12345678901234567891,"f":1.10}}`)
+	if want := `"structuredContent":{"big":12345678901234567891,"f":1.10}`; !strings.Contains(string(got), want) {
+		t.Errorf("tools/call result:\n%s\nwant it to contain %s", got, want)
+	}
+}
+
+// In the current era a server names itself in every result's _meta. The
+// agent's server is mcp-mux: server/discover says so, and so must every
+// result, whichever backend served it and by whichever path. Before, a
+// result from a backend on the go-sdk named that backend ("notes").
+func TestCurrentEraResultsNameMcpMux(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	a := newModernRawAgent(t, m)
+	a.modernCall(1, "tools/list", `{}`)
+	for i, c := range []struct{ method, params string }{
+		{"tools/call", `{"name":"notes__echo","arguments":{"x":1}}`},
+		{"resources/read", `{"uri":"fixture://notes/res/1"}`},
+		{"prompts/get", `{"name":"notes__greet","arguments":{"name":"Zed"}}`},
+		{"tools/list", `{}`},
+	} {
+		got := string(a.modernCall(10+i, c.method, c.params))
+		if strings.Contains(got, `"error"`) {
+			t.Errorf("%s: %s", c.method, got)
+			continue
+		}
+		if !strings.Contains(got, muxServerInfo) || strings.Count(got, "serverInfo") != 1 {
+			t.Errorf("%s result:\n%s\nwant _meta naming mcp-mux (and nothing else) as the server", c.method, got)
+		}
+	}
+}
+
+// Progress of a current-era request reaches the agent under its own
+// token, and the result keeps _meta the backend sent beside mux's name.
+func TestCurrentEraProgressUsesTheAgentsToken(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	a := newModernRawAgent(t, m)
+	a.modernCall(1, "tools/list", `{}`)
+	got := a.modernCall(2, "tools/call", `{"name":"notes__progress","arguments":{"steps":3,"delay_ms":1}}`, `"progressToken":"agent-7"`)
+	if strings.Contains(string(got), `"error"`) {
+		t.Fatalf("tools/call: %s", got)
+	}
+	n := 0
+	for _, line := range a.seen {
+		if strings.Contains(string(line), `"notifications/progress"`) {
+			if !strings.Contains(string(line), `"progressToken":"agent-7"`) {
+				t.Errorf("progress not under the agent's token: %s", line)
+			}
+			n++
+		}
+	}
+	if n != 3 {
+		t.Errorf("got %d progress notifications before the result, want 3", n)
+	}
+}
+
+// A current-era request the go-sdk would refuse is still refused as it
+// refuses it: capabilities that are not an object, a clientInfo that is
+// not one, a version mux does not speak.
+func TestCurrentEraMalformedMetaIsRefusedAsBefore(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	a := newModernRawAgent(t, m)
+	a.modernCall(1, "tools/list", `{}`)
+	for i, meta := range []string{
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":5`,
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":"x"`,
+		`"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}`,
+	} {
+		got := string(a.call(10+i, "tools/call", fmt.Sprintf(`{"name":"notes__echo","arguments":{},"_meta":{%s}}`, meta)))
+		if !strings.Contains(got, `"code":-32602`) && !strings.Contains(got, `"code":-32022`) {
+			t.Errorf("_meta {%s}: %s\nwant the go-sdk's refusal", meta, got)
+		}
+	}
+}
+
+// namedResult names mux in any result object, whatever its shape, and
+// leaves every other member as it was.
+func FuzzNamedResult(f *testing.F) {
+	for _, s := range []string{
+		`{}`, ` { } `, `{"a":1}`, `{"_meta":{}}`, `{"_meta":{ }, "a":[1]}`, `{"_meta":{"x":1}}`,
+		`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"b"}},"content":[]}`,
+		`{"a":"}","_meta":{"y":"{","io.modelcontextprotocol/serverInfo":null}}`,
+		`{"_meta":null,"a":1}`, `{"_meta":[1],"a":1}`, `{"\u005fmeta":{"x":1}}`, `{"_meta":{},"_meta":{"x":1}}`,
+		"{\n\"_meta\" :\t{\"io.modelcontextprotocol/serverInfo\" : 5 } }",
+	} {
+		f.Add(s)
+	}
+	m := &Mux{serverInfo: json.RawMessage(`{"name":"mcp-mux","version":"t"}`)}
+	f.Fuzz(func(t *testing.T, in string) {
+		var before map[string]any
+		if json.Unmarshal([]byte(in), &before) != nil || before == nil {
+			return
+		}
+		out := m.namedResult(json.RawMessage(in))
+		var after map[string]any
+		if err := json.Unmarshal(out, &after); err != nil {
+			t.Fatalf("%s -> %s: not JSON: %v", in, out, err)
+		}
+		meta, _ := after["_meta"].(map[string]any)
+		if name := fmt.Sprint(meta[mcp.MetaKeyServerInfo]); name != "map[name:mcp-mux version:t]" {
+			t.Fatalf("%s -> %s: serverInfo %s", in, out, name)
+		}
+		delete(meta, mcp.MetaKeyServerInfo)
+		was, _ := before["_meta"].(map[string]any)
+		delete(was, mcp.MetaKeyServerInfo)
+		if fmt.Sprint(meta) != fmt.Sprint(was) && len(was)+len(meta) > 0 {
+			t.Fatalf("%s -> %s: _meta %v, want %v", in, out, meta, was)
+		}
+		delete(after, "_meta")
+		delete(before, "_meta")
+		if fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Fatalf("%s -> %s: %v, want %v", in, out, after, before)
+		}
+	})
+}
