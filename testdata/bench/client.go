@@ -32,6 +32,12 @@ type client struct {
 // is never sent the server/discover probe). A process that does not
 // answer within reqTimeout is killed, which ends the wait.
 func connect(ctx context.Context, p *proc) (*client, error) {
+	return connectAt(ctx, p, "2025-11-25")
+}
+
+// connectAt is connect at protocol version, or, if version is "", in the
+// current era (server/discover, then _meta on every request).
+func connectAt(ctx context.Context, p *proc, version string) (*client, error) {
 	c := &client{p: p, listChanged: make(chan struct{}, 1)}
 	opts := &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
@@ -49,7 +55,7 @@ func connect(ctx context.Context, p *proc) (*client, error) {
 	}
 	watchdog := time.AfterFunc(reqTimeout, p.kill)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mcp-mux-bench", Version: "0"}, opts).Connect(ctx,
-		&mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if !watchdog.Stop() && err == nil {
 		err = errors.New("initialize took longer than " + reqTimeout.String())
 	}

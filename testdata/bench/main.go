@@ -150,6 +150,7 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	steps := []step{
 		{"load (latency, throughput, burst, CPU, RSS)", b.loadRun, true},
+		{"latency, current era", b.currentEra, true},
 		{"spawn → first full tools/list", b.spawn, true},
 		{"10 slow backends → first full tools/list", b.start10, false},
 		{"resources/list 10 × 1,000", b.listing, false},

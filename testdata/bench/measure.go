@@ -22,6 +22,8 @@ const (
 	mReadP99    = "read_p99"
 	mCallP50    = "call_p50"
 	mCallP99    = "call_p99"
+	mReadP50Now = "read_p50_current_era"
+	mCallP50Now = "call_p50_current_era"
 	mReads8     = "reads8_per_s"
 	mCalls1     = "calls1_per_s"
 	mBurstRate  = "burst_rate"
@@ -73,23 +75,12 @@ func (b *bench) loadRun(ctx context.Context, m mode, s sample) error {
 		}
 	}
 
-	lat := make([]time.Duration, b.latencyN)
-	for i := range lat {
-		t := time.Now()
-		if err := c.readResource(ctx, uri(i)); err != nil {
-			return err
-		}
-		lat[i] = time.Since(t)
+	read, call, err := b.latencies(ctx, c, echo, uri)
+	if err != nil {
+		return err
 	}
-	s[mReadP50], s[mReadP99] = percentile(lat, 50), percentile(lat, 99)
-	for i := range lat {
-		t := time.Now()
-		if _, err := c.callTool(ctx, echo, echoArgs); err != nil {
-			return err
-		}
-		lat[i] = time.Since(t)
-	}
-	s[mCallP50], s[mCallP99] = percentile(lat, 50), percentile(lat, 99)
+	s[mReadP50], s[mReadP99] = percentile(read, 50), percentile(read, 99)
+	s[mCallP50], s[mCallP99] = percentile(call, 50), percentile(call, 99)
 
 	rate, cpu, err := throughput(ctx, 8, b.duration, func(i int) error { return c.readResource(ctx, uri(i)) })
 	if err != nil {
@@ -130,6 +121,66 @@ func (b *bench) loadRun(ctx context.Context, m mode, s sample) error {
 		return fmt.Errorf("%s: reading its peak RSS: %w", m, err)
 	}
 	s[mRSS] = float64(rss)
+	return nil
+}
+
+// latencies times latencyN reads, then latencyN calls of tool, one at a
+// time.
+func (b *bench) latencies(ctx context.Context, c *client, tool string, uri func(int) string) (read, call []time.Duration, err error) {
+	read, call = make([]time.Duration, b.latencyN), make([]time.Duration, b.latencyN)
+	for i := range read {
+		t := time.Now()
+		if err := c.readResource(ctx, uri(i)); err != nil {
+			return nil, nil, err
+		}
+		read[i] = time.Since(t)
+	}
+	for i := range call {
+		t := time.Now()
+		if _, err := c.callTool(ctx, tool, echoArgs); err != nil {
+			return nil, nil, err
+		}
+		call[i] = time.Since(t)
+	}
+	return read, call, nil
+}
+
+// currentEra measures the latency rows for a client of the current era
+// (2026-07-28), which sends its version and capabilities in every
+// request's _meta instead of an initialize: a process of its own, as a
+// stdio server serves one client.
+func (b *bench) currentEra(ctx context.Context, m mode, s sample) error {
+	p, err := b.start(m, loadFixture)
+	if err != nil {
+		return err
+	}
+	c, err := connectAt(ctx, p, "")
+	if err != nil {
+		p.stop(time.Second)
+		return err
+	}
+	defer c.close()
+	if v := c.cs.InitializeResult().ProtocolVersion; v < "2026-07-28" {
+		return fmt.Errorf("%s: the session is at %s, not the current era", m, v)
+	}
+	echo := toolName(m, loadFixture.name, "echo")
+	if _, err := c.waitFullTools(ctx, []string{echo}); err != nil {
+		return err
+	}
+	uri := func(i int) string { return fmt.Sprintf("fixture://%s/res/%d", loadFixture.name, i%100+1) }
+	for i := range b.warmup {
+		if err := c.readResource(ctx, uri(i)); err != nil {
+			return err
+		}
+		if _, err := c.callTool(ctx, echo, echoArgs); err != nil {
+			return err
+		}
+	}
+	read, call, err := b.latencies(ctx, c, echo, uri)
+	if err != nil {
+		return err
+	}
+	s[mReadP50Now], s[mCallP50Now] = percentile(read, 50), percentile(call, 50)
 	return nil
 }
 

@@ -29,6 +29,8 @@ func (b *bench) rows() []row {
 		{"resources/read p99, 1 caller", mReadP99, dur, true, "—", nil},
 		{"tools/call p50, 1 caller", mCallP50, dur, true, "≤ ×1.5", atMost(1.5)},
 		{"tools/call p99, 1 caller", mCallP99, dur, true, "—", nil},
+		{"resources/read p50, 1 caller of the current era (2026-07-28)", mReadP50Now, dur, true, "≤ ×1.5", atMost(1.5)},
+		{"tools/call p50, 1 caller of the current era", mCallP50Now, dur, true, "≤ ×1.5", atMost(1.5)},
 		{"reads/s, 8 concurrent callers (one session)", mReads8, perSec, true, "≥ ×0.8", atLeast(0.8)},
 		{"calls/s, 1 caller", mCalls1, perSec, true, "≥ ×0.65", atLeast(0.65)},
 		{fmt.Sprintf("%s `resources/updated` burst: rate", count(float64(b.burstN))), mBurstRate, perSec, true, "≥ ×0.9", atLeast(0.9)},
