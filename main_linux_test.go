@@ -2,6 +2,9 @@ package main
 
 import (
 	"io"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,4 +33,76 @@ func TestAgentThatClosedStdoutEndsTheSession(t *testing.T) {
 		t.Fatalf("mcp-mux still runs 5 s after the agent closed its stdout (stdin still open); stderr:\n%s", w.stderr)
 	}
 	waitGone(t, kids, 2*time.Second)
+}
+
+// childrenOf lists pid's live children, from /proc.
+func childrenOf(pid int) []int {
+	var out []int
+	for _, d := range descendantsOf(pid) {
+		if ppidOf(d) == pid {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func ppidOf(pid int) int {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+func cmdlineOf(pid int) string {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return strings.ReplaceAll(string(data), "\x00", " ")
+}
+
+// mcp-mux starts a supervisor at its own start, the standby, while it is
+// still initializing; the first backend starts under it, the others under
+// supervisors of their own (see backends/internal/supervisor).
+func TestFirstBackendStartsUnderTheStandby(t *testing.T) {
+	r := runMux(t, writeConfig(t, "", []string{"a", "-name", "a"}, []string{"b", "-name", "b"}))
+	r.backendPIDs(t)
+	var standby, own int
+	for _, sup := range childrenOf(r.cmd.Process.Pid) {
+		switch cmd := cmdlineOf(sup); {
+		case cmd == "mcp-mux-supervisor standby ":
+			standby++
+		case strings.HasPrefix(cmd, "mcp-mux-supervisor "+fixtureBin):
+			own++
+		default:
+			t.Errorf("mcp-mux's child %d: %q", sup, cmd)
+		}
+		if len(childrenOf(sup)) != 1 {
+			t.Errorf("supervisor %d (%q) has children %v, want its backend", sup, cmdlineOf(sup), childrenOf(sup))
+		}
+	}
+	if standby != 1 || own != 1 {
+		t.Errorf("%d backends under the standby and %d under their own supervisor, want 1 and 1", standby, own)
+	}
+}
+
+// With no backend process to start (only a remote backend, here one that
+// refuses), the standby goes at once: it would only wait.
+func TestStandbyGoesWhenNoBackendNeedsIt(t *testing.T) {
+	w := startWire(t, writeConfigText(t, "[[backend]]\nname = \"web\"\nurl = \"http://127.0.0.1:9/mcp\"\n"))
+	// Answered: mcp-mux is past its start, and so past its backends' start.
+	w.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	w.until("the initialize response", isResponse(1))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		kids := childrenOf(w.cmd.Process.Pid)
+		if len(kids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mcp-mux, with no backend, still has children %v: %q", kids, cmdlineOf(kids[0]))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

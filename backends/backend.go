@@ -89,8 +89,8 @@ type Backend struct {
 	// backend a notification the SDK has no call for.
 	sendRaw mcp.MethodHandler
 
-	exited   chan struct{} // closed when proc.cmd.Wait has returned
-	exitErr  error         // proc.cmd.Wait's error; read after exited is closed
+	exited   chan struct{} // closed when proc.wait has returned
+	exitErr  error         // proc.wait's error; read after exited is closed
 	done     chan struct{} // closed when the backend is fully down (process reaped, session closed)
 	downErr  error         // why it went down; read after done is closed
 	stopOnce sync.Once
@@ -256,7 +256,7 @@ func (b *Backend) startProcess() error {
 		b.captureStderr(errR)
 	}()
 	go func() {
-		b.exitErr = p.cmd.Wait()
+		b.exitErr = p.wait()
 		close(b.exited)
 	}()
 	return nil

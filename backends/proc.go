@@ -10,7 +10,10 @@ import (
 type proc struct {
 	// cmd is what mcp-mux starts and waits on: on Linux the backend's
 	// supervisor, whose exit mirrors the backend's; elsewhere the backend.
+	// nil for a standby supervisor (Linux), which mcp-mux started early.
 	cmd *exec.Cmd
+	// wait waits for what cmd is (or the standby) to exit, as cmd.Wait.
+	wait func() error
 	// pid is the backend's own process, the leader of its process group.
 	pid int
 	// lifeline (Linux only) is the one write end of a pipe the supervisor

@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,14 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 		return nil, cmd.Err
 	}
 	msg := supervisor.Launch{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir}.Encode()
+	if stdio, ok := stdioFiles(cmd); ok {
+		if pid, sock, ok := supervisor.TakeStandby(); ok {
+			p, err := startOnStandby(stdio, pid, sock, msg)
+			if !errors.Is(err, errStandbyGone) {
+				return p, err
+			}
+		}
+	}
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -48,12 +57,7 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	}
 	sup := exec.Command(selfExe)
 	sup.Args = []string{supervisor.Arg0, cmd.Args[0]} // argv[1] only for ps
-	// Nothing of mux's environment; a race-enabled build (the tests) would
-	// otherwise sleep 1 s before the supervisor exits. One P: it waits on a
-	// pipe and signals, and the Go runtime starting a P per core cost a
-	// third of its start-up CPU (16.6 vs 11.0 ms task-clock, perf stat,
-	// 2 cores), which ten backends starting at once pay ten times.
-	sup.Env = []string{"GORACE=atexit_sleep_ms=0", "GOMAXPROCS=1"}
+	sup.Env = supervisor.Env
 	sup.Stdin, sup.Stdout, sup.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
 	sup.ExtraFiles = []*os.File{ctlR, repW}
 	// Its own process group: signals mcp-mux sends the backend's group, and
@@ -69,7 +73,7 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 		return nil, fmt.Errorf("starting its supervisor: %w", err)
 	}
 	closeAll(ctlR, repW)
-	p := &proc{cmd: sup, lifeline: ctlW}
+	p := &proc{cmd: sup, wait: sup.Wait, lifeline: ctlW}
 	// end lets the supervisor go (the lifeline cut), and reaps it.
 	end := func() error {
 		repR.Close()
@@ -120,5 +124,117 @@ func startUnsupervised(cmd *exec.Cmd) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return &proc{cmd: cmd, pid: cmd.Process.Pid, unsupervised: true}, nil
+	return &proc{cmd: cmd, wait: cmd.Wait, pid: cmd.Process.Pid, unsupervised: true}, nil
+}
+
+// DiscardStandby lets the standby supervisor go: mcp-mux will start no
+// backend process (its backends are remote, or there are none), and the
+// standby would only wait until mcp-mux ends.
+func DiscardStandby() { supervisor.DiscardStandby() }
+
+// errStandbyGone is a standby supervisor that was not there to take the
+// command (killed, or out of resources): one is started as usual instead.
+var errStandbyGone = errors.New("the standby supervisor is gone")
+
+// startOnStandby starts cmd's program under the standby supervisor (pid,
+// with its end of the lifeline sock), which mcp-mux started at its own
+// start (see supervisor.TakeStandby): what startProc does, less the
+// supervisor's own start.
+func startOnStandby(stdio []int, pid, sock int, msg []byte) (*proc, error) {
+	sup, err := os.FindProcess(pid) // a child: waitable, by pidfd
+	if err != nil {
+		syscall.Close(sock)
+		return nil, fmt.Errorf("%w: %v", errStandbyGone, err)
+	}
+	wait := func() error {
+		st, err := sup.Wait()
+		if err == nil && !st.Success() {
+			err = &exec.ExitError{ProcessState: st}
+		}
+		return err
+	}
+	// Non-blocking, so that the poller gives the lifeline deadlines.
+	syscall.SetNonblock(sock, true)
+	lifeline := os.NewFile(uintptr(sock), "supervisor lifeline")
+	end := func() error {
+		lifeline.Close()
+		done := make(chan error, 1)
+		go func() { done <- wait() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Second):
+			sup.Kill()
+			return <-done
+		}
+	}
+	lifeline.SetDeadline(time.Now().Add(launchTimeout))
+	rights := syscall.UnixRights(stdio...)
+	rc, err := lifeline.SyscallConn()
+	if err == nil {
+		var serr error
+		err = rc.Write(func(fd uintptr) bool {
+			serr = syscall.Sendmsg(int(fd), []byte{'S'}, rights, nil, syscall.MSG_NOSIGNAL)
+			return serr != syscall.EAGAIN
+		})
+		if err == nil {
+			err = serr
+		}
+	}
+	if err != nil {
+		end()
+		return nil, fmt.Errorf("%w: %v", errStandbyGone, err)
+	}
+	if _, err := lifeline.Write(msg); err != nil {
+		return nil, fmt.Errorf("its supervisor did not take the command: %w (%s)", err, exitReason(end()))
+	}
+	line, err := readLine(lifeline)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		end()
+		return nil, fmt.Errorf("not started within %s", launchTimeout)
+	}
+	if rest, ok := strings.CutPrefix(line, "error "); ok {
+		end()
+		return nil, errors.New(rest)
+	}
+	bpid, err := strconv.Atoi(strings.TrimPrefix(line, "pid "))
+	if err != nil || !strings.HasPrefix(line, "pid ") {
+		return nil, fmt.Errorf("its supervisor failed: %s", exitReason(end()))
+	}
+	lifeline.SetDeadline(time.Time{})
+	return &proc{wait: wait, pid: bpid, lifeline: lifeline}, nil
+}
+
+// stdioFiles is cmd's stdin, stdout and stderr as fds, for a standby to
+// take: ok only if all three are files (as Backend's are: pipes). Like
+// os/exec, it leaves them blocking, as a program expects its stdio.
+func stdioFiles(cmd *exec.Cmd) ([]int, bool) {
+	var fds []int
+	for _, s := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		f, ok := s.(*os.File)
+		if !ok {
+			return nil, false
+		}
+		fds = append(fds, int(f.Fd()))
+	}
+	return fds, true
+}
+
+// readLine reads f up to a newline (the supervisor writes one line, then
+// nothing) and returns the line without it; what comes before an error or
+// EOF, if nothing else.
+func readLine(f *os.File) (string, error) {
+	var line []byte
+	buf := make([]byte, 512)
+	for len(line) < 64<<10 {
+		n, err := f.Read(buf)
+		line = append(line, buf[:n]...)
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			return string(line[:i]), nil
+		}
+		if err != nil {
+			return string(line), err
+		}
+	}
+	return string(line), errors.New("the supervisor's report is too long")
 }

@@ -16,5 +16,9 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return &proc{cmd: cmd, pid: cmd.Process.Pid}, nil
+	return &proc{cmd: cmd, wait: cmd.Wait, pid: cmd.Process.Pid}, nil
 }
+
+// DiscardStandby does nothing: only on Linux does mcp-mux start a
+// supervisor ahead of its first backend.
+func DiscardStandby() {}

@@ -95,7 +95,7 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	jobsMu.Lock()
 	jobs[pid] = j
 	jobsMu.Unlock()
-	p := &proc{cmd: cmd, pid: pid, unsupervised: h == 0}
+	p := &proc{cmd: cmd, wait: cmd.Wait, pid: pid, unsupervised: h == 0}
 	p.release = func() { releaseJob(pid, j) }
 	return p, nil
 }
@@ -259,3 +259,7 @@ func lookupJob(pid int) *job {
 	defer jobsMu.Unlock()
 	return jobs[pid]
 }
+
+// DiscardStandby does nothing: only on Linux does mcp-mux start a
+// supervisor ahead of its first backend.
+func DiscardStandby() {}

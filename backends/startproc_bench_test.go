@@ -27,7 +27,7 @@ func BenchmarkStartProc(b *testing.B) {
 					b.Fatal(err)
 				}
 				p.cut()
-				p.cmd.Wait()
+				p.wait()
 			}
 		})
 	}

@@ -255,8 +255,13 @@ func (m *Mux) Server() *mcp.Server { return m.server }
 // Start starts every enabled backend concurrently and returns at once; the
 // first list waits for them, up to first_list_wait (waitStarted).
 func (m *Mux) Start() {
+	local := false
 	for _, mem := range m.members() {
+		local = local || mem.spec.URL == ""
 		m.startMember(mem)
+	}
+	if !local {
+		backends.DiscardStandby()
 	}
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); m.lists.loop() }()

@@ -38,27 +38,51 @@ const maxLaunch = 16 << 20
 const leftoverTerm = 300 * time.Millisecond
 
 func init() {
-	if isSupervisor() {
-		run()
+	args := cmdline()
+	if len(args) > 0 && args[0] == Arg0 {
+		run(len(args) > 1 && args[1] == StandbyArg)
 	}
+	startStandby(args)
 }
 
-// isSupervisor reports whether argv[0] is Arg0, read from /proc: package
-// os, which has os.Args, is initialized later.
-func isSupervisor() bool {
+// cmdline is the process's argv, read from /proc: package os, which has
+// os.Args, is initialized later. nil if it cannot be read.
+func cmdline() []string {
 	fd, err := syscall.Open("/proc/self/cmdline", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return false
+		return nil
 	}
 	defer syscall.Close(fd)
-	want := Arg0 + "\x00"
-	buf := make([]byte, len(want))
-	n, _ := readFull(fd, buf)
-	return n == len(want) && string(buf) == want
+	var all []byte
+	buf := make([]byte, 4096)
+	for len(all) < maxLaunch {
+		n, err := syscall.Read(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			break
+		}
+		all = append(all, buf[:n]...)
+	}
+	var args []string
+	for len(all) > 0 {
+		i := 0
+		for i < len(all) && all[i] != 0 {
+			i++
+		}
+		args = append(args, string(all[:i]))
+		if i == len(all) {
+			break
+		}
+		all = all[i+1:]
+	}
+	return args
 }
 
-// run starts the backend and supervises it; it does not return.
-func run() {
+// run starts the backend and supervises it; it does not return. A
+// standby has the lifeline only, a socket, and reports on it.
+func run(standby bool) {
 	// fds 3 (the lifeline) and 4 (the report) are the supervisor's alone.
 	syscall.CloseOnExec(3)
 	syscall.CloseOnExec(4)
@@ -73,13 +97,26 @@ func run() {
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
 		say("not a subreaper (" + e.Error() + "): a process that leaves the backend's tree can outlive it")
 	}
+	report := 4
+	if standby {
+		report = 3
+		if msg, ok := adoptStdio(); !ok {
+			if msg == "" { // mcp-mux ended, or needs no backend started
+				syscall.Exit(0)
+			}
+			syscall.Write(report, []byte("error "+msg+"\n"))
+			syscall.Exit(127)
+		}
+	}
 	pid, msg := start()
 	if msg != "" {
-		syscall.Write(4, []byte("error "+oneLine(msg)+"\n"))
+		syscall.Write(report, []byte("error "+oneLine(msg)+"\n"))
 		syscall.Exit(127)
 	}
-	syscall.Write(4, []byte("pid "+itoa(pid)+"\n"))
-	syscall.Close(4)
+	syscall.Write(report, []byte("pid "+itoa(pid)+"\n"))
+	if report == 4 {
+		syscall.Close(4)
+	}
 	// Our copies of the backend's stdin and stdout must not keep its pipes
 	// open; stderr stays for our few words, which mcp-mux logs as its.
 	if null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0); err == nil {

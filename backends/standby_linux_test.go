@@ -1,0 +1,107 @@
+package backends
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/backends/internal/supervisor"
+)
+
+// withStandby starts a standby supervisor, as mcp-mux does at its start
+// (a test binary does not), for the next backend to take.
+func withStandby(t *testing.T) int {
+	t.Helper()
+	pid, ok := supervisor.StartStandby()
+	if !ok {
+		t.Fatal("no standby supervisor")
+	}
+	t.Cleanup(supervisor.DiscardStandby) // if no backend took it
+	return pid
+}
+
+func cmdlineOf(pid int) string {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return strings.ReplaceAll(string(data), "\x00", " ")
+}
+
+// The next backend starts under the standby: a supervisor like any other
+// (mcp-mux's child, the backend's parent), which took the backend's stdio
+// over its lifeline; the one after gets a supervisor of its own.
+func TestBackendStartsUnderTheStandby(t *testing.T) {
+	sup := withStandby(t)
+	b, _, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parentOf(t, b.PID()); got != sup || parentOf(t, sup) != os.Getpid() {
+		t.Errorf("backend %d has parent %d, want the standby %d (a child of ours, %d)", b.PID(), got, sup, os.Getpid())
+	}
+	if got := cmdlineOf(sup); got != supervisor.Arg0+" "+supervisor.StandbyArg+" " {
+		t.Errorf("the standby's cmdline %q", got)
+	}
+	if res, err := call(t, b, "echo", map[string]any{"x": 1}); err != nil || !strings.Contains(fmt.Sprint(res.Content[0]), `{"x":1}`) {
+		t.Errorf("echo through the standby's backend: %v, %v", res, err)
+	}
+	next, _, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cmdlineOf(parentOf(t, next.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+fixtureBin) {
+		t.Errorf("the next backend's supervisor is %q, want one of its own", got)
+	}
+}
+
+// Under the standby, as under any supervisor: a crash reports the
+// backend's exit, and takes along what left its process group.
+func TestStandbyEndsWhatLeftTheGroup(t *testing.T) {
+	withStandby(t)
+	b, pidfile := shBackend(t, `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name fx`)
+	escapee := readPid(t, pidfile)
+	go call(t, b, "crash", map[string]any{"code": 3})
+	select {
+	case <-b.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed after a crash")
+	}
+	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("Err() = %v, want exit status 3", err)
+	}
+	if alive(escapee) {
+		t.Errorf("process %d outlived its crashed backend", escapee)
+	}
+}
+
+// A standby that no backend needs ends when its lifeline does.
+func TestDiscardedStandbyEnds(t *testing.T) {
+	pid := withStandby(t)
+	supervisor.DiscardStandby()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the discarded standby %d still runs", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A standby that died before it was needed costs nothing but itself: the
+// backend gets a supervisor of its own.
+func TestBackendStartsWhenTheStandbyDied(t *testing.T) {
+	pid := withStandby(t)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for alive(pid) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, _, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cmdlineOf(parentOf(t, b.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+fixtureBin) {
+		t.Errorf("the backend's supervisor is %q, want one of its own", got)
+	}
+}
