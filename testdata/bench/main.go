@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench measures what mcp-mux costs an agent: the same fixture
 // server driven directly, through a relay that copies bytes and parses
 // nothing (the floor of one extra hop), and through mcp-mux, side by side
