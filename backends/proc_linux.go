@@ -74,20 +74,7 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	}
 	closeAll(ctlR, repW)
 	p := &proc{cmd: sup, wait: sup.Wait, lifeline: ctlW}
-	// end lets the supervisor go (the lifeline cut), and reaps it.
-	end := func() error {
-		repR.Close()
-		p.cut()
-		done := make(chan error, 1)
-		go func() { done <- sup.Wait() }()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(time.Second):
-			sup.Process.Kill()
-			return <-done
-		}
-	}
+	end := letGo(func() { repR.Close(); p.cut() }, sup.Wait, func() { sup.Process.Kill() })
 
 	deadline := time.Now().Add(launchTimeout)
 	ctlW.SetWriteDeadline(deadline)
@@ -97,22 +84,49 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	}
 	repR.SetReadDeadline(deadline)
 	report, err := io.ReadAll(repR)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		end()
-		return nil, fmt.Errorf("not started within %s", launchTimeout)
-	}
-	line := strings.TrimSuffix(string(report), "\n")
-	if rest, ok := strings.CutPrefix(line, "error "); ok {
-		end()
-		return nil, errors.New(rest)
-	}
-	pid, err := strconv.Atoi(strings.TrimPrefix(line, "pid "))
-	if err != nil || !strings.HasPrefix(line, "pid ") {
-		return nil, fmt.Errorf("its supervisor failed: %s", exitReason(end()))
+	pid, err := reportedPid(strings.TrimSuffix(string(report), "\n"), err, end)
+	if err != nil {
+		return nil, err
 	}
 	repR.Close()
 	p.pid = pid
 	return p, nil
+}
+
+// letGo is what ends a supervisor that did not start its backend: cut
+// (its lifeline, and the report's pipe), then reap it by wait, killing it
+// after a second.
+func letGo(cut func(), wait func() error, kill func()) func() error {
+	return func() error {
+		cut()
+		done := make(chan error, 1)
+		go func() { done <- wait() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Second):
+			kill()
+			return <-done
+		}
+	}
+}
+
+// reportedPid is the backend's pid from the supervisor's report, line
+// (read with err), or why it has none; then end lets the supervisor go.
+func reportedPid(line string, err error, end func() error) (int, error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		end()
+		return 0, fmt.Errorf("not started within %s", launchTimeout)
+	}
+	if rest, ok := strings.CutPrefix(line, "error "); ok {
+		end()
+		return 0, errors.New(rest)
+	}
+	pid, perr := strconv.Atoi(strings.TrimPrefix(line, "pid "))
+	if perr != nil || !strings.HasPrefix(line, "pid ") {
+		return 0, fmt.Errorf("its supervisor failed: %s", exitReason(end()))
+	}
+	return pid, nil
 }
 
 // startUnsupervised starts cmd directly, in its own process group, as
@@ -156,18 +170,7 @@ func startOnStandby(stdio []int, pid, sock int, msg []byte) (*proc, error) {
 	// Non-blocking, so that the poller gives the lifeline deadlines.
 	syscall.SetNonblock(sock, true)
 	lifeline := os.NewFile(uintptr(sock), "supervisor lifeline")
-	end := func() error {
-		lifeline.Close()
-		done := make(chan error, 1)
-		go func() { done <- wait() }()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(time.Second):
-			sup.Kill()
-			return <-done
-		}
-	}
+	end := letGo(func() { lifeline.Close() }, wait, func() { sup.Kill() })
 	lifeline.SetDeadline(time.Now().Add(launchTimeout))
 	rights := syscall.UnixRights(stdio...)
 	rc, err := lifeline.SyscallConn()
@@ -189,17 +192,9 @@ func startOnStandby(stdio []int, pid, sock int, msg []byte) (*proc, error) {
 		return nil, fmt.Errorf("its supervisor did not take the command: %w (%s)", err, exitReason(end()))
 	}
 	line, err := readLine(lifeline)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		end()
-		return nil, fmt.Errorf("not started within %s", launchTimeout)
-	}
-	if rest, ok := strings.CutPrefix(line, "error "); ok {
-		end()
-		return nil, errors.New(rest)
-	}
-	bpid, err := strconv.Atoi(strings.TrimPrefix(line, "pid "))
-	if err != nil || !strings.HasPrefix(line, "pid ") {
-		return nil, fmt.Errorf("its supervisor failed: %s", exitReason(end()))
+	bpid, err := reportedPid(line, err, end)
+	if err != nil {
+		return nil, err
 	}
 	lifeline.SetDeadline(time.Time{})
 	return &proc{wait: wait, pid: bpid, lifeline: lifeline}, nil

@@ -56,26 +56,6 @@ func TestBackendStartsUnderTheStandby(t *testing.T) {
 	}
 }
 
-// Under the standby, as under any supervisor: a crash reports the
-// backend's exit, and takes along what left its process group.
-func TestStandbyEndsWhatLeftTheGroup(t *testing.T) {
-	withStandby(t)
-	b, pidfile := shBackend(t, `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name fx`)
-	escapee := readPid(t, pidfile)
-	go call(t, b, "crash", map[string]any{"code": 3})
-	select {
-	case <-b.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Done not closed after a crash")
-	}
-	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "exit status 3") {
-		t.Errorf("Err() = %v, want exit status 3", err)
-	}
-	if alive(escapee) {
-		t.Errorf("process %d outlived its crashed backend", escapee)
-	}
-}
-
 // A standby that no backend needs ends when its lifeline does.
 func TestDiscardedStandbyEnds(t *testing.T) {
 	pid := withStandby(t)

@@ -49,13 +49,22 @@ func readPid(t *testing.T, path string) int {
 
 // TestCrashTakesAlongWhatLeftTheGroup: a crashed backend's process group is
 // killed; a child that called setsid (or was orphaned) is not in it, and
-// must go too.
+// must go too; under the standby (standby_linux_test.go) as under a
+// supervisor started for the backend.
 func TestCrashTakesAlongWhatLeftTheGroup(t *testing.T) {
-	for _, tt := range []struct{ name, script string }{
-		{"setsid", `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name fx`},
-		{"orphan", `(setsid sleep 1000 & echo $! > "$1"); exec "$2" -name fx`},
+	for _, tt := range []struct {
+		name, script string
+		standby      bool
+	}{
+		{"setsid", `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name fx`, false},
+		{"orphan", `(setsid sleep 1000 & echo $! > "$1"); exec "$2" -name fx`, false},
+		{"setsid under the standby", `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name fx`, true},
+		{"orphan under the standby", `(setsid sleep 1000 & echo $! > "$1"); exec "$2" -name fx`, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.standby {
+				withStandby(t)
+			}
 			b, pidfile := shBackend(t, tt.script)
 			escapee := readPid(t, pidfile)
 			if !alive(escapee) {

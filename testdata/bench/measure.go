@@ -63,28 +63,14 @@ func (b *bench) loadRun(ctx context.Context, m mode, s sample) error {
 	}
 	defer c.close()
 	echo := toolName(m, loadFixture.name, "echo")
-	if _, err := c.waitFullTools(ctx, []string{echo}); err != nil {
-		return err
-	}
-	uri := func(i int) string { return fmt.Sprintf("fixture://%s/res/%d", loadFixture.name, i%100+1) }
-
-	for i := range b.warmup { // connections, caches, the GC's pacing
-		if err := c.readResource(ctx, uri(i)); err != nil {
-			return err
-		}
-		if _, err := c.callTool(ctx, echo, echoArgs); err != nil {
-			return err
-		}
-	}
-
-	read, call, err := b.latencies(ctx, c, echo, uri)
+	read, call, err := b.latencies(ctx, c, echo)
 	if err != nil {
 		return err
 	}
 	s[mReadP50], s[mReadP99] = percentile(read, 50), percentile(read, 99)
 	s[mCallP50], s[mCallP99] = percentile(call, 50), percentile(call, 99)
 
-	rate, cpu, err := throughput(ctx, 8, b.duration, func(i int) error { return c.readResource(ctx, uri(i)) })
+	rate, cpu, err := throughput(ctx, 8, b.duration, func(i int) error { return c.readResource(ctx, loadURI(i)) })
 	if err != nil {
 		return err
 	}
@@ -126,20 +112,35 @@ func (b *bench) loadRun(ctx context.Context, m mode, s sample) error {
 	return nil
 }
 
-// latencies times latencyN reads, then latencyN calls of tool, one at a
-// time.
-func (b *bench) latencies(ctx context.Context, c *client, tool string, uri func(int) string) (read, call []time.Duration, err error) {
+// loadURI is the i-th read's resource: the load fixture's 100 in turn.
+func loadURI(i int) string { return fmt.Sprintf("fixture://%s/res/%d", loadFixture.name, i%100+1) }
+
+// latencies waits for the load fixture's tool (echo, as c's server names
+// it), warms the session up (connections, caches, the GC's pacing), then
+// times latencyN reads and latencyN calls of echo, one at a time.
+func (b *bench) latencies(ctx context.Context, c *client, echo string) (read, call []time.Duration, err error) {
+	if _, err := c.waitFullTools(ctx, []string{echo}); err != nil {
+		return nil, nil, err
+	}
+	for i := range b.warmup {
+		if err := c.readResource(ctx, loadURI(i)); err != nil {
+			return nil, nil, err
+		}
+		if _, err := c.callTool(ctx, echo, echoArgs); err != nil {
+			return nil, nil, err
+		}
+	}
 	read, call = make([]time.Duration, b.latencyN), make([]time.Duration, b.latencyN)
 	for i := range read {
 		t := time.Now()
-		if err := c.readResource(ctx, uri(i)); err != nil {
+		if err := c.readResource(ctx, loadURI(i)); err != nil {
 			return nil, nil, err
 		}
 		read[i] = time.Since(t)
 	}
 	for i := range call {
 		t := time.Now()
-		if _, err := c.callTool(ctx, tool, echoArgs); err != nil {
+		if _, err := c.callTool(ctx, echo, echoArgs); err != nil {
 			return nil, nil, err
 		}
 		call[i] = time.Since(t)
@@ -165,20 +166,7 @@ func (b *bench) currentEra(ctx context.Context, m mode, s sample) error {
 	if v := c.cs.InitializeResult().ProtocolVersion; v < "2026-07-28" {
 		return fmt.Errorf("%s: the session is at %s, not the current era", m, v)
 	}
-	echo := toolName(m, loadFixture.name, "echo")
-	if _, err := c.waitFullTools(ctx, []string{echo}); err != nil {
-		return err
-	}
-	uri := func(i int) string { return fmt.Sprintf("fixture://%s/res/%d", loadFixture.name, i%100+1) }
-	for i := range b.warmup {
-		if err := c.readResource(ctx, uri(i)); err != nil {
-			return err
-		}
-		if _, err := c.callTool(ctx, echo, echoArgs); err != nil {
-			return err
-		}
-	}
-	read, call, err := b.latencies(ctx, c, echo, uri)
+	read, call, err := b.latencies(ctx, c, toolName(m, loadFixture.name, "echo"))
 	if err != nil {
 		return err
 	}
