@@ -134,8 +134,15 @@ func insertMember(whole, obj, member []byte) []byte {
 // unnamed is res, a typed result of the go-sdk's path, without the server
 // name a backend put in its _meta, so that the go-sdk puts mux's there
 // (it adds one only where none is). The map is copied, not changed: a
-// result may be shared.
+// result may be shared. Only the results mux passes on from a backend are
+// looked at: others have no backend's _meta, and one (the go-sdk's empty
+// result, a ping's) panics when asked for it.
 func unnamed(res mcp.Result) {
+	switch res.(type) {
+	case *mcp.CallToolResult, *mcp.ReadResourceResult, *mcp.GetPromptResult, *mcp.CompleteResult:
+	default:
+		return
+	}
 	meta := res.GetMeta()
 	if _, ok := meta[mcp.MetaKeyServerInfo]; !ok {
 		return

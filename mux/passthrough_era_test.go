@@ -162,3 +162,23 @@ func FuzzNamedResult(f *testing.F) {
 		}
 	})
 }
+
+// A ping in a current-era session: without the era's _meta (as a
+// keep-alive may be sent) it gets the empty result, with it the go-sdk's
+// "not in this protocol", as from a direct server; mcp-mux goes on either
+// way. The go-sdk's empty result panics when asked for its _meta, and
+// looking there for a backend's server name killed mcp-mux (found by the
+// cancellation test's current-era case).
+func TestCurrentEraPingIsAnswered(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	a := newModernRawAgent(t, m)
+	if got := string(a.call(1, "ping", `{}`)); !strings.Contains(got, `"result":{}`) {
+		t.Errorf("ping: %s, want the empty result", got)
+	}
+	if got := string(a.modernCall(2, "ping", `{}`)); !strings.Contains(got, `"code":-32601`) {
+		t.Errorf("ping with the current era's _meta: %s, want -32601 (ping is not in that protocol)", got)
+	}
+	if got := string(a.modernCall(3, "tools/list", `{}`)); !strings.Contains(got, "notes__echo") {
+		t.Errorf("tools/list after the pings: %.200s", got)
+	}
+}

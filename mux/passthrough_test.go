@@ -108,29 +108,49 @@ func TestToolResultReachesTheAgentAsTheBackendSentIt(t *testing.T) {
 // handles: the agent gets no response, the backend gets
 // notifications/cancelled with the agent's reason.
 func TestPassedThroughRequestIsCancelledWithTheAgentsReason(t *testing.T) {
-	m := startMux(t, fixture("notes"))
-	a := newRawAgent(t, m)
-	a.call(1, "tools/list", `{}`)
-	a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":10000}}}`)
-	time.Sleep(200 * time.Millisecond)
-	a.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user pressed stop"}}`)
-	start := time.Now()
-	var got []byte
-	for {
-		got = a.call(3, "tools/call", `{"name":"notes__stats","arguments":{}}`)
-		if strings.Contains(string(got), `the user pressed stop`) || time.Since(start) > 5*time.Second {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !strings.Contains(string(got), `\"cancel_reasons\":[\"the user pressed stop\"]`) {
-		t.Errorf("the backend's stats: %s\nwant the agent's reason", got)
-	}
-	a.call(4, "ping", `{}`)
-	for _, line := range a.seen {
-		if bytes.Contains(line, []byte(`"id":2,`)) {
-			t.Errorf("the cancelled request got a response: %s", line)
-		}
+	for _, era := range []struct {
+		name  string
+		agent func(testing.TB, *Mux) *rawAgent
+		meta  string // what every request's params carry besides
+	}{
+		{"handshake era", newRawAgent, ""},
+		{"current era", newModernRawAgent, modernMeta},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			params := func(p string) string {
+				if era.meta == "" {
+					return p
+				}
+				if p == "{}" {
+					return "{" + era.meta + "}"
+				}
+				return strings.TrimSuffix(p, "}") + "," + era.meta + "}"
+			}
+			m := startMux(t, fixture("notes"))
+			a := era.agent(t, m)
+			a.call(1, "tools/list", params(`{}`))
+			a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":` + params(`{"name":"notes__sleep","arguments":{"ms":10000}}`) + `}`)
+			time.Sleep(200 * time.Millisecond)
+			a.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user pressed stop"}}`)
+			start := time.Now()
+			var got []byte
+			for {
+				got = a.call(3, "tools/call", params(`{"name":"notes__stats","arguments":{}}`))
+				if strings.Contains(string(got), `the user pressed stop`) || time.Since(start) > 5*time.Second {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if !strings.Contains(string(got), `\"cancel_reasons\":[\"the user pressed stop\"]`) {
+				t.Errorf("the backend's stats: %s\nwant the agent's reason", got)
+			}
+			a.call(4, "ping", `{}`)
+			for _, line := range a.seen {
+				if bytes.Contains(line, []byte(`"id":2,`)) {
+					t.Errorf("the cancelled request got a response: %s", line)
+				}
+			}
+		})
 	}
 }
 
