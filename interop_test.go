@@ -329,6 +329,20 @@ func TestInteropToolCallThroughMuxMatchesBareServer(t *testing.T) {
 	}
 }
 
+// TestInteropCurrentEraClientThroughMux: the TypeScript SDK's v2 client,
+// pinned to the current era (2026-07-28), gets through mcp-mux from
+// server-everything, which speaks only the handshake era, the tools, tool
+// call, reads and prompt a handshake-era client gets: mcp-mux gives a
+// legacy server's results what the era requires (resultType, cache hints).
+// The bare server does not offer the era, so there is nothing to compare
+// with but the other era.
+func TestInteropCurrentEraClientThroughMux(t *testing.T) {
+	ix := interopSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), interopTestTimeout)
+	defer cancel()
+	mustPass(t, ix.run(ctx, t, "current-era", ix.mux(t, serverEverything)))
+}
+
 // TestInteropResourceUpdatesThroughMuxFollowSubscription: subscribed to
 // memory://knowledge-graph, a mutating call brings resources/updated;
 // unsubscribed, the next brings none; through mcp-mux as directly.

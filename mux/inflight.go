@@ -55,7 +55,7 @@ func (m *Mux) agentContext(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		res, err := next(context.WithValue(ctx, sessionKey{}, s), method, req)
 		if err == nil && res != nil && s.isModern() {
-			unnamed(res) // a backend's name: the go-sdk puts mux's in its place
+			res = eraTyped(res)
 		}
 		if err == nil && (method == "initialize" || s.isModern()) {
 			// The go-sdk decodes initialize's params into a type of its

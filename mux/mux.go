@@ -39,7 +39,7 @@ type Mux struct {
 
 	server *mcp.Server
 	// serverInfo is the server's name as JSON, for results the go-sdk
-	// does not encode (namedResult).
+	// does not encode (eraResult).
 	serverInfo json.RawMessage
 	// send is the go-sdk's sending chain below our middleware: the only way
 	// to send one session an arbitrary notification (the SDK has no public

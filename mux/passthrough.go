@@ -287,7 +287,7 @@ func (p *passThrough) forward(req *jsonrpc.Request, call *agentCall, mem *member
 		m.settle(ctx, b)
 		res = after(res)
 		if s.isModern() {
-			res = m.namedResult(res)
+			res = m.eraResult(res, req.Method == "resources/read")
 		}
 		p.respond(req.ID, res, nil)
 	})

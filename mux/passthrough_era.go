@@ -56,34 +56,66 @@ func (e *eraMeta) sound(keys map[string]json.RawMessage, version string) bool {
 	return true
 }
 
-// namedResult is res, a backend's result, with mux named as the server
-// in its _meta (mcp.MetaKeyServerInfo), in place of any name the backend
-// put there: server/discover names mux, and so does every result a direct
-// server sends. The rest of res stays as sent.
-func (m *Mux) namedResult(res json.RawMessage) json.RawMessage {
-	meta, ok := backends.ObjectMember(res, "_meta")
+// eraResult is res, a backend's tool, prompt or read result, as the
+// current era wants it: with resultType ("complete" where a backend of the
+// handshake era sent none; the era requires it), for a read (cacheable)
+// with the cache hints the era requires (where absent, what mux reads
+// their absence as: ttl 0, scope "public"; see cache.go), and with mux
+// named as the server in its _meta (mcp.MetaKeyServerInfo), in place of
+// any name the backend put there: server/discover names mux, and so does
+// every result a direct server sends. The rest of res stays as sent.
+func (m *Mux) eraResult(res json.RawMessage, cacheable bool) json.RawMessage {
+	top, ok := backends.ObjectMembers(res)
+	meta := top["_meta"]
 	if !ok || (meta != nil && !isObject(meta)) {
-		return m.namedResultDecoded(res)
+		return m.eraResultDecoded(res, cacheable)
 	}
 	name, ok := backends.ObjectMember(meta, mcp.MetaKeyServerInfo)
 	if !ok {
-		return m.namedResultDecoded(res)
+		return m.eraResultDecoded(res, cacheable)
 	}
-	member := append([]byte(`"`+mcp.MetaKeyServerInfo+`":`), m.serverInfo...)
+	// What goes first in the result, and where mux's name goes.
+	var first []byte
+	add := func(member string) {
+		if len(first) > 0 {
+			first = append(first, ',')
+		}
+		first = append(first, member...)
+	}
+	member := `"` + mcp.MetaKeyServerInfo + `":` + string(m.serverInfo)
 	switch {
 	case name != nil: // the backend's name: mux's in its place
-		return splice(res, name, m.serverInfo)
+		res = splice(res, name, m.serverInfo)
 	case meta != nil: // mux's name first among the backend's _meta
-		return insertMember(res, meta, member)
+		res = insertMember(res, meta, []byte(member))
 	default:
-		return insertMember(res, res, append(append([]byte(`"_meta":{`), member...), '}'))
+		add(`"_meta":{` + member + `}`)
 	}
+	for _, d := range eraDefaults(cacheable) {
+		if top[d.key] == nil {
+			add(`"` + d.key + `":` + string(d.value))
+		}
+	}
+	if first != nil {
+		res = insertMember(res, res, first)
+	}
+	return res
 }
 
-// namedResultDecoded is namedResult for a result the byte scan cannot
-// edit in place (escaped or repeated keys, a _meta that is not an
-// object): decoded at the top level, and encoded again.
-func (m *Mux) namedResultDecoded(res json.RawMessage) json.RawMessage {
+// eraDefaults is what a result of the current era must have, and what mux
+// gives one whose backend sent none.
+func eraDefaults(cacheable bool) []param {
+	d := []param{{"resultType", json.RawMessage(`"complete"`)}}
+	if cacheable {
+		d = append(d, param{"ttlMs", json.RawMessage(`0`)}, param{"cacheScope", json.RawMessage(`"public"`)})
+	}
+	return d
+}
+
+// eraResultDecoded is eraResult for a result the byte scan cannot edit in
+// place (escaped or repeated keys, a _meta that is not an object): decoded
+// at the top level, and encoded again.
+func (m *Mux) eraResultDecoded(res json.RawMessage, cacheable bool) json.RawMessage {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(res, &top) != nil || top == nil {
 		return res
@@ -96,6 +128,11 @@ func (m *Mux) namedResultDecoded(res json.RawMessage) json.RawMessage {
 	}
 	meta[mcp.MetaKeyServerInfo] = m.serverInfo
 	top["_meta"], _ = json.Marshal(meta)
+	for _, d := range eraDefaults(cacheable) {
+		if _, ok := top[d.key]; !ok {
+			top[d.key] = d.value
+		}
+	}
 	out, err := json.Marshal(top)
 	if err != nil {
 		return res
@@ -131,18 +168,59 @@ func insertMember(whole, obj, member []byte) []byte {
 	return append(out, whole[i:]...)
 }
 
-// unnamed is res, a typed result of the go-sdk's path, without the server
-// name a backend put in its _meta, so that the go-sdk puts mux's there
-// (it adds one only where none is). The map is copied, not changed: a
-// result may be shared. Only the results mux passes on from a backend are
-// looked at: others have no backend's _meta, and one (the go-sdk's empty
-// result, a ping's) panics when asked for it.
-func unnamed(res mcp.Result) {
-	switch res.(type) {
-	case *mcp.CallToolResult, *mcp.ReadResourceResult, *mcp.GetPromptResult, *mcp.CompleteResult:
-	default:
-		return
+// eraTyped is res, a typed result of the go-sdk's path for a session of
+// the current era, as eraResult makes a result that passes through: with
+// resultType, which the go-sdk sets only for results of its own handlers,
+// and without the server name a backend put in its _meta, where the
+// go-sdk then puts mux's (it adds one only where none is). res is encoded
+// with those and decoded again into a new result: resultType is not
+// exported, and res may be shared. Only the results mux passes on from a
+// backend are touched: others are the go-sdk's own or mux's, and one (the
+// go-sdk's empty result, a ping's) panics when asked for its _meta.
+func eraTyped(res mcp.Result) mcp.Result {
+	switch r := res.(type) {
+	case *mcp.CallToolResult:
+		return retyped(r)
+	case *mcp.ReadResourceResult:
+		return retyped(r)
+	case *mcp.GetPromptResult:
+		return retyped(r)
+	case *mcp.CompleteResult:
+		unnamed(r)
 	}
+	return res
+}
+
+// retyped is r encoded, made complete and unnamed, and decoded again.
+func retyped[T any, P interface {
+	*T
+	mcp.Result
+}](r P) mcp.Result {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return r
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) != nil {
+		return r
+	}
+	if _, ok := top["resultType"]; !ok {
+		top["resultType"] = json.RawMessage(`"complete"`)
+	}
+	if data, err = json.Marshal(top); err != nil {
+		return r
+	}
+	out := P(new(T))
+	if json.Unmarshal(data, out) != nil {
+		return r
+	}
+	unnamed(out)
+	return out
+}
+
+// unnamed takes out of res the server name a backend put in its _meta.
+// The map is copied, not changed: a result may be shared.
+func unnamed(res mcp.Result) {
 	meta := res.GetMeta()
 	if _, ok := meta[mcp.MetaKeyServerInfo]; !ok {
 		return

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // modernMeta is the _meta every request of the current era (2026-07-28)
@@ -79,6 +81,52 @@ func TestCurrentEraResultsNameMcpMux(t *testing.T) {
 	}
 }
 
+// The current era requires resultType in every result; a handshake-era
+// backend sends none with a tool, prompt or read result, and the go-sdk
+// adds it only to results of its own handlers. The TypeScript SDK's v2
+// client, pinned to 2026-07-28, refused every tools/call through mcp-mux:
+// "missing required resultType".
+func TestCurrentEraResultsSayTheyAreComplete(t *testing.T) {
+	m := startMux(t, fixture("notes"))
+	a := newModernRawAgent(t, m)
+	a.modernCall(1, "tools/list", `{}`)
+	for i, c := range []struct{ method, params string }{
+		{"tools/call", `{"name":"notes__echo","arguments":{"x":1}}`},        // passed through
+		{"tools/call", `{"name":"notes__echo","arguments":{"x":1},"y":2}}`}, // the go-sdk's path: a key it knows not
+		{"resources/read", `{"uri":"fixture://notes/res/1"}`},
+		{"prompts/get", `{"name":"notes__greet","arguments":{"name":"Zed"}}`},
+		{"tools/list", `{}`},
+	} {
+		got := string(a.modernCall(10+i, c.method, c.params))
+		if !strings.Contains(got, `"resultType":"complete"`) || strings.Count(got, `"resultType"`) != 1 {
+			t.Errorf("%s %s:\n%s\nwant one resultType, complete", c.method, c.params, got)
+		}
+	}
+}
+
+// A read result of a backend of the handshake era has no cache hints;
+// the current era requires them (the TypeScript SDK's v2 client refused
+// every such read through mcp-mux: "ttlMs: expected number"). They reach
+// a current-era agent as mux reads their absence: ttl 0, scope public.
+// A handshake-era agent still gets the result as the backend sent it.
+func TestCurrentEraReadHasCacheHints(t *testing.T) {
+	spec := backends.Spec{Name: "raw", Command: rawServerBin,
+		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[{"uri":"raw://r/1","name":"one"}]}`}}
+	m := startMux(t, spec)
+	a := newModernRawAgent(t, m)
+	a.modernCall(1, "tools/list", `{}`)
+	got := string(a.modernCall(2, "resources/read", `{"uri":"raw://r/1"}`))
+	for _, want := range []string{`"ttlMs":0`, `"cacheScope":"public"`, `"resultType":"complete"`, `"text":"raw"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("current-era read:\n%s\nwant %s", got, want)
+		}
+	}
+	old := newRawAgent(t, m)
+	if got := string(old.call(3, "resources/read", `{"uri":"raw://r/1"}`)); strings.Contains(got, "ttlMs") || strings.Contains(got, "resultType") {
+		t.Errorf("handshake-era read:\n%s\nwant it as the backend sent it", got)
+	}
+}
+
 // Progress of a current-era request reaches the agent under its own
 // token, and the result keeps _meta the backend sent beside mux's name.
 func TestCurrentEraProgressUsesTheAgentsToken(t *testing.T) {
@@ -122,25 +170,28 @@ func TestCurrentEraMalformedMetaIsRefusedAsBefore(t *testing.T) {
 	}
 }
 
-// namedResult names mux in any result object, whatever its shape, and
-// leaves every other member as it was.
-func FuzzNamedResult(f *testing.F) {
+// eraResult names mux in any result object, whatever its shape, gives
+// it a resultType (and a read's cache hints) where it has none, and leaves
+// every other member as it was.
+func FuzzEraResult(f *testing.F) {
 	for _, s := range []string{
 		`{}`, ` { } `, `{"a":1}`, `{"_meta":{}}`, `{"_meta":{ }, "a":[1]}`, `{"_meta":{"x":1}}`,
 		`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"b"}},"content":[]}`,
 		`{"a":"}","_meta":{"y":"{","io.modelcontextprotocol/serverInfo":null}}`,
 		`{"_meta":null,"a":1}`, `{"_meta":[1],"a":1}`, `{"\u005fmeta":{"x":1}}`, `{"_meta":{},"_meta":{"x":1}}`,
 		"{\n\"_meta\" :\t{\"io.modelcontextprotocol/serverInfo\" : 5 } }",
+		`{"contents":[],"ttlMs":60000}`, `{"resultType":"input_required","cacheScope":"private"}`,
 	} {
-		f.Add(s)
+		f.Add(s, false)
+		f.Add(s, true)
 	}
 	m := &Mux{serverInfo: json.RawMessage(`{"name":"mcp-mux","version":"t"}`)}
-	f.Fuzz(func(t *testing.T, in string) {
+	f.Fuzz(func(t *testing.T, in string, cacheable bool) {
 		var before map[string]any
 		if json.Unmarshal([]byte(in), &before) != nil || before == nil {
 			return
 		}
-		out := m.namedResult(json.RawMessage(in))
+		out := m.eraResult(json.RawMessage(in), cacheable)
 		var after map[string]any
 		if err := json.Unmarshal(out, &after); err != nil {
 			t.Fatalf("%s -> %s: not JSON: %v", in, out, err)
@@ -155,8 +206,23 @@ func FuzzNamedResult(f *testing.F) {
 		if fmt.Sprint(meta) != fmt.Sprint(was) && len(was)+len(meta) > 0 {
 			t.Fatalf("%s -> %s: _meta %v, want %v", in, out, meta, was)
 		}
-		delete(after, "_meta")
-		delete(before, "_meta")
+		defaults := map[string]any{"resultType": "complete"}
+		if cacheable {
+			defaults["ttlMs"], defaults["cacheScope"] = float64(0), "public"
+		}
+		for k, d := range defaults {
+			want, ok := before[k]
+			if !ok {
+				want = d
+			}
+			if fmt.Sprint(after[k]) != fmt.Sprint(want) {
+				t.Fatalf("%s -> %s: %s %v, want %v", in, out, k, after[k], want)
+			}
+		}
+		for _, k := range []string{"_meta", "resultType", "ttlMs", "cacheScope"} {
+			delete(after, k)
+			delete(before, k)
+		}
 		if fmt.Sprint(after) != fmt.Sprint(before) {
 			t.Fatalf("%s -> %s: %v, want %v", in, out, after, before)
 		}
