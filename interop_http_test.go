@@ -216,6 +216,9 @@ func TestInteropTypeScriptClientsShareOneMuxOverHTTP(t *testing.T) {
 		// DELETE: the sessions list shrinks; the last holder of a URI
 		// leaving unsubscribes the backend.
 		{"ended-session-is-cleaned-up", "sessions-cleanup", []refServer{serverMemory}, nil},
+		// A client of the current era (2026-07-28), served statelessly,
+		// beside one of the handshake era.
+		{"current-era-client", "current-era", []refServer{serverEverything}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

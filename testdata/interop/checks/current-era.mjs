@@ -2,19 +2,22 @@
 // pinned to it (server/discover, then the era's _meta on every request; it
 // refuses a result without resultType). Through mcp-mux it gets from
 // server-everything, which speaks only the handshake era, what the
-// handshake-era client of the check gets through another mcp-mux: the same
-// tools, tool call, resource reads and prompt. Run against mcp-mux only: the
-// bare server does not offer 2026-07-28.
-import { Client } from '@modelcontextprotocol/client';
+// handshake-era client of the check gets through another mcp-mux (over
+// stdio) or the same one (target.url: serve --http): the same tools, tool
+// call, resource reads and prompt. Run against mcp-mux only: the bare server
+// does not offer 2026-07-28.
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
 export default async function run({ client, target, tool, problems, observed }) {
-  const transport = new StdioClientTransport({
-    command: target.command,
-    args: target.args ?? [],
-    env: { ...process.env, ...(target.env ?? {}) },
-    stderr: 'inherit',
-  });
+  const transport = target.url
+    ? new StreamableHTTPClientTransport(new URL(target.url))
+    : new StdioClientTransport({
+        command: target.command,
+        args: target.args ?? [],
+        env: { ...process.env, ...(target.env ?? {}) },
+        stderr: 'inherit',
+      });
   const modern = new Client({ name: 'mcp-mux-interop-current-era', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
   await modern.connect(transport);
   const same = (what, now, then) => {
