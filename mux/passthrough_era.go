@@ -16,7 +16,10 @@ import (
 // request and refuses one it cannot decode; it then names the server in
 // the result's _meta. The pass-through does the same for the requests it
 // takes, and forwards the agent's _meta to the backend unchanged, as the
-// go-sdk's path does.
+// go-sdk's path does. Results of the era must also carry what a backend of
+// the handshake era does not send (resultType; in reads, cache hints):
+// eraResult adds it to results that pass through, eraTyped to those of the
+// go-sdk's path.
 
 // eraMeta is the current-era keys of the last _meta a session's reader
 // found sound. A client sends the same ones with every request, so a
