@@ -343,6 +343,19 @@ func TestInteropCurrentEraClientThroughMux(t *testing.T) {
 	mustPass(t, ix.run(ctx, t, "current-era", ix.mux(t, serverEverything)))
 }
 
+// TestInteropCurrentEraListenThroughMux: that client's
+// subscriptions/listen reaches server-memory, which knows only
+// resources/subscribe, as a subscription: acknowledged, updates while it
+// is open, none once it is closed.
+func TestInteropCurrentEraListenThroughMux(t *testing.T) {
+	ix := interopSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), interopTestTimeout)
+	defer cancel()
+	r := ix.run(ctx, t, "current-era-listen", ix.mux(t, serverMemory))
+	mustPass(t, r)
+	t.Logf("current-era-listen: %s", show(r.Observed))
+}
+
 // TestInteropResourceUpdatesThroughMuxFollowSubscription: subscribed to
 // memory://knowledge-graph, a mutating call brings resources/updated;
 // unsubscribed, the next brings none; through mcp-mux as directly.
