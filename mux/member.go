@@ -184,45 +184,54 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 	caps := b.Capabilities()
 	cs := b.Session()
 	next := mem.snapshot()
+	// The lists are asked together: a start waits for one round trip, not
+	// four. Each fills fields of next that no other touches.
+	var wg sync.WaitGroup
 	if k&kindTools != 0 && caps.Tools != nil {
-		tools, cache, err := listPages(mem, func(c string) ([]*mcp.Tool, string, mcp.Cacheable, error) {
-			r, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: c})
+		wg.Go(func() {
+			tools, cache, err := listPages(mem, func(c string) ([]*mcp.Tool, string, mcp.Cacheable, error) {
+				r, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: c})
+				if err != nil {
+					return nil, "", mcp.Cacheable{}, err
+				}
+				return r.Tools, r.NextCursor, r.Cacheable, nil
+			}, func(t *mcp.Tool) bool { return mem.named("tool", t.Name) })
 			if err != nil {
-				return nil, "", mcp.Cacheable{}, err
+				mem.log.Warn("listing tools failed", "err", err)
+			} else {
+				next.tools, next.cache[0] = tools, cache
 			}
-			return r.Tools, r.NextCursor, r.Cacheable, nil
-		}, func(t *mcp.Tool) bool { return mem.named("tool", t.Name) })
-		if err != nil {
-			mem.log.Warn("listing tools failed", "err", err)
-		} else {
-			next.tools, next.cache[0] = tools, cache
-		}
+		})
 	}
 	if k&kindPrompts != 0 && caps.Prompts != nil {
-		prompts, cache, err := listPages(mem, func(c string) ([]*mcp.Prompt, string, mcp.Cacheable, error) {
-			r, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: c})
+		wg.Go(func() {
+			prompts, cache, err := listPages(mem, func(c string) ([]*mcp.Prompt, string, mcp.Cacheable, error) {
+				r, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: c})
+				if err != nil {
+					return nil, "", mcp.Cacheable{}, err
+				}
+				return r.Prompts, r.NextCursor, r.Cacheable, nil
+			}, func(p *mcp.Prompt) bool { return mem.named("prompt", p.Name) })
 			if err != nil {
-				return nil, "", mcp.Cacheable{}, err
+				mem.log.Warn("listing prompts failed", "err", err)
+			} else {
+				next.prompts, next.cache[1] = prompts, cache
 			}
-			return r.Prompts, r.NextCursor, r.Cacheable, nil
-		}, func(p *mcp.Prompt) bool { return mem.named("prompt", p.Name) })
-		if err != nil {
-			mem.log.Warn("listing prompts failed", "err", err)
-		} else {
-			next.prompts, next.cache[1] = prompts, cache
-		}
+		})
 	}
 	if k&kindResources != 0 && caps.Resources != nil {
-		tmpls, cache, err := listPages(mem, func(c string) ([]*mcp.ResourceTemplate, string, mcp.Cacheable, error) {
-			r, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: c})
+		wg.Go(func() {
+			tmpls, cache, err := listPages(mem, func(c string) ([]*mcp.ResourceTemplate, string, mcp.Cacheable, error) {
+				r, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: c})
+				if err != nil {
+					return nil, "", mcp.Cacheable{}, err
+				}
+				return r.ResourceTemplates, r.NextCursor, r.Cacheable, nil
+			}, mem.acceptTemplate)
 			if err != nil {
-				return nil, "", mcp.Cacheable{}, err
+				mem.log.Warn("listing resource templates failed", "err", err)
+				return
 			}
-			return r.ResourceTemplates, r.NextCursor, r.Cacheable, nil
-		}, mem.acceptTemplate)
-		if err != nil {
-			mem.log.Warn("listing resource templates failed", "err", err)
-		} else {
 			next.templates, next.cache[2] = tmpls, cache
 			next.compiled = nil
 			for _, t := range tmpls {
@@ -233,38 +242,41 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 				}
 				next.compiled = append(next.compiled, compileTemplate(ut, t.URITemplate))
 			}
-		}
-		// Only URIs are kept: the list itself is paged through live. They
-		// are read as the list is served (listresources.go), from the
-		// backend's bytes: a resource that lists reaches the agent, and
-		// so must route.
-		uris := map[string]struct{}{}
-		_, _, err = listPages(mem, func(c string) ([]*string, string, mcp.Cacheable, error) {
-			page, err := fetchResources(ctx, b, c)
-			if err != nil {
-				return nil, "", mcp.Cacheable{}, err
-			}
-			if page.nulls > 0 {
-				mem.log.Warn("null entry in the backend's list, skipped", "count", page.nulls)
-			}
-			items := make([]*string, len(page.uris))
-			for i := range page.uris {
-				items[i] = &page.uris[i]
-			}
-			return items, page.next, page.cache, nil
-		}, func(uri *string) bool {
-			if mem.acceptURI(*uri) {
-				uris[*uri] = struct{}{}
-			}
-			return false // only the URIs are kept
 		})
-		if err != nil {
-			mem.log.Warn("listing resources failed", "err", err)
-		} else {
-			next.uris = uris
-			next.nres = len(uris)
-		}
+		wg.Go(func() {
+			// Only URIs are kept: the list itself is paged through live.
+			// They are read as the list is served (listresources.go), from
+			// the backend's bytes: a resource that lists reaches the
+			// agent, and so must route.
+			uris := map[string]struct{}{}
+			_, _, err := listPages(mem, func(c string) ([]*string, string, mcp.Cacheable, error) {
+				page, err := fetchResources(ctx, b, c)
+				if err != nil {
+					return nil, "", mcp.Cacheable{}, err
+				}
+				if page.nulls > 0 {
+					mem.log.Warn("null entry in the backend's list, skipped", "count", page.nulls)
+				}
+				items := make([]*string, len(page.uris))
+				for i := range page.uris {
+					items[i] = &page.uris[i]
+				}
+				return items, page.next, page.cache, nil
+			}, func(uri *string) bool {
+				if mem.acceptURI(*uri) {
+					uris[*uri] = struct{}{}
+				}
+				return false // only the URIs are kept
+			})
+			if err != nil {
+				mem.log.Warn("listing resources failed", "err", err)
+			} else {
+				next.uris = uris
+				next.nres = len(uris)
+			}
+		})
 	}
+	wg.Wait()
 	sums := [3]uint64{fingerprint(next.tools), fingerprint(next.prompts), fingerprint(next.templates) ^ fingerprintKeys(next.uris)}
 	var changed kinds
 	for i, kk := range []kinds{kindTools, kindPrompts, kindResources} {

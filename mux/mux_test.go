@@ -80,6 +80,45 @@ func TestMergeListsOfTwoSubprocessBackends(t *testing.T) {
 	}
 }
 
+// A starting backend is asked for its four lists together, not one after
+// another: each round trip is a wait before the first full list, and for a
+// remote backend a round trip of the network. The fixture answers none of
+// them until it has been asked all four.
+func TestBackendListsAreAskedTogether(t *testing.T) {
+	m := startMux(t, fixture("both", "-resources", "2", "-lists-together"))
+	cs := connect(t, m, nil)
+	ctx := ctxT(t)
+
+	if got := toolNames(t, cs); !slices.Contains(got, "both__echo") {
+		t.Errorf("tools = %v, want both__echo among them", got)
+	}
+	var prompts []string
+	for p, err := range cs.Prompts(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompts = append(prompts, p.Name)
+	}
+	if want := []string{"both__greet"}; !slices.Equal(prompts, want) {
+		t.Errorf("prompts = %v, want %v", prompts, want)
+	}
+	var tmpls []string
+	for rt, err := range cs.ResourceTemplates(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpls = append(tmpls, rt.URITemplate)
+	}
+	if want := []string{"fixture://both/items/{id}"}; !slices.Equal(tmpls, want) {
+		t.Errorf("templates = %v, want %v", tmpls, want)
+	}
+	// A listed resource reads only if its URI made it into the catalog.
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://both/res/2"})
+	if err != nil || len(res.Contents) != 1 {
+		t.Errorf("reading a listed resource: %v, %v", res, err)
+	}
+}
+
 func TestResourcesPaginateThroughBackendPages(t *testing.T) {
 	m := startMux(t,
 		fixture("big", "-resources", "100", "-page-size", "10"),
