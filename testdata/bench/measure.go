@@ -20,24 +20,25 @@ type sample map[string]float64
 
 // Metric keys. Durations are in seconds, sizes in bytes.
 const (
-	mReadP50    = "read_p50"
-	mReadP99    = "read_p99"
-	mCallP50    = "call_p50"
-	mCallP99    = "call_p99"
-	mReadP50Now = "read_p50_current_era"
-	mCallP50Now = "call_p50_current_era"
-	mReads8     = "reads8_per_s"
-	mCalls1     = "calls1_per_s"
-	mBurstRate  = "burst_rate"
-	mBurstLost  = "burst_lost"
-	mSpawn      = "spawn_tools_list"
-	mSpawnInit  = "spawn_initialize"
-	mStart10    = "start10_tools_list"
-	mStart10Ini = "start10_initialize"
-	mList       = "resources_list"
-	mCPU        = "cpu_self"
-	mCPUBackend = "cpu_backend"
-	mRSS        = "peak_rss"
+	mReadP50     = "read_p50"
+	mReadP99     = "read_p99"
+	mCallP50     = "call_p50"
+	mCallP99     = "call_p99"
+	mReadP50Now  = "read_p50_current_era"
+	mCallP50Now  = "call_p50_current_era"
+	mReads8      = "reads8_per_s"
+	mCalls1      = "calls1_per_s"
+	mBurstRate   = "burst_rate"
+	mBurstLost   = "burst_lost"
+	mSpawn       = "spawn_tools_list"
+	mSpawnInit   = "spawn_initialize"
+	mStart10     = "start10_tools_list"
+	mStart10Ini  = "start10_initialize"
+	mStart10Bare = "start10_bare_tools_list"
+	mList        = "resources_list"
+	mCPU         = "cpu_self"
+	mCPUBackend  = "cpu_backend"
+	mRSS         = "peak_rss"
 
 	// The client's own CPU during a row, as a fraction of one core: the
 	// benchmark must not be its own bottleneck.
@@ -308,7 +309,8 @@ func (b *bench) startTimes(ctx context.Context, m mode, fs []fixtureSpec, reps i
 }
 
 // start10 is ten backends that each take 200 ms to start, through mcp-mux;
-// in direct mode one such backend alone.
+// in direct mode one such backend alone, and the ten started at once with
+// no mcp-mux (start10Bare).
 func (b *bench) start10(ctx context.Context, m mode, s sample) error {
 	n := 1
 	if m.isMux() {
@@ -316,9 +318,61 @@ func (b *bench) start10(ctx context.Context, m mode, s sample) error {
 	}
 	var fs []fixtureSpec
 	for i := range n {
-		fs = append(fs, fixtureSpec{name: fmt.Sprintf("slow%d", i), args: []string{"-start-delay", "200ms"}})
+		fs = append(fs, slowFixture(i))
 	}
-	return b.startTimes(ctx, m, fs, b.startReps, s, mStart10, mStart10Ini)
+	if err := b.startTimes(ctx, m, fs, b.startReps, s, mStart10, mStart10Ini); err != nil {
+		return err
+	}
+	if m != direct {
+		return nil
+	}
+	d, err := b.repeat(b.startReps, func() (time.Duration, error) { return b.start10Bare(ctx) })
+	s[mStart10Bare] = d
+	return err
+}
+
+func slowFixture(i int) fixtureSpec {
+	return fixtureSpec{name: fmt.Sprintf("slow%d", i), args: []string{"-start-delay", "200ms"}}
+}
+
+// start10Bare starts the ten slow backends at once, each on a session of
+// its own, and is the time until the last has listed its tools: what this
+// machine takes to start ten such processes side by side, which no
+// multiplexer of them can beat.
+func (b *bench) start10Bare(ctx context.Context) (time.Duration, error) {
+	t := time.Now()
+	errs := make(chan error, 10)
+	listed := make(chan struct{})
+	for i := range 10 {
+		f := slowFixture(i)
+		p, err := b.start(direct, f)
+		if err != nil {
+			errs <- err
+			continue
+		}
+		go func() {
+			c, err := connect(ctx, p)
+			if err != nil {
+				p.stop(time.Second)
+				errs <- err
+				return
+			}
+			_, err = c.waitFullTools(ctx, []string{toolName(direct, f.name, "echo")})
+			errs <- err
+			<-listed // none stops while another is still starting
+			c.close()
+		}()
+	}
+	var took time.Duration
+	var first error
+	for range 10 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+		took = time.Since(t)
+	}
+	close(listed)
+	return took, first
 }
 
 // listing is a full resources/list walk, through mcp-mux of ten backends

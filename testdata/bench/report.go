@@ -41,6 +41,7 @@ func (b *bench) rows() []row {
 		{"… of which until the initialize response", mSpawnInit, dur, true, "—", nil},
 		{"10 backends × 200 ms start → first full tools/list (direct: one)", mStart10, dur, false, "≤ 250 ms", func(_, v float64) bool { return v <= 0.250 }},
 		{"… of which until the initialize response", mStart10Ini, dur, false, "—", nil},
+		{"… the 10 started at once, each on a session of its own (no mcp-mux: the machine's floor)", mStart10Bare, dur, false, "—", nil},
 		{"resources/list of 10 × 1,000 resources, all pages (direct: 1 × 1,000)", mList, dur, false, "≤ 55 ms", func(_, v float64) bool { return v <= 0.055 }},
 		{"process CPU, whole load run (the fixture; the relay; mcp-mux itself)", mCPU, secs, true, "≤ ×2", atMost(2)},
 		{"… the backend's CPU in that run (everything below the process)", mCPUBackend, secs, true, "—", nil},
