@@ -152,6 +152,18 @@ func toolNames(t testing.TB, cs *mcp.ClientSession) []string {
 	return names
 }
 
+func templateURIs(t testing.TB, cs *mcp.ClientSession) []string {
+	t.Helper()
+	var uris []string
+	for rt, err := range cs.ResourceTemplates(ctxT(t), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, rt.URITemplate)
+	}
+	return uris
+}
+
 func text(t testing.TB, content []mcp.Content) string {
 	t.Helper()
 	var sb strings.Builder

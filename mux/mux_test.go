@@ -87,33 +87,18 @@ func TestMergeListsOfTwoSubprocessBackends(t *testing.T) {
 func TestBackendListsAreAskedTogether(t *testing.T) {
 	m := startMux(t, fixture("both", "-resources", "2", "-lists-together"))
 	cs := connect(t, m, nil)
-	ctx := ctxT(t)
 
 	if got := toolNames(t, cs); !slices.Contains(got, "both__echo") {
 		t.Errorf("tools = %v, want both__echo among them", got)
 	}
-	var prompts []string
-	for p, err := range cs.Prompts(ctx, nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		prompts = append(prompts, p.Name)
+	if got, want := promptNames(t, cs), []string{"both__greet"}; !slices.Equal(got, want) {
+		t.Errorf("prompts = %v, want %v", got, want)
 	}
-	if want := []string{"both__greet"}; !slices.Equal(prompts, want) {
-		t.Errorf("prompts = %v, want %v", prompts, want)
-	}
-	var tmpls []string
-	for rt, err := range cs.ResourceTemplates(ctx, nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpls = append(tmpls, rt.URITemplate)
-	}
-	if want := []string{"fixture://both/items/{id}"}; !slices.Equal(tmpls, want) {
-		t.Errorf("templates = %v, want %v", tmpls, want)
+	if got, want := templateURIs(t, cs), []string{"fixture://both/items/{id}"}; !slices.Equal(got, want) {
+		t.Errorf("templates = %v, want %v", got, want)
 	}
 	// A listed resource reads only if its URI made it into the catalog.
-	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://both/res/2"})
+	res, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: "fixture://both/res/2"})
 	if err != nil || len(res.Contents) != 1 {
 		t.Errorf("reading a listed resource: %v, %v", res, err)
 	}
