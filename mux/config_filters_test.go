@@ -104,18 +104,6 @@ func TestConfigSameEffectivePrefixIsAnError(t *testing.T) {
 	}
 }
 
-func promptNames(t testing.TB, cs *mcp.ClientSession) []string {
-	t.Helper()
-	var names []string
-	for p, err := range cs.Prompts(ctxT(t), nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, p.Name)
-	}
-	return names
-}
-
 // wantUnknown asserts err is the -32602 a name that does not exist gets.
 func wantUnknown(t *testing.T, err error, kind, name string) {
 	t.Helper()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,28 +141,32 @@ func rpcCode(t testing.TB, err error) *jsonrpc.Error {
 	return je
 }
 
-func toolNames(t testing.TB, cs *mcp.ClientSession) []string {
+// listed is f of every item a list iterator yields; an error fails t.
+func listed[T any](t testing.TB, items iter.Seq2[T, error], f func(T) string) []string {
 	t.Helper()
-	var names []string
-	for tool, err := range cs.Tools(ctxT(t), nil) {
+	var out []string
+	for it, err := range items {
 		if err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, tool.Name)
+		out = append(out, f(it))
 	}
-	return names
+	return out
+}
+
+func toolNames(t testing.TB, cs *mcp.ClientSession) []string {
+	t.Helper()
+	return listed(t, cs.Tools(ctxT(t), nil), func(x *mcp.Tool) string { return x.Name })
+}
+
+func promptNames(t testing.TB, cs *mcp.ClientSession) []string {
+	t.Helper()
+	return listed(t, cs.Prompts(ctxT(t), nil), func(x *mcp.Prompt) string { return x.Name })
 }
 
 func templateURIs(t testing.TB, cs *mcp.ClientSession) []string {
 	t.Helper()
-	var uris []string
-	for rt, err := range cs.ResourceTemplates(ctxT(t), nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		uris = append(uris, rt.URITemplate)
-	}
-	return uris
+	return listed(t, cs.ResourceTemplates(ctxT(t), nil), func(x *mcp.ResourceTemplate) string { return x.URITemplate })
 }
 
 func text(t testing.TB, content []mcp.Content) string {
