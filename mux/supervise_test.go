@@ -23,7 +23,13 @@ func waitReady(t *testing.T, m *Mux, i, notPID int) int {
 	eventually(t, 10*time.Second, "backend to be ready again", func() bool {
 		st := m.Status()[i]
 		pid = st.PID
-		return st.State == stateReady && st.PID > 0 && st.PID != notPID && !m.agent.stale(m.members()[i])
+		if st.State != stateReady || st.PID <= 0 || st.PID == notPID || m.agent.stale(m.members()[i]) {
+			return false
+		}
+		// Ready is set a moment before its tools join the merged
+		// catalog, which is when a call can reach them.
+		_, listed := m.cat.get().tools.lookup(m.exposedName(m.members()[i], "stats"))
+		return listed
 	})
 	if pid <= 0 { // never signal pid 0 or -1: that is the test's own group
 		t.Fatalf("bad pid %d", pid)
