@@ -92,15 +92,27 @@ func (a *rawAgent) call(id int, method, params string) []byte {
 
 // A tool result reaches the agent as the backend wrote it: numbers the
 // go-sdk's types would have turned into float64 (and so rounded) keep
-// every digit, and 1.10 stays 1.10. Before, the typed round trip sent
-// 12345678901234567000 and 1.1.
+// every digit, and 1.10 stays 1.10, for a client of either era. Before,
+// the typed round trip sent 12345678901234567000 and 1.1 (in the current
+// era until its requests passed through too).
 func TestToolResultReachesTheAgentAsTheBackendSentIt(t *testing.T) {
-	m := startMux(t, fixture("notes", "-structured-echo"))
-	a := newRawAgent(t, m)
-	a.call(1, "tools/list", `{}`)
-	got := a.call(2, "tools/call", `{"name":"notes__echo","arguments":{"big":12345678901234567891,"f":1.10}}`)
-	if want := `"structuredContent":{"big":12345678901234567891,"f":1.10}`; !strings.Contains(string(got), want) {
-		t.Errorf("tools/call result:\n%s\nwant it to contain %s", got, want)
+	for _, era := range []struct {
+		name string
+		call func(a *rawAgent, id int, method, params string) []byte
+		new  func(testing.TB, *Mux) *rawAgent
+	}{
+		{"handshake era", (*rawAgent).call, newRawAgent},
+		{"current era", func(a *rawAgent, id int, method, params string) []byte { return a.modernCall(id, method, params) }, newModernRawAgent},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			m := startMux(t, fixture("notes", "-structured-echo"))
+			a := era.new(t, m)
+			era.call(a, 1, "tools/list", `{}`)
+			got := era.call(a, 2, "tools/call", `{"name":"notes__echo","arguments":{"big":12345678901234567891,"f":1.10}}`)
+			if want := `"structuredContent":{"big":12345678901234567891,"f":1.10}`; !strings.Contains(string(got), want) {
+				t.Errorf("tools/call result:\n%s\nwant it to contain %s", got, want)
+			}
+		})
 	}
 }
 
