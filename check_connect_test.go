@@ -16,8 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/mux"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // What `check --connect` shows while backends come up and in its report,
@@ -243,7 +243,7 @@ func TestSessionLogsNoSDKChatter(t *testing.T) {
 // settled, and it is erased at the end.
 func TestLiveProgressRedrawsItsStatusLine(t *testing.T) {
 	out := newLockedBuf()
-	cfg := &mux.Config{Backends: []backends.Spec{{Name: "a"}, {Name: "off", Disabled: true}, {Name: "b"}}}
+	cfg := &config.File{Backends: []config.Backend{{Name: "a"}, {Name: "off", Disabled: true}, {Name: "b"}}}
 	p := newProgress(out, true, cfg)
 	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), "starting a, b…"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/mux"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // progress shows `check --connect` while backends come up (a start can
@@ -32,7 +33,7 @@ type progress struct {
 // redrawEvery is how often the live status line's clock moves.
 const redrawEvery = 200 * time.Millisecond
 
-func newProgress(w io.Writer, live bool, cfg *mux.Config) *progress {
+func newProgress(w io.Writer, live bool, cfg *config.File) *progress {
 	p := &progress{w: w, live: live, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	for _, b := range cfg.Backends {
 		if !b.Disabled {

@@ -17,7 +17,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mcp-mux/mcp-mux/mux"
+	"github.com/mcp-mux/mcp-mux/mux/clientimport"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 func importCommand() *cli.Command {
@@ -48,7 +49,7 @@ func initCommand() *cli.Command {
 }
 
 func displayUserConfigPath() string {
-	if p := mux.UserConfigPath(os.Getenv); p != "" {
+	if p := config.UserPath(os.Getenv); p != "" {
 		return p
 	}
 	return "$XDG_CONFIG_HOME/mcp-mux/config.toml"
@@ -56,7 +57,7 @@ func displayUserConfigPath() string {
 
 func importAction(c *cli.Context) error {
 	stderr := c.App.ErrWriter
-	var files []*mux.ClientFile
+	var files []*clientimport.File
 	if c.NArg() > 0 {
 		for _, path := range c.Args().Slice() {
 			f, err := readClientFile(path)
@@ -68,7 +69,7 @@ func importAction(c *cli.Context) error {
 	} else {
 		wd, _ := os.Getwd()
 		fmt.Fprintln(stderr, "mcp-mux import: looking for the MCP clients' config files:")
-		for _, loc := range mux.ClientConfigLocations(runtime.GOOS, os.Getenv, wd) {
+		for _, loc := range clientimport.Locations(runtime.GOOS, os.Getenv, wd) {
 			if _, err := os.Stat(loc.Path); errors.Is(err, fs.ErrNotExist) {
 				fmt.Fprintf(stderr, "  not found  %s (%s)\n", loc.Path, loc.Client)
 				continue
@@ -90,7 +91,7 @@ func importAction(c *cli.Context) error {
 		return cli.Exit("mcp-mux import: no MCP servers found; pass a client's config file as an argument", 1)
 	}
 
-	res := mux.RenderImport(files)
+	res := clientimport.Render(files)
 	out := c.String("output")
 	if out != "" {
 		abs, err := filepath.Abs(out)
@@ -109,7 +110,7 @@ func importAction(c *cli.Context) error {
 	return nil
 }
 
-func readClientFile(path string) (*mux.ClientFile, error) {
+func readClientFile(path string) (*clientimport.File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -119,7 +120,7 @@ func readClientFile(path string) (*mux.ClientFile, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	home, _ := os.UserHomeDir()
-	return mux.ReadClientConfig(path, data, mux.ImportOptions{Home: home})
+	return clientimport.Read(path, data, clientimport.Options{Home: home})
 }
 
 // writeNewFile writes data to path, creating its directory, with mode 0600
@@ -166,7 +167,7 @@ func writeNewFile(path string, data []byte, force bool) error {
 
 // reportImport tells what was written and what check thinks of it. Only
 // names of backends, keys and variables are printed, never a value.
-func reportImport(w io.Writer, res *mux.ImportResult, out string) {
+func reportImport(w io.Writer, res *clientimport.Result, out string) {
 	fmt.Fprintf(w, "\n%d backend%s", len(res.Backends), plural(len(res.Backends)))
 	if len(res.Disabled) > 0 {
 		fmt.Fprintf(w, " (%d disabled)", len(res.Disabled))
@@ -191,8 +192,8 @@ func reportImport(w io.Writer, res *mux.ImportResult, out string) {
 	if path == "" {
 		path = "mcp-mux.toml"
 	}
-	cfg, err := mux.Parse(path, res.TOML, os.LookupEnv)
-	var ce *mux.ConfigError
+	cfg, err := config.Parse(path, res.TOML, os.LookupEnv)
+	var ce *config.Error
 	switch {
 	case errors.As(err, &ce):
 		fmt.Fprintln(w, "\ncheck finds problems to fix before mcp-mux can serve it:")
@@ -213,7 +214,7 @@ func reportImport(w io.Writer, res *mux.ImportResult, out string) {
 
 // printRegistration prints the block that registers mcp-mux alone in the
 // clients whose files were imported.
-func printRegistration(w io.Writer, files []*mux.ClientFile, out string, vars []string) {
+func printRegistration(w io.Writer, files []*clientimport.File, out string, vars []string) {
 	exe, err := os.Executable()
 	if err == nil {
 		if p, err := filepath.EvalSymlinks(exe); err == nil {
@@ -229,11 +230,11 @@ func printRegistration(w io.Writer, files []*mux.ClientFile, out string, vars []
 	var mcpServers, vscode []string
 	for _, f := range files {
 		list := &mcpServers
-		if f.Client == mux.ClientVSCode {
+		if f.Client == clientimport.ClientVSCode {
 			list = &vscode
 		}
 		name := f.Client
-		if name == mux.ClientOther {
+		if name == clientimport.ClientOther {
 			name = "your client"
 		}
 		if !slices.Contains(*list, name) {
@@ -247,7 +248,7 @@ func printRegistration(w io.Writer, files []*mux.ClientFile, out string, vars []
 	}
 	if len(mcpServers) > 0 {
 		fmt.Fprintf(w, "\n%s (\"mcpServers\"):\n%s\n", strings.Join(mcpServers, ", "), indentJSON(map[string]any{"mcpServers": map[string]any{"mcp-mux": entry}}))
-		if slices.Contains(mcpServers, mux.ClientClaudeCode) {
+		if slices.Contains(mcpServers, clientimport.ClientClaudeCode) {
 			fmt.Fprintf(w, "Claude Code can also add it with: claude mcp add --scope user mcp-mux -- %s --config %s\n", shellArg(exe), shellArg(config))
 		}
 	}
@@ -298,7 +299,7 @@ func initAction(c *cli.Context) error {
 	stderr := c.App.ErrWriter
 	path := c.String("output")
 	if path == "" {
-		path = mux.UserConfigPath(os.Getenv)
+		path = config.UserPath(os.Getenv)
 		if path == "" {
 			return cli.Exit("mcp-mux init: neither XDG_CONFIG_HOME nor HOME is set, so there is no default location: pass --output FILE", 1)
 		}
@@ -306,8 +307,8 @@ func initAction(c *cli.Context) error {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	backend, found := mux.ChooseStarterBackend(nil)
-	if err := writeNewFile(path, mux.StarterConfig(backend), false); err != nil {
+	backend, found := clientimport.ChooseStarter(nil)
+	if err := writeNewFile(path, clientimport.StarterConfig(backend), false); err != nil {
 		if errors.Is(err, fs.ErrExist) || strings.Contains(err.Error(), "already exists") {
 			return cli.Exit(fmt.Sprintf("mcp-mux init: %s already exists; not overwriting it (edit it, or pass --output with another file)", path), 1)
 		}

@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-mux/mcp-mux/mux"
 )
 
 // End-to-end tests of `mcp-mux import` and `mcp-mux init`: the samples of
@@ -286,7 +285,7 @@ func TestImportWithoutFilesReadsTheClientsDefaultLocations(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
 	}
-	cfg, err := mux.Parse(filepath.Join(proj, "mcp-mux.toml"), []byte(stdout), func(string) (string, bool) { return "x", true })
+	cfg, err := config.Parse(filepath.Join(proj, "mcp-mux.toml"), []byte(stdout), func(string) (string, bool) { return "x", true })
 	if err != nil {
 		t.Fatalf("stdout is not a config: %v\n%s", err, stdout)
 	}

@@ -21,11 +21,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcp-mux/mcp-mux/mux"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 func main() {
 	version = buildVersion()
-	user := mux.UserConfigPath(nil) // this OS's, e.g. %APPDATA%\mcp-mux\config.toml on Windows
+	user := config.UserPath(nil) // this OS's, e.g. %APPDATA%\mcp-mux\config.toml on Windows
 	if user == "" {
 		user = "the user config directory's mcp-mux/config.toml"
 	}
@@ -93,19 +94,19 @@ func main() {
 
 // loadConfig finds and loads the config; a mistake in it is an exit-1 error
 // listing every problem as FILE:LINE: message.
-func loadConfig(c *cli.Context) (*mux.Config, error) {
-	path, err := mux.FindConfig(givenConfig(c), os.Getenv)
+func loadConfig(c *cli.Context) (*config.File, error) {
+	path, err := config.Find(givenConfig(c), os.Getenv)
 	if err != nil {
 		return nil, cli.Exit("mcp-mux: "+err.Error(), 1)
 	}
-	cfg, err := mux.Load(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, cli.Exit(err.Error(), 1)
 	}
 	return cfg, nil
 }
 
-func newLogger(cfg *mux.Config) (*log.Logger, io.Closer, error) {
+func newLogger(cfg *config.File) (*log.Logger, io.Closer, error) {
 	var w io.Writer = os.Stderr
 	var closer io.Closer = io.NopCloser(nil)
 	if cfg.Mux.LogFile != "" {
@@ -140,7 +141,7 @@ func openLogFile(path string) (*os.File, error) {
 		return err != nil || !os.SameFile(fi, null)
 	}
 	errStdout := fmt.Errorf("log_file %s is the file mcp-mux's stdout goes to, which carries the MCP protocol: logs there would corrupt it (log to another file, or remove log_file to log to stderr)", path)
-	if mux.IsStdoutName(path) {
+	if config.IsStdoutName(path) {
 		return nil, errStdout
 	}
 	if fi, err := os.Stat(path); err == nil && isStdout(fi) {
@@ -179,7 +180,7 @@ func serve(c *cli.Context) error {
 	}
 	var ln net.Listener
 	if addr != "" {
-		if err := mux.CheckHTTPAddr(addr, cfg.Mux.HTTPToken); err != nil {
+		if err := config.CheckHTTPAddr(addr, cfg.Mux.HTTPToken); err != nil {
 			return cli.Exit("mcp-mux: "+err.Error(), 1)
 		}
 		if ln, err = net.Listen("tcp", addr); err != nil {
@@ -253,13 +254,13 @@ func check(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	path, err := mux.FindConfig(given, os.Getenv)
+	path, err := config.Find(given, os.Getenv)
 	if err != nil {
 		return cli.Exit("mcp-mux: "+err.Error(), 1)
 	}
-	cfg, err := mux.Load(path)
+	cfg, err := config.Load(path)
 	if err != nil {
-		var ce *mux.ConfigError
+		var ce *config.Error
 		if c.Bool("json") && errors.As(err, &ce) {
 			writeJSON(map[string]any{"config": path, "ok": false, "problems": ce.Problems})
 			return cli.Exit("", 1)
@@ -273,7 +274,7 @@ func check(c *cli.Context) error {
 	}
 	if !c.Bool("connect") && !c.Bool("list") {
 		if c.Bool("json") {
-			writeJSON(map[string]any{"config": path, "ok": true, "problems": []mux.Problem{}, "warnings": append([]mux.Problem{}, cfg.Warnings...)})
+			writeJSON(map[string]any{"config": path, "ok": true, "problems": []config.Problem{}, "warnings": append([]config.Problem{}, cfg.Warnings...)})
 		} else {
 			fmt.Fprintf(os.Stdout, "%s: OK (%d backends)\n", path, len(cfg.Backends))
 		}

@@ -1,91 +1,37 @@
 package backends
 
-import (
-	"fmt"
-	"sort"
-	"time"
-)
+import "sort"
 
-// Spec is one [[backend]] entry of the config file: what to run and how to
-// expose it. The mux package loads and validates it; this package runs it.
+// Spec is what to run as one backend: a command (a child process) or a URL
+// (a remote MCP endpoint). The config package loads and validates it; this
+// package runs it. How mux exposes the backend is none of its business.
 type Spec struct {
-	// Name identifies the backend in logs, errors and cursors; unique, [A-Za-z0-9_-]+.
-	Name string `toml:"name"`
+	// Name identifies the backend in logs and errors.
+	Name string
 	// Command is executed directly (never through a shell) with Args.
-	Command string   `toml:"command"`
-	Args    []string `toml:"args"`
+	Command string
+	Args    []string
 	// URL, instead of Command, makes this a remote backend: an MCP endpoint
 	// over HTTP (see remote.go). A backend has exactly one of the two.
-	URL string `toml:"url"`
-	// Headers are added to every request to URL's origin. Values are
-	// already expanded, as Env's are: they hold tokens. Never log them.
-	Headers map[string]string `toml:"headers"`
+	URL string
+	// Headers are added to every request to URL's origin. Values hold
+	// tokens: never log them.
+	Headers map[string]string
 	// Transport is how URL is spoken to: TransportAuto ("" means the
 	// same), TransportStreamable or TransportSSE.
-	Transport string `toml:"transport"`
-	// Env is added to the backend's environment. Values are already expanded
-	// (${VAR}, ${VAR:-default}) when the config is loaded. Never log them.
-	Env map[string]string `toml:"env"`
+	Transport string
+	// Env is added to the backend's environment, values expanded. Never
+	// log them.
+	Env map[string]string
 	// InheritEnv names variables of mux's own environment the backend gets
-	// besides a minimal default set (PATH, HOME, ...); "*" passes all of
-	// mux's environment. In TOML: inherit_env = true (meaning ["*"]) or a
-	// list of names.
-	InheritEnv []string `toml:"inherit_env"`
+	// besides a minimal default set (PATH, HOME, ...); "*" passes all.
+	InheritEnv []string
 	// Cwd is the working directory of the child; empty means mux's own.
-	Cwd string `toml:"cwd"`
-	// Prefix is put before tool and prompt names (with the mux's separator).
-	// nil means "use Name"; a pointer to "" exposes names unprefixed.
-	Prefix *string `toml:"prefix"`
-	// Tools, when not nil, exposes only the backend's tools whose own
-	// names (before the prefix) match one of these path.Match globs;
-	// ExcludeTools then hides the ones matching any of its globs. A tool
-	// filtered out is neither listed nor callable. Prompts and
-	// ExcludePrompts do the same for prompts. The mux applies them when it
-	// merges the catalogs, so a reload changes them without a restart.
-	Tools          []string `toml:"tools"`
-	ExcludeTools   []string `toml:"exclude_tools"`
-	Prompts        []string `toml:"prompts"`
-	ExcludePrompts []string `toml:"exclude_prompts"`
-	Disabled       bool     `toml:"disabled"`
-	// PollInterval, when non-zero, makes the mux read each local-only
-	// subscribed resource of this backend on this interval.
-	PollInterval Duration `toml:"poll_interval"`
-	// Restart is "on-failure" (default) or "never".
-	Restart string `toml:"restart"`
-	// Protocol is "" (the default: the handshake era, pinned, since real
-	// stdio servers exit or hang on the current era's server/discover
-	// probe) or "auto" (probe, and speak the current era if it answers).
-	Protocol string `toml:"protocol"`
-	// RequestTimeout overrides [mux] request_timeout for this backend.
-	RequestTimeout Duration `toml:"request_timeout"`
+	Cwd string
+	// Protocol is "" (the handshake era, pinned) or ProtocolAuto (probe,
+	// and speak the current era if the server answers).
+	Protocol string
 }
-
-// EffectivePrefix returns the prefix tools and prompts of this backend get.
-func (s *Spec) EffectivePrefix() string {
-	if s.Prefix == nil {
-		return s.Name
-	}
-	return *s.Prefix
-}
-
-// Duration is a time.Duration written in config files as "30s", "1m30s".
-type Duration struct{ time.Duration }
-
-// UnmarshalText implements encoding.TextUnmarshaler for the toml decoder.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("invalid duration %q (want e.g. \"30s\", \"2m\")", string(b))
-	}
-	if v < 0 {
-		return fmt.Errorf("invalid duration %q: must not be negative", string(b))
-	}
-	d.Duration = v
-	return nil
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
 
 // EnvKeys lists the names (never the values) of the configured env entries,
 // for logs.

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // The cost of the mux is measured against a direct connection to the same
@@ -65,7 +64,7 @@ func BenchmarkToolCall(b *testing.B) {
 // from mux start to a complete first tools/list.
 func BenchmarkConcurrentStart(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		var specs []backends.Spec
+		var specs []config.Backend
 		for j := range 10 {
 			specs = append(specs, fixture(fmt.Sprintf("slow%d", j), "-start-delay", "200ms"))
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // Report is what `mcp-mux check --connect` found: each backend started,
@@ -21,7 +22,7 @@ type Report struct {
 	Backends   []BackendStatus `json:"backends"`
 	Collisions []Collision     `json:"collisions"`
 	// Warnings: filter patterns that match nothing a ready backend lists,
-	// and exposed names too long for some agents (config_filters.go).
+	// and exposed names too long for some agents (filters.go).
 	Warnings []string `json:"warnings"`
 	// Interrupted: ctx ended (Ctrl-C) before every backend had started;
 	// the report is what was known then.
@@ -70,7 +71,7 @@ var errInterrupted = errors.New("check interrupted while stopping")
 // or to fail, takes the report, and stops them all. If ctx ends first, or
 // while they are being stopped, they are stopped at once (see stopAll) and
 // the report has Interrupted set.
-func Inspect(ctx context.Context, cfg *Config, logger *log.Logger, version string, opts ...InspectOption) *Report {
+func Inspect(ctx context.Context, cfg *config.File, logger *log.Logger, version string, opts ...InspectOption) *Report {
 	var o inspectOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -97,11 +98,11 @@ func Inspect(ctx context.Context, cfg *Config, logger *log.Logger, version strin
 // reports each backend's first start, so one that fails is failed, with
 // the cause of that failure (not "restarting", nor the cause of a restart
 // that happened while slower backends were starting).
-func withoutRestarts(cfg *Config) *Config {
+func withoutRestarts(cfg *config.File) *config.File {
 	cp := *cfg
 	cp.Backends = slices.Clone(cfg.Backends)
 	for i := range cp.Backends {
-		cp.Backends[i].Restart = RestartNever
+		cp.Backends[i].Restart = config.RestartNever
 	}
 	return &cp
 }

@@ -15,10 +15,9 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // fixtureBin is testdata/fixture, built once for the package's tests;
@@ -50,12 +49,12 @@ func TestMain(m *testing.M) {
 }
 
 // fixture is a backend spec running the fixture server named name.
-func fixture(name string, args ...string) backends.Spec {
-	return backends.Spec{Name: name, Command: fixtureBin, Args: append([]string{"-name", name}, args...)}
+func fixture(name string, args ...string) config.Backend {
+	return config.Backend{Name: name, Command: fixtureBin, Args: append([]string{"-name", name}, args...)}
 }
 
-func testConfig(specs ...backends.Spec) *Config {
-	cfg := &Config{Path: "test.toml", Backends: specs}
+func testConfig(specs ...config.Backend) *config.File {
+	cfg := &config.File{Path: "test.toml", Backends: specs}
 	cfg.Mux.Name = "mcp-mux"
 	cfg.Mux.ToolSeparator = "__"
 	cfg.Mux.RequestTimeout.Duration = 10 * time.Second
@@ -78,12 +77,12 @@ func testLogger(t testing.TB) *log.Logger {
 }
 
 // startMux starts a mux over specs; it is closed when the test ends.
-func startMux(t testing.TB, specs ...backends.Spec) *Mux {
+func startMux(t testing.TB, specs ...config.Backend) *Mux {
 	t.Helper()
 	return startMuxConfig(t, testConfig(specs...))
 }
 
-func startMuxConfig(t testing.TB, cfg *Config) *Mux {
+func startMuxConfig(t testing.TB, cfg *config.File) *Mux {
 	t.Helper()
 	m := New(cfg, testLogger(t), "test")
 	m.backoffBase = 10 * time.Millisecond

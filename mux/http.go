@@ -18,7 +18,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -156,40 +156,19 @@ func originAllowed(r *http.Request) bool {
 		return false
 	}
 	host := u.Hostname()
-	if isLoopbackHost(host) {
+	if config.IsLoopbackHost(host) {
 		return true
 	}
 	reqHost := r.Host
 	if h, _, err := net.SplitHostPort(reqHost); err == nil {
 		reqHost = h
 	}
-	return strings.EqualFold(host, reqHost) && !isLoopbackHost(reqHost)
-}
-
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return strings.EqualFold(host, reqHost) && !config.IsLoopbackHost(reqHost)
 }
 
 func bearerOK(r *http.Request, token string) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
-}
-
-// CheckHTTPAddr refuses to serve a non-loopback address without a token:
-// anyone who can reach it could run the user's tools.
-func CheckHTTPAddr(addr, token string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("http address %q: %w (want HOST:PORT, e.g. 127.0.0.1:8931)", addr, err)
-	}
-	if token == "" && !isLoopbackHost(host) {
-		return fmt.Errorf("http address %q is not loopback: anyone who can reach it could call your tools; set [mux] http_token = \"${MCP_MUX_TOKEN}\" (and send it as Authorization: Bearer), or listen on 127.0.0.1", addr)
-	}
-	return nil
 }
 
 // ServeHTTP serves the merged server on ln until ctx ends, then closes every

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // The backends' instructions, remembered from one run to the next, so that
@@ -54,7 +54,7 @@ func newInstructionMemory() *instructionMemory {
 
 // instructionKey names what makes a backend: its name, what runs it (or
 // where it is), never its env or headers, which may hold secrets.
-func instructionKey(s backends.Spec) string {
+func instructionKey(s config.Backend) string {
 	h := sha256.New()
 	for _, v := range append([]string{s.Name, s.Command, s.URL, s.Cwd, s.Protocol}, s.Args...) {
 		h.Write([]byte(v))
@@ -64,7 +64,7 @@ func instructionKey(s backends.Spec) string {
 }
 
 // lookup returns the instructions s had when last seen.
-func (im *instructionMemory) lookup(s backends.Spec) (string, bool) {
+func (im *instructionMemory) lookup(s config.Backend) (string, bool) {
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	e, ok := im.entries[instructionKey(s)]
@@ -75,7 +75,7 @@ func (im *instructionMemory) lookup(s backends.Spec) (string, bool) {
 // they differ from what was remembered (false for a backend not seen
 // before). The file is written when they changed, or a day after the last
 // write of s.
-func (im *instructionMemory) store(s backends.Spec, instructions string) (changed bool) {
+func (im *instructionMemory) store(s config.Backend, instructions string) (changed bool) {
 	if im.path == "" {
 		return false
 	}

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // A backend's resources/list result is read as the go-sdk's types would
@@ -88,7 +87,7 @@ func TestResourcePageIsReadAsTheTypesWouldAndKeptAsSent(t *testing.T) {
 // dropped them.
 func TestListedResourceReachesTheAgentAsTheBackendWroteIt(t *testing.T) {
 	const resource = `{"uri":"raw://r/1","name":"one","x-vendor":{"rank":12345678901234567890,"tags":["a"],"weight":1.10}}`
-	spec := backends.Spec{Name: "raw", Command: rawServerBin,
+	spec := config.Backend{Name: "raw", Command: rawServerBin,
 		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[null,` + resource + `]}`}}
 	a := newRawAgent(t, startMux(t, spec))
 	a.call(2, "tools/list", `{}`) // once the backends started, lists go as bytes
@@ -103,7 +102,7 @@ func TestListedResourceReachesTheAgentAsTheBackendWroteIt(t *testing.T) {
 // they know) is left out, and the rest of the page still arrives, as when
 // mux decoded each backend page itself.
 func TestResourceTheTypesCannotHoldIsLeftOutOfATypedSessionsList(t *testing.T) {
-	spec := backends.Spec{Name: "raw", Command: rawServerBin,
+	spec := config.Backend{Name: "raw", Command: rawServerBin,
 		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[{"uri":"raw://r/1","size":1.5},{"uri":"raw://r/2","name":"two"}]}`}}
 	cs := connectAgent(t, startMux(t, spec), agent(nil))
 	res, err := cs.ListResources(ctxT(t), nil)
@@ -123,7 +122,7 @@ func TestResourceTheTypesCannotHoldIsLeftOutOfATypedSessionsList(t *testing.T) {
 // is shown it (its list goes as bytes), so reading it must reach its
 // backend rather than fail as unknown.
 func TestResourceTheTypesCannotHoldStillRoutes(t *testing.T) {
-	spec := backends.Spec{Name: "raw", Command: rawServerBin,
+	spec := config.Backend{Name: "raw", Command: rawServerBin,
 		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[{"uri":"raw://r/1","size":1.5}]}`}}
 	a := newRawAgent(t, startMux(t, spec))
 	a.call(2, "tools/list", `{}`) // once the backends started

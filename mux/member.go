@@ -15,6 +15,7 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // Backend states as shown by check and mcp-mux://backends.
@@ -40,7 +41,7 @@ const (
 // (if any), its state and its part of the catalog.
 type member struct {
 	m    *Mux
-	spec backends.Spec // a reload changes only its exposure fields (reload.go)
+	spec config.Backend // a reload changes only its exposure fields (reload.go)
 	// prefix is spec's effective prefix. A reload changes it, holding both
 	// the catalog's rebuild lock and mu: read it holding either.
 	prefix string
@@ -97,7 +98,7 @@ type memberCatalog struct {
 // maxLearned bounds the URIs remembered from tool results per backend.
 const maxLearned = 10000
 
-func newMember(m *Mux, spec backends.Spec) *member {
+func newMember(m *Mux, spec config.Backend) *member {
 	ctx, cancel := context.WithCancel(m.ctx)
 	return &member{
 		m:           m,

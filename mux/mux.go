@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/subs"
 )
 
@@ -33,7 +34,7 @@ var protocolVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-
 // Mux is the merged server. Create it with New, start its backends with
 // Start, attach client sessions with Connect or Serve, and Close it.
 type Mux struct {
-	cfg     *Config
+	cfg     *config.File
 	log     *log.Logger
 	version string
 
@@ -183,9 +184,9 @@ func (m *Mux) enqueue(s *session, method string, params mcp.Params, send func(co
 }
 
 // New builds the merged server for cfg. Nothing runs until Start.
-func New(cfg *Config, logger *log.Logger, version string) *Mux {
+func New(cfg *config.File, logger *log.Logger, version string) *Mux {
 	cp := *cfg
-	cp.Mux.fillDefaults()
+	cp.Mux.FillDefaults()
 	cfg = &cp
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mux{
@@ -298,14 +299,14 @@ func (m *Mux) memberNamed(name string) (*member, bool) {
 
 // loadedConfig is a config in effect and which one it is.
 type loadedConfig struct {
-	cfg        *Config
+	cfg        *config.File
 	generation int       // 1 at start, +1 per applied reload
 	loaded     time.Time // when it was read
 }
 
 // settings is the [mux] table in effect: read the live settings (see
 // liveSettings in reload.go) here, the others from m.cfg.
-func (m *Mux) settings() *Settings { return &m.conf.Load().cfg.Mux }
+func (m *Mux) settings() *config.Settings { return &m.conf.Load().cfg.Mux }
 
 // Connect attaches one client session over t. When the session ends, its
 // state (subscriptions) is cleaned up.

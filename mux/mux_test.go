@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // controlTools are the fixture's tools besides its echo tools.
@@ -349,8 +348,8 @@ func TestBackendFailingToStartDoesNotStopOthers(t *testing.T) {
 	}
 }
 
-func backendsSpecMissing() backends.Spec {
-	return backends.Spec{Name: "missing", Command: "/nonexistent/mcp-server"}
+func backendsSpecMissing() config.Backend {
+	return config.Backend{Name: "missing", Command: "/nonexistent/mcp-server"}
 }
 
 func TestCompletionRoutesByReference(t *testing.T) {
@@ -399,7 +398,7 @@ func TestProgressReachesTheCallingSession(t *testing.T) {
 // their first tools/list in well under a second, because they start
 // together.
 func TestConcurrentStart(t *testing.T) {
-	var specs []backends.Spec
+	var specs []config.Backend
 	for i := range 10 {
 		specs = append(specs, fixture(fmt.Sprintf("slow%d", i), "-start-delay", "200ms"))
 	}

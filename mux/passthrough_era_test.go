@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // modernMeta is the _meta every request of the current era (2026-07-28)
@@ -96,7 +95,7 @@ func TestCurrentEraResultsSayTheyAreComplete(t *testing.T) {
 // a current-era agent as mux reads their absence: ttl 0, scope public.
 // A handshake-era agent still gets the result as the backend sent it.
 func TestCurrentEraReadHasCacheHints(t *testing.T) {
-	spec := backends.Spec{Name: "raw", Command: rawServerBin,
+	spec := config.Backend{Name: "raw", Command: rawServerBin,
 		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[{"uri":"raw://r/1","name":"one"}]}`}}
 	m := startMux(t, spec)
 	a := newModernRawAgent(t, m)

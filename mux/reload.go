@@ -15,8 +15,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-
-	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // exposureKeys are the [[backend]] keys that change only what the agent
@@ -60,7 +59,7 @@ func (p reloadPlan) changes() bool {
 }
 
 // diffConfig compares two loaded configs: old, in effect, and next.
-func diffConfig(old, next *Config) reloadPlan {
+func diffConfig(old, next *config.File) reloadPlan {
 	var p reloadPlan
 	oldOrder, oldSpecs := enabledSpecs(old)
 	newOrder, newSpecs := enabledSpecs(next)
@@ -106,9 +105,9 @@ func diffConfig(old, next *Config) reloadPlan {
 
 // enabledSpecs are cfg's enabled backends: their names in config order,
 // and their specs by name.
-func enabledSpecs(cfg *Config) ([]string, map[string]backends.Spec) {
+func enabledSpecs(cfg *config.File) ([]string, map[string]config.Backend) {
 	var order []string
-	specs := map[string]backends.Spec{}
+	specs := map[string]config.Backend{}
 	for _, s := range cfg.Backends {
 		if !s.Disabled {
 			order = append(order, s.Name)
@@ -120,7 +119,7 @@ func enabledSpecs(cfg *Config) ([]string, map[string]backends.Spec) {
 
 // specFieldsEqual compares the exposure keys of two specs but prefix
 // (exposure), or all the others.
-func specFieldsEqual(a, b backends.Spec, exposure bool) bool {
+func specFieldsEqual(a, b config.Backend, exposure bool) bool {
 	av, bv := reflect.ValueOf(a), reflect.ValueOf(b)
 	for i := range av.NumField() {
 		key := fieldKey(av.Type().Field(i))
@@ -178,11 +177,11 @@ func (m *Mux) Reload() error {
 	defer m.reloadMu.Unlock()
 
 	path := m.cfg.Path
-	next, err := Load(path)
+	next, err := config.Load(path)
 	if err != nil {
-		var ce *ConfigError
+		var ce *config.Error
 		if !errors.As(err, &ce) {
-			ce = &ConfigError{Problems: []Problem{{File: path, Message: err.Error()}}}
+			ce = &config.Error{Problems: []config.Problem{{File: path, Message: err.Error()}}}
 		}
 		m.log.Error("config file not applied: it has mistakes, the running config stays", "path", path, "problems", len(ce.Problems))
 		for _, p := range ce.Problems {
@@ -212,7 +211,7 @@ func (m *Mux) Reload() error {
 // subscriptions restored), prefix and filter changes apply to the running
 // backend, and precedence follows next's order. Untouched backends keep
 // their process. The agent hears list_changed.
-func (m *Mux) applyReload(next *Config, p reloadPlan) {
+func (m *Mux) applyReload(next *config.File, p reloadPlan) {
 	cur := m.conf.Load()
 	eff := *next
 	eff.Mux = cur.cfg.Mux
@@ -289,7 +288,7 @@ func (m *Mux) applyReload(next *Config, p reloadPlan) {
 
 // setExposure gives a running member the prefix and filters of spec. The
 // catalog's rebuild reads them holding its lock, others holding mu.
-func (m *Mux) setExposure(mem *member, spec backends.Spec) {
+func (m *Mux) setExposure(mem *member, spec config.Backend) {
 	m.cat.mu.Lock()
 	defer m.cat.mu.Unlock()
 	mem.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,9 +22,9 @@ func backendTOML(name string, lines ...string) string {
 	return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n%s\n\n", name, fixtureBin, name, strings.Join(lines, "\n"))
 }
 
-func parseTOML(t *testing.T, text string) *Config {
+func parseTOML(t *testing.T, text string) *config.File {
 	t.Helper()
-	cfg, err := Parse(filepath.Join(t.TempDir(), "mcp-mux.toml"), []byte(text), nil)
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "mcp-mux.toml"), []byte(text), nil)
 	if err != nil {
 		t.Fatalf("config:\n%s\n%v", text, err)
 	}
@@ -126,7 +127,7 @@ func startReloadable(t *testing.T, text string) *reloadable {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
 	writeFile(t, path, text)
-	cfg, err := Load(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

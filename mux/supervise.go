@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // Supervision: a backend that exits, breaks its connection or hangs is
@@ -36,7 +37,7 @@ func (mem *member) run() {
 		mem.mu.Lock()
 		spec := mem.spec // whole: a reload may be changing its prefix or filters
 		mem.mu.Unlock()
-		b, err := backends.Start(mem.ctx, spec, mem.withClientRequests(m.startOptions(mem)))
+		b, err := backends.Start(mem.ctx, spec.Spec(), mem.withClientRequests(m.startOptions(mem)))
 		if err == nil {
 			r := b.InitializeResult()
 			mem.mu.Lock()
@@ -78,7 +79,7 @@ func (mem *member) run() {
 			// would only hammer the server with refused requests.
 			mem.log.Error("backend failed: unauthorized, not retried (fix its headers and reload)", "reason", err)
 			mem.setDown(stateFailed, err)
-		case mem.spec.Restart == RestartNever:
+		case mem.spec.Restart == config.RestartNever:
 			mem.log.Error("backend down; not restarted (restart = \"never\")", "reason", err)
 			mem.setDown(stateFailed, err)
 		case len(crashes) >= set.RestartMax:

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -95,7 +96,7 @@ func TestInFlightRequestFailsPromptlyWhenBackendDies(t *testing.T) {
 
 func TestRequestToDownBackendFailsAtOnceNamingIt(t *testing.T) {
 	spec := fixture("notes")
-	spec.Restart = RestartNever
+	spec.Restart = config.RestartNever
 	m := startMux(t, spec, fixture("other"))
 	cs := connect(t, m, nil)
 	killProcess(waitReady(t, m, 0, 0))

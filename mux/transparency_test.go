@@ -300,13 +300,6 @@ func TestBackendProtocolAutoSpeaksTheCurrentEra(t *testing.T) {
 	u.waitFor(t, uri, 1)
 }
 
-func TestConfigProtocolMustBeAutoOrAbsent(t *testing.T) {
-	_, ps := parseString(t, "[[backend]]\nname = \"a\"\ncommand = \"go\"\nprotocol = \"2026-07-28\"\n", noEnv)
-	if len(ps) != 1 || ps[0].Line != 4 || !strings.Contains(ps[0].Message, `"auto"`) {
-		t.Errorf("problems = %v, want one at line 4 naming \"auto\"", ps)
-	}
-}
-
 // A read whose backend sent no cache hints gets valid defaults, not the
 // invalid scope "" (which the TypeScript SDK v2 client rejects).
 func TestReadResultHasValidCacheHints(t *testing.T) {

@@ -1,4 +1,4 @@
-package mux
+package config
 
 // Where the config file is looked for when --config is not given: the
 // user's own config follows the OS's conventions (os.UserConfigDir), so
@@ -13,19 +13,19 @@ import (
 	"strings"
 )
 
-// hostOS is the OS whose conventions FindConfig and UserConfigPath follow.
+// hostOS is the OS whose conventions Find and UserPath follow.
 const hostOS = runtime.GOOS
 
-// FindConfig returns the config file to use: flagValue if non-empty, then
+// Find returns the config file to use: flagValue if non-empty, then
 // $MCP_MUX_CONFIG, then ./mcp-mux.toml if it exists, then the first of
 // the user's config files (see userConfigPaths) that exists. getenv nil
 // means os.Getenv.
-func FindConfig(flagValue string, getenv func(string) string) (string, error) {
-	return findConfig(flagValue, hostOS, getenv)
+func Find(flagValue string, getenv func(string) string) (string, error) {
+	return findFor(flagValue, hostOS, getenv)
 }
 
-// findConfig is FindConfig with the conventions of goos.
-func findConfig(flagValue, goos string, getenv func(string) string) (string, error) {
+// find is Find with the conventions of goos.
+func findFor(flagValue, goos string, getenv func(string) string) (string, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -67,11 +67,11 @@ func findConfig(flagValue, goos string, getenv func(string) string) (string, err
 		strings.Join(looked, "\n  "))
 }
 
-// UserConfigPath is the user's own config file, whether or not it exists:
-// the first place FindConfig looks after ./mcp-mux.toml (see
+// UserPath is the user's own config file, whether or not it exists:
+// the first place Find looks after ./mcp-mux.toml (see
 // userConfigPaths); "" when the variables it comes from are not set.
 // `mcp-mux init` writes there. getenv nil means os.Getenv.
-func UserConfigPath(getenv func(string) string) string {
+func UserPath(getenv func(string) string) string {
 	if getenv == nil {
 		getenv = os.Getenv
 	}

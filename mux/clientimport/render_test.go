@@ -1,6 +1,6 @@
-package mux
+package clientimport
 
-// Tests of the TOML that import writes (import_toml.go) and of the
+// Tests of the TOML that import writes (render.go) and of the
 // starter config of init (starter.go).
 
 import (
@@ -13,28 +13,30 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // importJSON runs a client file made of servers through the whole import:
-// JSON, ReadClientConfig, RenderImport.
-func importJSON(t *testing.T, name string, servers map[string]any) *ImportResult {
+// JSON, Read, Render.
+func importJSON(t *testing.T, name string, servers map[string]any) *Result {
 	t.Helper()
 	data, err := json.Marshal(map[string]any{"mcpServers": servers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), name)
-	f, err := ReadClientConfig(path, data, ImportOptions{})
+	f, err := Read(path, data, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return RenderImport([]*ClientFile{f})
+	return Render([]*File{f})
 }
 
 // parseImported parses the TOML of res as mcp-mux does.
-func parseImported(t *testing.T, res *ImportResult, env map[string]string) *Config {
+func parseImported(t *testing.T, res *Result, env map[string]string) *config.File {
 	t.Helper()
-	cfg, err := Parse("imported.toml", res.TOML, envOf(env))
+	cfg, err := config.Parse("imported.toml", res.TOML, envOf(env))
 	if err != nil {
 		t.Fatalf("the imported config does not load: %v\n%s", err, res.TOML)
 	}
@@ -78,14 +80,14 @@ func TestImportedValuesParseBackIntact(t *testing.T) {
 
 func TestImportNamesAreSanitizedAndCollisionsSuffixed(t *testing.T) {
 	exe, _ := os.Executable()
-	file := func(name string, servers ...string) *ClientFile {
+	file := func(name string, servers ...string) *File {
 		var entries []string
 		for i := 0; i < len(servers); i += 2 {
 			n, _ := json.Marshal(servers[i])
 			entries = append(entries, fmt.Sprintf(`%s: {"command": %q, "args": [%q]}`, n, exe, servers[i+1]))
 		}
 		data := "{\"mcpServers\": {" + strings.Join(entries, ", ") + "}}"
-		f, err := ReadClientConfig(name, []byte(data), ImportOptions{})
+		f, err := Read(name, []byte(data), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +95,7 @@ func TestImportNamesAreSanitizedAndCollisionsSuffixed(t *testing.T) {
 	}
 	f1 := file("/a/claude_desktop_config.json", "my server", "1", "@scope/pkg", "2", "a__b", "3", "☃", "4", "x", "5")
 	f2 := file("/b/.cursor/mcp.json", "x", "6", "x!", "7")
-	res := RenderImport([]*ClientFile{f1, f2})
+	res := Render([]*File{f1, f2})
 	cfg := parseImported(t, res, nil)
 	var got []string
 	for _, b := range cfg.Backends {
@@ -114,20 +116,20 @@ func TestImportNamesAreSanitizedAndCollisionsSuffixed(t *testing.T) {
 func TestImportSameServerInTwoFilesIsImportedOnce(t *testing.T) {
 	exe, _ := os.Executable()
 	entry := map[string]any{"command": exe, "args": []string{"-v"}, "env": map[string]string{"A": "1"}}
-	var files []*ClientFile
+	var files []*File
 	for _, name := range []string{"claude_desktop_config.json", "mcp.json", "other.json"} {
 		e := entry
 		if name == "other.json" {
 			e = map[string]any{"command": exe, "args": []string{"-v"}, "env": map[string]string{"A": "2"}}
 		}
 		data, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"tool": e}})
-		f, err := ReadClientConfig(filepath.Join(t.TempDir(), name), data, ImportOptions{})
+		f, err := Read(filepath.Join(t.TempDir(), name), data, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, f)
 	}
-	res := RenderImport(files)
+	res := Render(files)
 	cfg := parseImported(t, res, nil)
 	if len(cfg.Backends) != 2 || cfg.Backends[0].Name != "tool" || cfg.Backends[1].Name != "tool-2" || cfg.Backends[1].Env["A"] != "2" {
 		t.Errorf("backends %+v\n%s", cfg.Backends, res.TOML)
@@ -266,12 +268,12 @@ func TestImportWritesTheSameBytesEveryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "mcp.json")
-	render := func() *ImportResult {
-		f, err := ReadClientConfig(path, data, ImportOptions{})
+	render := func() *Result {
+		f, err := Read(path, data, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return RenderImport([]*ClientFile{f})
+		return Render([]*File{f})
 	}
 	first := render()
 	if len(first.Secrets) < 16 || len(first.Vars) < 16 {
@@ -369,12 +371,12 @@ func TestStarterConfigPassesCheckWithTheRunnerFound(t *testing.T) {
 	}
 	for _, tc := range cases {
 		fakePath(t, tc.onPath...)
-		b, found := ChooseStarterBackend(nil)
+		b, found := ChooseStarter(nil)
 		if b.Name != tc.want || found != tc.found {
 			t.Errorf("PATH with %q: %s (found %v), want %s (%v)", tc.onPath, b.Name, found, tc.want, tc.found)
 		}
 		src := StarterConfig(b)
-		cfg, err := Parse("config.toml", src, noEnv)
+		cfg, err := config.Parse("config.toml", src, noEnv)
 		if !tc.found {
 			if err == nil || !strings.Contains(err.Error(), `command "npx" not found`) {
 				t.Errorf("without npx: %v", err)
@@ -384,13 +386,21 @@ func TestStarterConfigPassesCheckWithTheRunnerFound(t *testing.T) {
 		if err != nil {
 			t.Fatalf("PATH with %q: the starter does not load: %v\n%s", tc.onPath, err, src)
 		}
-		if len(cfg.Backends) != 1 || cfg.Backends[0].Name != tc.want || cfg.Mux.StartupTimeout.Duration != DefaultStartupTimeout {
+		if len(cfg.Backends) != 1 || cfg.Backends[0].Name != tc.want || cfg.Mux.StartupTimeout.Duration != config.DefaultStartupTimeout {
 			t.Errorf("starter: %+v", cfg)
 		}
 		// Every [mux] key of the starter, uncommented, is valid as written.
 		uncommented := regexp.MustCompile(`(?m)^# ([a-z_]+ = .*)$`).ReplaceAll(src[:bytes.Index(src, []byte("[[backend]]"))], []byte("$1"))
-		if _, err := Parse("config.toml", append(uncommented, src[bytes.Index(src, []byte("[[backend]]")):]...), noEnv); err != nil {
+		if _, err := config.Parse("config.toml", append(uncommented, src[bytes.Index(src, []byte("[[backend]]")):]...), noEnv); err != nil {
 			t.Errorf("the starter's [mux] keys uncommented: %v", err)
 		}
 	}
+}
+
+// noEnv is a lookupEnv for an empty environment.
+func noEnv(string) (string, bool) { return "", false }
+
+// envOf is a lookupEnv for the variables in m.
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }

@@ -1,4 +1,4 @@
-package mux
+package config
 
 import (
 	"strings"
@@ -21,7 +21,8 @@ headers = { Authorization = "Bearer ${WEB_TOKEN}", X-Team = "core" }
 		t.Errorf("spec: %+v", s)
 	}
 	if s.Headers["Authorization"] != "Bearer tok-123" || s.Headers["X-Team"] != "core" {
-		t.Errorf("headers not expanded: %v", s.HeaderKeys())
+		spec := s.Spec()
+		t.Errorf("headers not expanded: %v", spec.HeaderKeys())
 	}
 }
 

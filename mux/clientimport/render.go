@@ -1,4 +1,4 @@
-package mux
+package clientimport
 
 // Writing the servers read by import.go as a commented mcp-mux config: a
 // header saying where it came from, then one [[backend]] per server, with
@@ -16,11 +16,13 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
-// ImportResult is the TOML written by RenderImport and what is in it. The
+// Result is the TOML written by Render and what is in it. The
 // lists name backends and keys, never a value.
-type ImportResult struct {
+type Result struct {
 	TOML       []byte
 	Backends   []string // the backends written (enabled or disabled)
 	Disabled   []string // those written with disabled = true
@@ -32,13 +34,13 @@ type ImportResult struct {
 	Warnings   []string
 }
 
-// RenderImport writes the servers of files as one mcp-mux config.
-func RenderImport(files []*ClientFile) *ImportResult {
-	res := &ImportResult{}
+// Render writes the servers of files as one mcp-mux config.
+func Render(files []*File) *Result {
+	res := &Result{}
 	w := &tomlWriter{}
 	type entry struct {
-		srv    *ImportedServer
-		file   *ClientFile
+		srv    *Server
+		file   *File
 		name   string
 		origin string
 	}
@@ -91,7 +93,7 @@ func RenderImport(files []*ClientFile) *ImportResult {
 	sort.Strings(res.Vars)
 
 	// Secrets are found first: the header explains them.
-	secrets := map[*ImportedServer]map[string]string{} // server → key → reason
+	secrets := map[*Server]map[string]string{} // server → key → reason
 	for _, e := range entries {
 		m := findSecrets(e.srv)
 		secrets[e.srv] = m
@@ -130,7 +132,7 @@ func RenderImport(files []*ClientFile) *ImportResult {
 		envEx, headerEx := "", ""
 		for _, e := range entries {
 			for _, k := range sortedKeys(secrets[e.srv]) {
-				if name, ok := strings.CutPrefix(k, "env."); ok && envEx == "" && envVarNameRe.MatchString(name) {
+				if name, ok := strings.CutPrefix(k, "env."); ok && envEx == "" && config.IsEnvVarName(name) {
 					envEx = fmt.Sprintf("%s = \"${%s}\"", name, name)
 				}
 				if name, ok := strings.CutPrefix(k, "headers."); ok && headerEx == "" {
@@ -217,7 +219,7 @@ func capitalize(s string) string {
 }
 
 // identity is what makes two entries the same server.
-func identity(s *ImportedServer) string {
+func identity(s *Server) string {
 	b, _ := json.Marshal(struct {
 		Command, Cwd, URL, Transport, Unusable string
 		Args                                   []string
@@ -267,7 +269,7 @@ func (w *tomlWriter) comment(text string) {
 
 // backend writes one [[backend]], each line after prefix ("# " to keep it
 // commented out).
-func (w *tomlWriter) backend(prefix, name string, s *ImportedServer, secrets map[string]string) {
+func (w *tomlWriter) backend(prefix, name string, s *Server, secrets map[string]string) {
 	mark := func(key string) {
 		if why := secrets[key]; why != "" {
 			w.line(prefix + "# " + commentSafe(key) + " looks like a secret (" + why + "): see \"Secrets\" at the top of this file")
@@ -360,7 +362,7 @@ func tomlString(s string) string {
 
 // tomlKey writes k bare when TOML allows it, else quoted.
 func tomlKey(k string) string {
-	if bareKeyRe.MatchString(k) {
+	if config.IsBareKey(k) {
 		return k
 	}
 	return tomlString(k)
@@ -394,7 +396,7 @@ func commentSafe(text string) string {
 
 // findSecrets returns the keys ("env.NAME", "headers.NAME", "args[i]") of
 // s whose literal values look like secrets, with why.
-func findSecrets(s *ImportedServer) map[string]string {
+func findSecrets(s *Server) map[string]string {
 	out := map[string]string{}
 	for k, v := range s.Env {
 		if why := secretReason(k, v); why != "" {

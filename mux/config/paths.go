@@ -1,4 +1,4 @@
-package mux
+package config
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // cwd, and a command that contains a path separator (relative to cwd when
 // cwd is set, as the child would see it; cwd itself starts at the config
 // file's directory). They are made absolute when the file is loaded, after
-// a leading "~" is expanded (config_forgive.go).
+// a leading "~" is expanded (forgive.go).
 
 // absDirOf is the absolute directory of the config file at path.
 func absDirOf(path string) string {

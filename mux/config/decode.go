@@ -1,4 +1,4 @@
-package mux
+package config
 
 import (
 	"encoding"
@@ -24,7 +24,7 @@ var (
 	envVarNameRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	backendSegRe  = regexp.MustCompile(`^backend\[([0-9]+)\]$`)
 
-	durationType        = reflect.TypeOf(backends.Duration{})
+	durationType        = reflect.TypeOf(Duration{})
 	textUnmarshalerType = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
 	timeType            = reflect.TypeOf(time.Time{})
 )
@@ -69,7 +69,7 @@ func (p *parser) sortedKeys(base keyPath, m map[string]any) []string {
 
 type backendEntry struct {
 	path    keyPath // backend[i]
-	spec    backends.Spec
+	spec    Backend
 	present map[string]bool
 }
 
@@ -144,14 +144,14 @@ func topHint(key string) string {
 	if _, ok := tomlFields(reflect.TypeOf(Settings{}))[key]; ok {
 		return fmt.Sprintf("%q belongs in the [mux] section", key)
 	}
-	if _, ok := tomlFields(reflect.TypeOf(backends.Spec{}))[key]; ok {
+	if _, ok := tomlFields(reflect.TypeOf(Backend{}))[key]; ok {
 		return fmt.Sprintf("%q belongs in a [[backend]] section (for a table such as env, write [backend.%s] after the [[backend]] header)", key, key)
 	}
 	return ""
 }
 
 func muxHint(key string) string {
-	if _, ok := tomlFields(reflect.TypeOf(backends.Spec{}))[key]; ok {
+	if _, ok := tomlFields(reflect.TypeOf(Backend{}))[key]; ok {
 		return fmt.Sprintf("%q is a [[backend]] key, not a [mux] key", key)
 	}
 	return ""
@@ -461,3 +461,9 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(rb)]
 }
+
+// IsEnvVarName reports whether name can be a variable of ${NAME}.
+func IsEnvVarName(name string) bool { return envVarNameRe.MatchString(name) }
+
+// IsBareKey reports whether k can be written as a bare TOML key.
+func IsBareKey(k string) bool { return bareKeyRe.MatchString(k) }

@@ -1,4 +1,4 @@
-package mux
+package config
 
 import (
 	"os"
@@ -44,18 +44,18 @@ func TestUserConfigPathsFollowTheOS(t *testing.T) {
 }
 
 // TestUserConfigPathIsTheFirstPlaceLooked: `mcp-mux init` writes where
-// FindConfig looks first on this OS.
+// Find looks first on this OS.
 func TestUserConfigPathIsTheFirstPlaceLooked(t *testing.T) {
 	root := t.TempDir()
 	env := map[string]string{"XDG_CONFIG_HOME": filepath.Join(root, "xdg"), "HOME": root, "USERPROFILE": root, "APPDATA": filepath.Join(root, "AppData")}
 	getenv := func(k string) string { return env[k] }
-	got := UserConfigPath(getenv)
+	got := UserPath(getenv)
 	if want := userConfigPaths(hostOS, getenv); len(want) == 0 || got != want[0] {
-		t.Errorf("UserConfigPath = %q, want the first of %q", got, want)
+		t.Errorf("UserPath = %q, want the first of %q", got, want)
 	}
 	clear(env)
-	if got := UserConfigPath(getenv); got != "" {
-		t.Errorf("UserConfigPath = %q with nothing set, want \"\"", got)
+	if got := UserPath(getenv); got != "" {
+		t.Errorf("UserPath = %q with nothing set, want \"\"", got)
 	}
 }
 
@@ -79,7 +79,7 @@ func TestFindConfigLooksInEveryPlaceOfTheOS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	find := func(goos string) (string, error) { return findConfig("", goos, getenv) }
+	find := func(goos string) (string, error) { return findFor("", goos, getenv) }
 
 	dotConfig := filepath.Join(home, ".config", "mcp-mux", "config.toml")
 	library := filepath.Join(home, "Library", "Application Support", "mcp-mux", "config.toml")

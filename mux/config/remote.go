@@ -1,4 +1,4 @@
-package mux
+package config
 
 import (
 	"net/http"
@@ -26,7 +26,7 @@ var protocolHeaders = map[string]bool{
 // command's backend has none of it, and reports whether e is remote (has a
 // url key). It expands the header values, and drops the keys a remote
 // backend ignores.
-func (p *parser) validateRemote(e backendEntry, s *backends.Spec, warns *[]problem) bool {
+func (p *parser) validateRemote(e backendEntry, s *Backend, warns *[]problem) bool {
 	k := func(name string) keyPath { return append(keyPath{e.path[0]}, name) }
 	_, hasURL := e.present["url"]
 	if !hasURL {
@@ -65,7 +65,7 @@ func (p *parser) validateRemote(e backendEntry, s *backends.Spec, warns *[]probl
 		headers := make(map[string]string, len(s.Headers))
 		seen := map[string]string{}
 		for name, val := range s.Headers {
-			shown := headerNameShown(name)
+			shown := HeaderNameShown(name)
 			hk, line := k("headers").child(shown), p.lineOf(k("headers").child(name))
 			canon := http.CanonicalHeaderKey(name)
 			switch {
@@ -112,10 +112,10 @@ func (p *parser) validateRemote(e backendEntry, s *backends.Spec, warns *[]probl
 	return true
 }
 
-// headerNameShown is name if it is a valid header name, else its valid
+// HeaderNameShown is name if it is a valid header name, else its valid
 // start and "...": a name that is not one may be a pasted
 // "Authorization: Bearer <token>".
-func headerNameShown(name string) string {
+func HeaderNameShown(name string) string {
 	for i := 0; i < len(name); i++ {
 		if !isTokenChar(name[i]) {
 			return name[:i] + "..."
@@ -133,3 +133,8 @@ func isTokenChar(c byte) bool {
 	}
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
+
+// IsProtocolHeader reports whether the transport sets the header (by its
+// canonical name) on every request, so that a configured one would be
+// ignored or break the session.
+func IsProtocolHeader(canonical string) bool { return protocolHeaders[canonical] }

@@ -1,47 +1,50 @@
-package mux
-
-// Config loading: the types and defaults, Load and Parse, and the parser
-// that runs decoding and validation and collects every problem into a
-// *ConfigError. Where the file is looked for: config_find.go.
+// Package config reads mcp-mux's TOML file: the schema (File, Settings,
+// Backend), decoding with a line number for every key, validation that
+// reports every mistake at once as FILE:LINE, defaults, where the file is
+// looked for (find.go), paths (paths.go), ${VAR} expansion and the
+// forgiving messages for what users get wrong (forgive.go, secrets.go). It
+// runs nothing: a Backend's Spec is what the backends package runs, and
+// the rest (prefix, filters, timeouts) is what mux exposes.
 //
 // The config file is hand-edited TOML. Every mistake is reported as
 // "FILE:LINE: key: what is wrong", and all mistakes are reported at once
-// (a *ConfigError), so `mcp-mux check` can list them in one go.
+// (a *Error), so `mcp-mux check` can list them in one go.
 //
 // Decoding is done in two steps: the TOML library parses the document into
 // plain maps (syntax errors come from there, with a line number), then the
-// maps are copied into the Go structs key by key (config_decode.go), so that
+// maps are copied into the Go structs key by key (decode.go), so that
 // every unknown key and every value of the wrong type is reported, not just
-// the first one. The values are then checked (config_validate.go). The TOML
+// the first one. The values are then checked (validate.go). The TOML
 // library does not expose the line of each key, so a small scanner
-// (scanKeyLines, config_lines.go) records the line where each key path is
+// (scanKeyLines, lines.go) records the line where each key path is
 // defined.
 //
 // Secrets: the values of env entries are never put in a message (see
-// config_secrets.go). Paths: relative ones start at the config file's
-// directory (see config_paths.go).
+// secrets.go). Paths: relative ones start at the config file's
+// directory (see paths.go).
+package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
-
-	"github.com/mcp-mux/mcp-mux/backends"
 )
 
-// Config is the whole config file.
-type Config struct {
-	Path     string          `toml:"-"`       // the file it was loaded from
-	Mux      Settings        `toml:"mux"`     // [mux]
-	Backends []backends.Spec `toml:"backend"` // [[backend]], order = precedence
+// File is the whole config file.
+type File struct {
+	Path     string    `toml:"-"`       // the file it was loaded from
+	Mux      Settings  `toml:"mux"`     // [mux]
+	Backends []Backend `toml:"backend"` // [[backend]], order = precedence
 	// Warnings are what is not wrong enough to refuse the file but
 	// probably not what was meant (e.g. a bare $NAME that is not
 	// expanded): check prints them, serve logs them.
@@ -50,26 +53,26 @@ type Config struct {
 
 // Settings is the [mux] table.
 type Settings struct {
-	Name             string            `toml:"name"`              // serverInfo name, default "mcp-mux"
-	LogLevel         string            `toml:"log_level"`         // debug|info|warn|error, default "info"
-	LogFile          string            `toml:"log_file"`          // default "" = stderr
-	RequestTimeout   backends.Duration `toml:"request_timeout"`   // default 60s
-	StartupTimeout   backends.Duration `toml:"startup_timeout"`   // default 30s
-	FirstListWait    backends.Duration `toml:"first_list_wait"`   // how long the first list waits for backends still starting, default 3s
-	MaxSubscriptions int               `toml:"max_subscriptions"` // per client session, default 1000
-	ToolSeparator    string            `toml:"tool_separator"`    // default "__"
-	MaxRequestTime   backends.Duration `toml:"max_request_time"`  // hard cap for progress-extended requests, default 10m
-	MaxMessageSize   int               `toml:"max_message_size"`  // bytes, default 16 MiB, >= 1024
-	ShutdownGrace    backends.Duration `toml:"shutdown_grace"`    // time to exit after stdin close before SIGTERM, default 2s
-	RestartMax       int               `toml:"restart_max"`       // crashes within RestartWindow before "failed", default 5
-	RestartWindow    backends.Duration `toml:"restart_window"`    // default 60s
-	Instructions     string            `toml:"instructions"`      // default "": the backends' own, merged
+	Name             string   `toml:"name"`              // serverInfo name, default "mcp-mux"
+	LogLevel         string   `toml:"log_level"`         // debug|info|warn|error, default "info"
+	LogFile          string   `toml:"log_file"`          // default "" = stderr
+	RequestTimeout   Duration `toml:"request_timeout"`   // default 60s
+	StartupTimeout   Duration `toml:"startup_timeout"`   // default 30s
+	FirstListWait    Duration `toml:"first_list_wait"`   // how long the first list waits for backends still starting, default 3s
+	MaxSubscriptions int      `toml:"max_subscriptions"` // per client session, default 1000
+	ToolSeparator    string   `toml:"tool_separator"`    // default "__"
+	MaxRequestTime   Duration `toml:"max_request_time"`  // hard cap for progress-extended requests, default 10m
+	MaxMessageSize   int      `toml:"max_message_size"`  // bytes, default 16 MiB, >= 1024
+	ShutdownGrace    Duration `toml:"shutdown_grace"`    // time to exit after stdin close before SIGTERM, default 2s
+	RestartMax       int      `toml:"restart_max"`       // crashes within RestartWindow before "failed", default 5
+	RestartWindow    Duration `toml:"restart_window"`    // default 60s
+	Instructions     string   `toml:"instructions"`      // default "": the backends' own, merged
 	// Serving over HTTP (serve --http, or this key): the address, the
 	// bearer token it requires (expanded like env values; never logged),
 	// and how long an idle HTTP session lives.
-	HTTPListen      string            `toml:"http_listen"`       // default "": stdio only
-	HTTPToken       string            `toml:"http_token"`        // default "": none (loopback only)
-	HTTPSessionIdle backends.Duration `toml:"http_session_idle"` // default 30m
+	HTTPListen      string   `toml:"http_listen"`       // default "": stdio only
+	HTTPToken       string   `toml:"http_token"`        // default "": none (loopback only)
+	HTTPSessionIdle Duration `toml:"http_session_idle"` // default 30m
 }
 
 // Defaults of [mux]; a zero value in the file (or a missing key) means the default.
@@ -121,13 +124,13 @@ func (p Problem) String() string {
 	return b.String()
 }
 
-// ConfigError lists every problem found in a config file.
-type ConfigError struct {
+// Error lists every problem found in a config file.
+type Error struct {
 	Problems []Problem
 }
 
 // Error returns all problems, one per line.
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	if len(e.Problems) == 0 {
 		return "invalid config"
 	}
@@ -140,15 +143,15 @@ func (e *ConfigError) Error() string {
 
 // Load reads, decodes and validates the config file at path, expanding env
 // values from the process environment. On failure the error is a
-// *ConfigError listing every problem.
-func Load(path string) (*Config, error) {
+// *Error listing every problem.
+func Load(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, &ConfigError{Problems: []Problem{{File: path, Message: "cannot read config file: " + err.Error()}}}
+		return nil, &Error{Problems: []Problem{{File: path, Message: "cannot read config file: " + err.Error()}}}
 	}
 	return Parse(path, data, os.LookupEnv)
 }
@@ -156,14 +159,14 @@ func Load(path string) (*Config, error) {
 // Parse is Load on data already read from path (path is used in messages
 // and to fill Config.Path). lookupEnv resolves ${VAR} in env values; nil
 // means os.LookupEnv.
-func Parse(path string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+func Parse(path string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
 	p := &parser{file: path, dir: absDirOf(path), lookupEnv: lookupEnv}
 	cfg := p.parse(data)
 	if len(p.problems) > 0 {
-		return nil, &ConfigError{Problems: p.finish()}
+		return nil, &Error{Problems: p.finish()}
 	}
 	return cfg, nil
 }
@@ -271,13 +274,13 @@ const (
 	maxNesting    = 32
 )
 
-func (p *parser) parse(data []byte) (cfg *Config) {
+func (p *parser) parse(data []byte) (cfg *File) {
 	if len(data) > maxConfigSize {
 		p.addAt(nil, 0, "file is too large (%d bytes, at most %d)", len(data), maxConfigSize)
 		return nil
 	}
-	if looksLikeJSON(data) {
-		p.addAt(nil, 0, "this is a JSON client config, not mcp-mux's TOML; run `mcp-mux import %s` to convert it", shellQuote(p.file))
+	if LooksLikeJSON(data) {
+		p.addAt(nil, 0, "this is a JSON client config, not mcp-mux's TOML; run `mcp-mux import %s` to convert it", ShellQuote(p.file))
 		return nil
 	}
 	// The line index is built first: the scanner also rejects deeply
@@ -304,7 +307,7 @@ func (p *parser) parse(data []byte) (cfg *Config) {
 	p.lines = scan.lines
 	p.names = map[int]string{}
 
-	cfg = &Config{Path: p.file}
+	cfg = &File{Path: p.file}
 	var muxPresent map[string]bool
 	var specs []backendEntry
 	for _, k := range p.sortedKeys(nil, top) {
@@ -345,4 +348,20 @@ func decodeTOML(data []byte) (top map[string]any, err error) {
 	top = map[string]any{}
 	_, err = toml.Decode(string(data), &top)
 	return top, err
+}
+
+// LooksLikeJSON reports whether data is JSON rather than TOML: a TOML file
+// cannot start with "{", every client config does.
+func LooksLikeJSON(data []byte) bool {
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	data = bytes.TrimLeft(data, " \t\r\n")
+	return len(data) > 0 && data[0] == '{'
+}
+
+// ShellQuote quotes path for a command line shown to the user, when needed.
+func ShellQuote(path string) string {
+	if path != "" && regexp.MustCompile(`^[A-Za-z0-9_./:@%+=,\\-]+$`).MatchString(path) {
+		return path
+	}
+	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
 }

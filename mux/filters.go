@@ -1,11 +1,11 @@
 package mux
 
-// Filters and names: the per-backend tools/exclude_tools and
-// prompts/exclude_prompts globs (checked when the config is loaded,
-// applied when the catalog is merged), the rule that two backends may not
-// share a prefix, and the names too long for the agents that will see them.
+// Filters and names as the catalog applies them: the per-backend
+// tools/exclude_tools and prompts/exclude_prompts globs (checked when the
+// config is loaded, in config/filters.go), and the names too long for the
+// agents that will see them.
 //
-// The filters are read from each member's spec at every catalog rebuild
+// The filters are read from each member's config at every catalog rebuild
 // rather than applied when a backend's lists are fetched, so a reload that
 // changes only them takes effect at once, without asking the backend again.
 
@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"path"
 	"strings"
-
-	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // maxNameLength is the longest tool or prompt name several agents and LLM
@@ -73,81 +71,6 @@ func (m *Mux) offersVisible(mem *member, kind, name string) bool {
 	return prompts.admits(original)
 }
 
-// filterKeys are the spec's filter lists with their config keys, in the
-// order the file documents them.
-func filterKeys(s *backends.Spec) []struct {
-	key, kind string
-	patterns  []string
-} {
-	return []struct {
-		key, kind string
-		patterns  []string
-	}{
-		{"tools", "tool", s.Tools},
-		{"exclude_tools", "tool", s.ExcludeTools},
-		{"prompts", "prompt", s.Prompts},
-		{"exclude_prompts", "prompt", s.ExcludePrompts},
-	}
-}
-
-// validateFilters reports every filter pattern that path.Match cannot use.
-// Disabled backends are checked too: a pattern does not depend on the
-// machine, and the mistake would surface when the backend is enabled.
-func (p *parser) validateFilters(bp keyPath, s *backends.Spec) {
-	for _, f := range filterKeys(s) {
-		for i, pat := range f.patterns {
-			k := append(keyPath{bp[0]}, f.key).index(i)
-			if pat == "" {
-				p.add(k, `empty pattern: it matches no %s name (write "*" for all)`, f.kind)
-				continue
-			}
-			if _, err := path.Match(pat, ""); err != nil {
-				p.add(k, `invalid glob pattern %q: use * (any characters), ? (one character), [abc] or [a-z] (one of a set; [^...] for none of it), and \ before one of these for itself`, pat)
-			}
-		}
-	}
-}
-
-// checkPrefixes reports enabled backends whose effective prefix (non-empty)
-// is already another enabled backend's: their names would mix, and which
-// backend a name belongs to would depend on what each lists. Unprefixed
-// backends are allowed to share the empty prefix: that is asked for, and
-// collisions between them are resolved by config order.
-func (p *parser) checkPrefixes(entries []backendEntry, specs []backends.Spec) {
-	type owner struct {
-		name string
-		seg  string
-		line int
-	}
-	first := map[string]owner{}
-	names := map[string]bool{}
-	for i, s := range specs {
-		if s.Disabled || i >= len(entries) || names[s.Name] {
-			continue // a duplicate name is reported already
-		}
-		names[s.Name] = true
-		pre := s.EffectivePrefix()
-		if pre == "" || !backendNameRe.MatchString(pre) {
-			continue // invalid ones are reported already
-		}
-		e := entries[i]
-		key := "name"
-		if s.Prefix != nil {
-			key = "prefix"
-		}
-		k := keyPath{e.path[0], key}
-		if o, dup := first[pre]; dup {
-			where := o.seg
-			if o.line > 0 {
-				where += fmt.Sprintf(", line %d", o.line)
-			}
-			p.add(k, "prefix %q is already the prefix of backend %q (%s): give one of them another prefix", pre, o.name, where)
-			continue
-		}
-		first[pre] = owner{name: s.Name, seg: e.path[0], line: p.lineOf(k)}
-	}
-}
-
 // checkWarnings is what `check --connect` warns about once every backend
 // has started: filter patterns that match none of a ready backend's names
 // (a typo, or a tool the backend renamed), then exposed names longer than
@@ -162,9 +85,9 @@ func (m *Mux) checkWarnings() []string {
 		mem.mu.Lock()
 		spec := mem.spec
 		mem.mu.Unlock()
-		for _, f := range filterKeys(&spec) {
+		for _, f := range spec.Filters() {
 			var names []string
-			if f.kind == "tool" {
+			if f.Kind == "tool" {
 				for _, t := range part.tools {
 					names = append(names, t.Name)
 				}
@@ -173,9 +96,9 @@ func (m *Mux) checkWarnings() []string {
 					names = append(names, p.Name)
 				}
 			}
-			for _, pat := range f.patterns {
+			for _, pat := range f.Patterns {
 				if !globMatchesSome(pat, names) {
-					out = append(out, fmt.Sprintf("backend %q: %s pattern %q matches none of its %ss (it lists %d)", spec.Name, f.key, pat, f.kind, len(names)))
+					out = append(out, fmt.Sprintf("backend %q: %s pattern %q matches none of its %ss (it lists %d)", spec.Name, f.Key, pat, f.Kind, len(names)))
 				}
 			}
 		}

@@ -1,20 +1,20 @@
-package mux
+package clientimport
 
 import "path/filepath"
 
-// ClientConfigLocation is a file where a client keeps its MCP servers.
-type ClientConfigLocation struct {
+// Location is a file where a client keeps its MCP servers.
+type Location struct {
 	Client string
 	Path   string
 }
 
-// ClientConfigLocations lists where each client keeps its MCP servers on
+// Locations lists where each client keeps its MCP servers on
 // goos: the user's own files (under the home directory and the OS's
 // config directory, from getenv as the clients find them) and the
 // project's (under dir, the current directory). A path is listed once.
-func ClientConfigLocations(goos string, getenv func(string) string, dir string) []ClientConfigLocation {
+func Locations(goos string, getenv func(string) string, dir string) []Location {
 	home, config := userDirs(goos, getenv)
-	var out []ClientConfigLocation
+	var out []Location
 	add := func(client string, parts ...string) {
 		if parts[0] == "" {
 			return
@@ -25,7 +25,7 @@ func ClientConfigLocations(goos string, getenv func(string) string, dir string) 
 				return
 			}
 		}
-		out = append(out, ClientConfigLocation{Client: client, Path: p})
+		out = append(out, Location{Client: client, Path: p})
 	}
 	add(ClientClaudeDesktop, config, "Claude", "claude_desktop_config.json")
 	add(ClientClaudeCode, home, ".claude.json")

@@ -1,11 +1,15 @@
-package mux
+// Package clientimport turns the agents' own MCP configs into mcp-mux's:
+// it reads Claude Desktop, Claude Code, Cursor and VS Code files (read.go,
+// vars.go, locations.go), renders them as one commented TOML file
+// (render.go), and writes init's starter config (starter.go).
+package clientimport
 
 // Reading the agents' own config files for `mcp-mux import`: Claude
 // Desktop's claude_desktop_config.json, Claude Code's ~/.claude.json (its
 // top-level servers and the per-project ones under projects.<path>) and
 // .mcp.json, Cursor's mcp.json (all under "mcpServers") and VS Code's
-// mcp.json (under "servers"). Each server becomes an ImportedServer in
-// mcp-mux's terms; import_toml.go writes them as TOML. A server with a
+// mcp.json (under "servers"). Each server becomes a Server in
+// mcp-mux's terms; render.go writes them as TOML. A server with a
 // url becomes a remote backend (url, transport, headers).
 //
 // The clients' variables become mcp-mux's: ${env:NAME} (VS Code, Cursor)
@@ -27,12 +31,12 @@ import (
 	neturl "net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // The clients whose files are read.
@@ -44,17 +48,17 @@ const (
 	ClientOther         = "mcpServers JSON"
 )
 
-// ClientFile is what was found in one client config file.
-type ClientFile struct {
+// File is what was found in one client config file.
+type File struct {
 	Path    string // absolute
 	Client  string // one of the Client* constants
 	Project string // the project directory of a project-level file, "" for a user-level one
-	Servers []ImportedServer
+	Servers []Server
 	Notes   []string // about the file as a whole, for the TOML's comments
 }
 
-// ImportedServer is one server entry of a client's file in mcp-mux's terms.
-type ImportedServer struct {
+// Server is one server entry of a client's file in mcp-mux's terms.
+type Server struct {
 	Name    string // as written in the client's file
 	Project string // the project of a per-project server of ~/.claude.json
 	Command string
@@ -85,31 +89,15 @@ type ImportedServer struct {
 }
 
 // Remote reports whether s is served over HTTP rather than run.
-func (s *ImportedServer) Remote() bool { return s.URL != "" }
+func (s *Server) Remote() bool { return s.URL != "" }
 
-// ImportOptions tell how to resolve what a client would resolve at run time.
-type ImportOptions struct {
+// Options tell how to resolve what a client would resolve at run time.
+type Options struct {
 	Home string // the user's home directory, for ${userHome}
 }
 
-// looksLikeJSON reports whether data is JSON rather than TOML: a TOML file
-// cannot start with "{", every client config does.
-func looksLikeJSON(data []byte) bool {
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	data = bytes.TrimLeft(data, " \t\r\n")
-	return len(data) > 0 && data[0] == '{'
-}
-
-// shellQuote quotes path for a command line shown to the user, when needed.
-func shellQuote(path string) string {
-	if path != "" && regexp.MustCompile(`^[A-Za-z0-9_./:@%+=,\\-]+$`).MatchString(path) {
-		return path
-	}
-	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
-}
-
-// ReadClientConfig reads one client config file (data, read from path).
-func ReadClientConfig(path string, data []byte, opt ImportOptions) (*ClientFile, error) {
+// Read reads one client config file (data, read from path).
+func Read(path string, data []byte, opt Options) (*File, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		abs = path
@@ -118,7 +106,7 @@ func ReadClientConfig(path string, data []byte, opt ImportOptions) (*ClientFile,
 	if err != nil {
 		return nil, err
 	}
-	f := &ClientFile{Path: abs}
+	f := &File{Path: abs}
 	base, parent := filepath.Base(abs), filepath.Base(filepath.Dir(abs))
 	vsServers, isVS := top.get("servers")
 	if !isVS {
@@ -320,7 +308,7 @@ func stripJSONC(data []byte) []byte {
 
 // converter turns the entries of one servers object into ImportedServers.
 type converter struct {
-	file    *ClientFile
+	file    *File
 	home    string
 	project string            // for ${workspaceFolder} and the default cwd
 	inputs  map[string]string // VS Code input id → its description
@@ -351,7 +339,7 @@ func (c *converter) addServers(raw json.RawMessage, project string) error {
 		var m map[string]any
 		dec := json.NewDecoder(bytes.NewReader(s.val))
 		dec.UseNumber()
-		srv := ImportedServer{Name: s.key, Project: project}
+		srv := Server{Name: s.key, Project: project}
 		if err := dec.Decode(&m); err != nil || m == nil {
 			srv.Unusable = "its entry is not a JSON object"
 		} else {
@@ -366,7 +354,7 @@ func (c *converter) addServers(raw json.RawMessage, project string) error {
 var knownKeys = map[string]bool{"command": true, "args": true, "env": true, "envFile": true, "cwd": true,
 	"type": true, "transport": true, "url": true, "headers": true, "disabled": true}
 
-func (c *converter) convert(s *ImportedServer, m map[string]any) {
+func (c *converter) convert(s *Server, m map[string]any) {
 	var unknown []string
 	for k := range m {
 		if !knownKeys[k] {
@@ -444,7 +432,7 @@ func (c *converter) convert(s *ImportedServer, m map[string]any) {
 // expands nothing in a url), its transport (auto unless the client said
 // which) and its headers, whose values are translated as env's are. What
 // mcp-mux would refuse to load makes s unusable, with the reason.
-func (c *converter) remote(s *ImportedServer, m map[string]any, typ, rawURL string) {
+func (c *converter) remote(s *Server, m map[string]any, typ, rawURL string) {
 	if s.Transport == "" {
 		s.Transport = backends.TransportAuto
 	}
@@ -474,11 +462,11 @@ func (c *converter) remote(s *ImportedServer, m map[string]any, typ, rawURL stri
 		canon := http.CanonicalHeaderKey(name)
 		problem := ""
 		switch {
-		case name == "" || headerNameShown(name) != name:
+		case name == "" || config.HeaderNameShown(name) != name:
 			// Shown up to where it stops being a name: it may be a
 			// pasted "Authorization: Bearer <token>".
-			problem = fmt.Sprintf("its header name %s is not a valid header name", tomlString(headerNameShown(name)))
-		case protocolHeaders[canon]:
+			problem = fmt.Sprintf("its header name %s is not a valid header name", tomlString(config.HeaderNameShown(name)))
+		case config.IsProtocolHeader(canon):
 			delete(s.Headers, name)
 			s.Notes = append(s.Notes, fmt.Sprintf("its header %s was left out, as the transport sets it on every request", tomlString(name)))
 			continue
@@ -522,7 +510,7 @@ func quoteAll(ss []string) []string {
 }
 
 // stringList reads args: strings, and numbers or booleans as written.
-func (c *converter) stringList(s *ImportedServer, v any) ([]string, bool) {
+func (c *converter) stringList(s *Server, v any) ([]string, bool) {
 	if v == nil {
 		return nil, true
 	}
@@ -556,7 +544,7 @@ func scalarString(v any) (string, bool) {
 // stringMap reads env or headers. Values are translated like the rest;
 // null (VS Code: unset the variable) is left out, as a backend starts
 // from a minimal environment anyway.
-func (c *converter) stringMap(s *ImportedServer, v any, what string) map[string]string {
+func (c *converter) stringMap(s *Server, v any, what string) map[string]string {
 	m, ok := v.(map[string]any)
 	if !ok || len(m) == 0 {
 		if v != nil && !ok {

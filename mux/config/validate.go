@@ -1,9 +1,10 @@
-package mux
+package config
 
 import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -16,9 +17,9 @@ import (
 // Validation: checking the decoded [mux] and [[backend]] values, filling in
 // defaults, and expanding ${VAR} in env values.
 
-// fillDefaults gives every key left out (or zero) its default. The mux
-// calls it too, so a Config built in code behaves like a loaded one.
-func (s *Settings) fillDefaults() {
+// FillDefaults gives every key left out (or zero) its default. The mux
+// calls it too, so a File built in code behaves like a loaded one.
+func (s *Settings) FillDefaults() {
 	str := func(v *string, d string) {
 		if *v == "" {
 			*v = d
@@ -29,7 +30,7 @@ func (s *Settings) fillDefaults() {
 			*v = d
 		}
 	}
-	dur := func(v *backends.Duration, d time.Duration) {
+	dur := func(v *Duration, d time.Duration) {
 		if v.Duration == 0 {
 			v.Duration = d
 		}
@@ -89,7 +90,7 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 
 	p.validateHTTP(s, mk)
 
-	s.fillDefaults()
+	s.FillDefaults()
 	if s.MaxRequestTime.Duration < s.RequestTimeout.Duration {
 		k := "max_request_time"
 		if !present[k] {
@@ -131,7 +132,7 @@ func isSpace(r rune) bool {
 
 // validateBackends checks and completes the backends' specs. It also
 // returns the warnings (what is allowed but probably not meant).
-func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]backends.Spec, []Problem) {
+func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Backend, []Problem) {
 	var warns []problem
 	type seen struct {
 		path keyPath
@@ -139,7 +140,7 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]back
 	}
 	firstByName := map[string]seen{}
 	enabled := 0
-	out := make([]backends.Spec, 0, len(entries))
+	out := make([]Backend, 0, len(entries))
 	for _, e := range entries {
 		s := e.spec
 		bp := e.path
@@ -382,4 +383,26 @@ func expandEnv(s string, lookup func(string) (string, bool)) (string, []envIssue
 		b.WriteString(v)
 	}
 	return b.String(), issues
+}
+
+// CheckHTTPAddr refuses to serve a non-loopback address without a token:
+// anyone who can reach it could run the user's tools.
+func CheckHTTPAddr(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("http address %q: %w (want HOST:PORT, e.g. 127.0.0.1:8931)", addr, err)
+	}
+	if token == "" && !IsLoopbackHost(host) {
+		return fmt.Errorf("http address %q is not loopback: anyone who can reach it could call your tools; set [mux] http_token = \"${MCP_MUX_TOKEN}\" (and send it as Authorization: Bearer), or listen on 127.0.0.1", addr)
+	}
+	return nil
+}
+
+// IsLoopbackHost reports whether host (a name or an IP) is this machine.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }

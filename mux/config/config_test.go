@@ -1,4 +1,4 @@
-package mux
+package config
 
 import (
 	"errors"
@@ -11,11 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mcp-mux/mcp-mux/backends"
 )
 
-const configDir = "../testdata/config"
+const configDir = "../../testdata/config"
 
 // noEnv is a lookupEnv for an empty environment.
 func noEnv(string) (string, bool) { return "", false }
@@ -29,7 +27,7 @@ func envOf(m map[string]string) func(string) (string, bool) {
 }
 
 // parseString parses src as the file "test.toml".
-func parseString(t *testing.T, src string, env func(string) (string, bool)) (*Config, []Problem) {
+func parseString(t *testing.T, src string, env func(string) (string, bool)) (*File, []Problem) {
 	t.Helper()
 	cfg, err := Parse("test.toml", []byte(src), env)
 	if err == nil {
@@ -38,15 +36,15 @@ func parseString(t *testing.T, src string, env func(string) (string, bool)) (*Co
 		}
 		return cfg, nil
 	}
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("Parse error is %T, want *ConfigError: %v", err, err)
+		t.Fatalf("Parse error is %T, want *Error: %v", err, err)
 	}
 	if cfg != nil {
 		t.Errorf("Parse returned a config together with an error")
 	}
 	if len(ce.Problems) == 0 {
-		t.Fatalf("ConfigError without problems")
+		t.Fatalf("Error without problems")
 	}
 	return nil, ce.Problems
 }
@@ -129,9 +127,9 @@ func TestConfigBadFiles(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Parse(%s) succeeded: %+v", tt.file, cfg)
 			}
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("error is %T, want *ConfigError", err)
+				t.Fatalf("error is %T, want *Error", err)
 			}
 			checkProblems(t, path, ce.Problems, tt.want)
 			if got := strings.Count(err.Error(), "\n") + 1; got != len(ce.Problems) {
@@ -161,9 +159,9 @@ func TestConfigMultiProblem(t *testing.T) {
 	os.Unsetenv("MUX_TEST_UNSET_TOKEN")
 	path := filepath.Join(configDir, "multi-problem.toml")
 	_, err := Load(path)
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("Load: got %v, want *ConfigError", err)
+		t.Fatalf("Load: got %v, want *Error", err)
 	}
 	checkProblems(t, path, ce.Problems, multiProblemWant)
 	for _, p := range ce.Problems {
@@ -190,17 +188,17 @@ func TestConfigGood(t *testing.T) {
 		Name:             "test-mux",
 		LogLevel:         "debug",
 		LogFile:          "",
-		RequestTimeout:   backends.Duration{Duration: 60 * time.Second},
-		StartupTimeout:   backends.Duration{Duration: 120 * time.Second},
-		FirstListWait:    backends.Duration{Duration: 3 * time.Second},
+		RequestTimeout:   Duration{Duration: 60 * time.Second},
+		StartupTimeout:   Duration{Duration: 120 * time.Second},
+		FirstListWait:    Duration{Duration: 3 * time.Second},
 		MaxSubscriptions: 1000,
 		ToolSeparator:    "__",
-		MaxRequestTime:   backends.Duration{Duration: 10 * time.Minute},
+		MaxRequestTime:   Duration{Duration: 10 * time.Minute},
 		MaxMessageSize:   16777216,
-		ShutdownGrace:    backends.Duration{Duration: 2 * time.Second},
+		ShutdownGrace:    Duration{Duration: 2 * time.Second},
 		RestartMax:       5,
-		RestartWindow:    backends.Duration{Duration: 60 * time.Second},
-		HTTPSessionIdle:  backends.Duration{Duration: 30 * time.Minute},
+		RestartWindow:    Duration{Duration: 60 * time.Second},
+		HTTPSessionIdle:  Duration{Duration: 30 * time.Minute},
 	}
 	if cfg.Mux != wantMux {
 		t.Errorf("Mux =\n%+v\nwant\n%+v", cfg.Mux, wantMux)
@@ -233,7 +231,7 @@ func TestConfigGood(t *testing.T) {
 }
 
 func TestConfigExample(t *testing.T) {
-	const path = "../mcp-mux.toml.example"
+	const path = "../../mcp-mux.toml.example"
 	cfg, err := Load(path)
 	if err != nil {
 		t.Fatalf("Load(%s):\n%v", path, err)
@@ -249,7 +247,7 @@ func TestConfigExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range []reflect.Type{reflect.TypeOf(Settings{}), reflect.TypeOf(backends.Spec{})} {
+	for _, typ := range []reflect.Type{reflect.TypeOf(Settings{}), reflect.TypeOf(Backend{})} {
 		for _, key := range fieldNames(typ) {
 			if !strings.Contains(string(data), "\n"+key+" = ") && !strings.Contains(string(data), "# "+key+" = ") {
 				t.Errorf("example does not show key %q of %s", key, typ)
@@ -578,7 +576,7 @@ func TestConfigProblemString(t *testing.T) {
 			t.Errorf("String() = %q, want %q", got, tt.want)
 		}
 	}
-	e := &ConfigError{Problems: []Problem{tests[0].p, tests[3].p}}
+	e := &Error{Problems: []Problem{tests[0].p, tests[3].p}}
 	if got, want := e.Error(), "f.toml:3: mux.name: bad\nf.toml: bad"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
@@ -587,7 +585,7 @@ func TestConfigProblemString(t *testing.T) {
 func TestConfigLoadMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "nope.toml")
 	_, err := Load(path)
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 {
 		t.Fatalf("Load: %v, want one problem", err)
 	}
@@ -618,18 +616,18 @@ func TestFindConfig(t *testing.T) {
 	getenv := func(k string) string { return env[k] }
 	find := func(flag string) string {
 		t.Helper()
-		p, err := findConfig(flag, "linux", getenv)
+		p, err := findFor(flag, "linux", getenv)
 		if err != nil {
-			t.Fatalf("FindConfig(%q): %v", flag, err)
+			t.Fatalf("Find(%q): %v", flag, err)
 		}
 		return p
 	}
 
 	// Nothing anywhere: the error lists every place.
 	env["HOME"] = home
-	_, err := findConfig("", "linux", getenv)
+	_, err := findFor("", "linux", getenv)
 	if err == nil {
-		t.Fatal("FindConfig found something in an empty dir")
+		t.Fatal("Find found something in an empty dir")
 	}
 	for _, s := range []string{"--config", "MCP_MUX_CONFIG", filepath.Join(dir, "mcp-mux.toml"), homeFile} {
 		if !strings.Contains(err.Error(), s) {
@@ -637,7 +635,7 @@ func TestFindConfig(t *testing.T) {
 		}
 	}
 	env["XDG_CONFIG_HOME"] = xdg
-	if _, err := findConfig("", "linux", getenv); err == nil || !strings.Contains(err.Error(), xdgFile) {
+	if _, err := findFor("", "linux", getenv); err == nil || !strings.Contains(err.Error(), xdgFile) {
 		t.Errorf("error should mention %s: %v", xdgFile, err)
 	}
 
@@ -649,7 +647,7 @@ func TestFindConfig(t *testing.T) {
 	}
 	// XDG_CONFIG_HOME when set (and the file exists), ignoring $HOME.
 	env["XDG_CONFIG_HOME"] = xdg
-	if _, err := findConfig("", "linux", getenv); err == nil {
+	if _, err := findFor("", "linux", getenv); err == nil {
 		t.Errorf("with XDG_CONFIG_HOME set, $HOME/.config should not be used")
 	}
 	write(xdgFile)
@@ -707,9 +705,9 @@ var envSecretCases = []struct {
 	{"NAME=value as the key, with an unset variable", `"API_TOKEN=S3CR3Th0Rp" = "${NOPE}"`, "S3CR3Th0Rp", "NOPE"},
 }
 
-// TestConfigErrorNeverShowsAnEnvValue: whatever is wrong in an env entry,
+// TestErrorNeverShowsAnEnvValue: whatever is wrong in an env entry,
 // the problem names the file, the line and what is wrong, but not the value.
-func TestConfigErrorNeverShowsAnEnvValue(t *testing.T) {
+func TestErrorNeverShowsAnEnvValue(t *testing.T) {
 	for _, inline := range []bool{true, false} {
 		for _, c := range envSecretCases {
 			t.Run(fmt.Sprintf("%s/inline=%v", c.name, inline), func(t *testing.T) {
@@ -723,7 +721,7 @@ func TestConfigErrorNeverShowsAnEnvValue(t *testing.T) {
 				if err == nil {
 					t.Fatal("no error")
 				}
-				var ce *ConfigError
+				var ce *Error
 				if !errors.As(err, &ce) {
 					t.Fatalf("error is %T", err)
 				}
@@ -760,9 +758,9 @@ func TestConfigSyntaxErrorsStillSayWhereAndWhat(t *testing.T) {
 func TestConfigSecretFixtureFile(t *testing.T) {
 	path := filepath.Join(configDir, "secret-bad-escape.toml")
 	_, err := Load(path)
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("Load: %v, want a *ConfigError", err)
+		t.Fatalf("Load: %v, want a *Error", err)
 	}
 	checkProblems(t, path, ce.Problems, []wantProblem{{7, "TOML syntax error: invalid escape sequence in a string (column"}})
 	if leaksSecret(err.Error(), "S3CR3Tq7Zx") {
@@ -808,7 +806,7 @@ func TestConfigLogFileThatIsStdoutIsAProblem(t *testing.T) {
 	for _, lf := range []string{"/dev/stdout", "/proc/self/fd/1", "/dev/fd/1", "/dev/fd/../fd/1", link, link2, fdLink, "out.log"} {
 		path := filepath.Join(dir, "mcp-mux.toml")
 		_, err := Parse(path, []byte("[mux]\nlog_file = "+strconv.Quote(lf)+"\n"+ok), noEnv)
-		var ce *ConfigError
+		var ce *Error
 		if !errors.As(err, &ce) {
 			t.Errorf("log_file %q: no problem reported", lf)
 			continue
@@ -886,7 +884,7 @@ name = "c"
 command = "nobin/server"
 cwd = "data"
 `), noEnv)
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
 		t.Fatalf("Parse: %v, want problems", err)
 	}
@@ -896,4 +894,36 @@ cwd = "data"
 		{9, `backend[1] (b).cwd: directory "nodata" ` + rel + ` does not exist`},
 		{12, `backend[2] (c).command: command "nobin/server" not found (looked at "` + filepath.Join(dir, "data/nobin/server") + `"): a relative command path is relative to cwd`},
 	})
+}
+
+// TestJSONClientConfigGetsImportHint: a client's JSON config passed as
+// mcp-mux's config is named as such, with the command that converts it,
+// not reported as a TOML syntax error.
+func TestJSONClientConfigGetsImportHint(t *testing.T) {
+	cases := map[string]string{
+		"claude_desktop_config.json": `{"mcpServers": {"github": {"command": "npx", "env": {"GITHUB_TOKEN": "ghp_S3CR3Tvalue0123456789abcdefABCDEF"}}}}`,
+		"mcp.json":                   "\ufeff\n  {\n  // VS Code allows comments\n  \"servers\": {}\n}\n",
+	}
+	for name, src := range cases {
+		_, problems := parseString(t, src, noEnv)
+		all := problemStrings(problems)
+		if len(problems) != 1 {
+			t.Errorf("%s: want one problem, got%s", name, all)
+			continue
+		}
+		p := problems[0]
+		if !strings.Contains(p.Message, "JSON client config") || !strings.Contains(p.Message, "mcp-mux import test.toml") {
+			t.Errorf("%s: no import hint:%s", name, all)
+		}
+		if strings.Contains(all, "syntax error") || strings.Contains(all, "S3CR3T") {
+			t.Errorf("%s: syntax error or value shown:%s", name, all)
+		}
+	}
+}
+
+func TestConfigProtocolMustBeAutoOrAbsent(t *testing.T) {
+	_, ps := parseString(t, "[[backend]]\nname = \"a\"\ncommand = \"go\"\nprotocol = \"2026-07-28\"\n", noEnv)
+	if len(ps) != 1 || ps[0].Line != 4 || !strings.Contains(ps[0].Message, `"auto"`) {
+		t.Errorf("problems = %v, want one at line 4 naming \"auto\"", ps)
+	}
 }

@@ -1,4 +1,4 @@
-package mux
+package config
 
 import (
 	"bytes"
@@ -10,10 +10,10 @@ import (
 )
 
 // FuzzParse checks that no input makes Parse panic, and that failures are
-// always a *ConfigError with sensible problems.
+// always a *Error with sensible problems.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join(configDir, "*.toml"))
-	files = append(files, "../mcp-mux.toml.example")
+	files = append(files, "../../mcp-mux.toml.example")
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -38,9 +38,9 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		var ce *ConfigError
+		var ce *Error
 		if !errors.As(err, &ce) || len(ce.Problems) == 0 {
-			t.Fatalf("error %T %v is not a *ConfigError with problems", err, err)
+			t.Fatalf("error %T %v is not a *Error with problems", err, err)
 		}
 		nlines := bytes.Count(data, []byte("\n")) + 1
 		for _, p := range ce.Problems {

@@ -1,4 +1,4 @@
-package mux
+package config
 
 import (
 	"errors"
@@ -56,7 +56,7 @@ cwd = 'bin'
 	// Not a program Windows runs; /dev/stdout is no device but a path on
 	// the config file's drive.
 	_, err = Parse(path, []byte("[mux]\nlog_file = \"/dev/stdout\"\n[[backend]]\nname = \"a\"\ncommand = 'bin\\notes.txt'\n"), noEnv)
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
 		t.Fatalf("Parse: %v, want problems", err)
 	}

@@ -1,4 +1,4 @@
-package mux
+package clientimport
 
 // The clients' variables, command lines and env files, in mcp-mux's terms
 // (see import.go).
@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // vars rewrites the variable references of in (a value of where: command,
@@ -18,7 +20,7 @@ import (
 // client knows, and escapes every other "$" that mcp-mux would expand. A
 // reference it cannot translate makes s unusable, and in is kept as is
 // (it is only written commented out).
-func (c *converter) vars(s *ImportedServer, in, where string) string {
+func (c *converter) vars(s *Server, in, where string) string {
 	type seg struct {
 		text string
 		ref  bool
@@ -102,10 +104,10 @@ type variable struct {
 	ref, name, literal, problem string
 }
 
-func (c *converter) variable(s *ImportedServer, body string) variable {
+func (c *converter) variable(s *Server, body string) variable {
 	switch {
 	case strings.HasPrefix(body, "env:"):
-		if name := body[len("env:"):]; envVarNameRe.MatchString(name) {
+		if name := body[len("env:"):]; config.IsEnvVarName(name) {
 			return variable{ref: name, name: name}
 		}
 		return variable{problem: "a ${env:...} whose name is not a variable name"}
@@ -137,10 +139,10 @@ func (c *converter) variable(s *ImportedServer, body string) variable {
 		return variable{ref: name, name: name}
 	}
 	// ${NAME} and ${NAME:-default}: Claude Code's syntax is mcp-mux's.
-	if name, _, _ := strings.Cut(body, ":-"); envVarNameRe.MatchString(name) {
+	if name, _, _ := strings.Cut(body, ":-"); config.IsEnvVarName(name) {
 		return variable{ref: body, name: name}
 	}
-	if i := strings.IndexByte(body, ':'); i > 0 && envVarNameRe.MatchString(body[:i]) {
+	if i := strings.IndexByte(body, ':'); i > 0 && config.IsEnvVarName(body[:i]) {
 		return variable{problem: fmt.Sprintf("${%s:...}, which mcp-mux cannot resolve", body[:i])}
 	}
 	return variable{problem: "a ${...} that mcp-mux cannot resolve"}
@@ -167,7 +169,7 @@ func inputVarName(id string) string {
 // resolve gives the path a client would use for in now (for envFile):
 // its variables from this process's environment; ok is false if one
 // cannot be resolved.
-func (c *converter) resolve(s *ImportedServer, in string) (string, bool) {
+func (c *converter) resolve(s *Server, in string) (string, bool) {
 	var b strings.Builder
 	for i := 0; i < len(in); {
 		if in[i] == '$' && i+1 < len(in) && in[i+1] == '{' {
@@ -216,7 +218,7 @@ var (
 // no backslashes, no shell syntax, and a first word that is a program
 // name or an existing file. A shell command line makes s unusable: mcp-mux
 // never starts a shell.
-func (c *converter) splitCommand(s *ImportedServer, command string) (string, []string) {
+func (c *converter) splitCommand(s *Server, command string) (string, []string) {
 	fields := strings.Fields(command)
 	if len(fields) < 2 || isFile(command) {
 		return command, nil
@@ -243,7 +245,7 @@ func isFile(path string) bool {
 // envFile reads an envFile (VS Code, Cursor) and puts its variables in
 // s.Env: mcp-mux has no envFile, and the backend got them from it. The
 // entry's own env wins, as its values are more specific.
-func (c *converter) envFile(s *ImportedServer, given string) {
+func (c *converter) envFile(s *Server, given string) {
 	path, ok := c.resolve(s, given)
 	if !ok {
 		s.Notes = append(s.Notes, fmt.Sprintf("envFile %s uses a variable that is not set now: its variables are not imported", tomlString(given)))
@@ -300,7 +302,7 @@ func parseDotenv(data []byte) (vars [][2]string, bad []string) {
 		t = strings.TrimPrefix(t, "export ")
 		k, v, ok := strings.Cut(t, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok || !envVarNameRe.MatchString(k) {
+		if !ok || !config.IsEnvVarName(k) {
 			bad = append(bad, fmt.Sprint(i+1))
 			continue
 		}

@@ -1,39 +1,17 @@
-package mux
+package clientimport
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-)
 
-// TestJSONClientConfigGetsImportHint: a client's JSON config passed as
-// mcp-mux's config is named as such, with the command that converts it,
-// not reported as a TOML syntax error.
-func TestJSONClientConfigGetsImportHint(t *testing.T) {
-	cases := map[string]string{
-		"claude_desktop_config.json": `{"mcpServers": {"github": {"command": "npx", "env": {"GITHUB_TOKEN": "ghp_S3CR3Tvalue0123456789abcdefABCDEF"}}}}`,
-		"mcp.json":                   "\ufeff\n  {\n  // VS Code allows comments\n  \"servers\": {}\n}\n",
-	}
-	for name, src := range cases {
-		_, problems := parseString(t, src, noEnv)
-		all := problemStrings(problems)
-		if len(problems) != 1 {
-			t.Errorf("%s: want one problem, got%s", name, all)
-			continue
-		}
-		p := problems[0]
-		if !strings.Contains(p.Message, "JSON client config") || !strings.Contains(p.Message, "mcp-mux import test.toml") {
-			t.Errorf("%s: no import hint:%s", name, all)
-		}
-		if strings.Contains(all, "syntax error") || strings.Contains(all, "S3CR3T") {
-			t.Errorf("%s: syntax error or value shown:%s", name, all)
-		}
-	}
-}
+	"github.com/mcp-mux/mcp-mux/mux/config"
+)
 
 // sample copies testdata/import/rel into a new directory (keeping the
 // path below testdata/import, as the clients' files are told apart by
@@ -41,7 +19,7 @@ func TestJSONClientConfigGetsImportHint(t *testing.T) {
 // servers' @..._ADDR@ by sampleAddrs, and returns the copy's path.
 func sample(t *testing.T, rel, fixture, project string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("../testdata/import", rel))
+	data, err := os.ReadFile(filepath.Join("../../testdata/import", rel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,13 +48,13 @@ var sampleAddrs = map[string]string{
 	"@SSE_ADDR@": "sse.test", "@HTTP_ADDR@": "http.test:8080", "@SEARCH_ADDR@": "search.test", "@DOCS_ADDR@": "docs.test",
 }
 
-func readSample(t *testing.T, path string) *ClientFile {
+func readSample(t *testing.T, path string) *File {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ReadClientConfig(path, data, ImportOptions{Home: "/home/me"})
+	f, err := Read(path, data, Options{Home: "/home/me"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +62,7 @@ func readSample(t *testing.T, path string) *ClientFile {
 }
 
 // server finds the server named name (of project, "" for a top-level one).
-func server(t *testing.T, f *ClientFile, name, project string) *ImportedServer {
+func server(t *testing.T, f *File, name, project string) *Server {
 	t.Helper()
 	for i := range f.Servers {
 		if s := &f.Servers[i]; s.Name == name && s.Project == project {
@@ -179,7 +157,7 @@ func TestImportReadsEachClientFormat(t *testing.T) {
 		user := filepath.Join(home, ".cursor", "mcp.json")
 		os.WriteFile(user, []byte(`{"mcpServers": {"x": {"command": "x", "args": ["${workspaceFolder}"]}}}`), 0o644)
 		data, _ := os.ReadFile(user)
-		uf, err := ReadClientConfig(user, data, ImportOptions{Home: home})
+		uf, err := Read(user, data, Options{Home: home})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +169,7 @@ func TestImportReadsEachClientFormat(t *testing.T) {
 	t.Run("VS Code", func(t *testing.T) {
 		path := sample(t, "vscode/.vscode/mcp.json", fixture, project)
 		ws := filepath.Dir(filepath.Dir(path))
-		env, _ := os.ReadFile("../testdata/import/vscode/.env")
+		env, _ := os.ReadFile("../../testdata/import/vscode/.env")
 		os.WriteFile(filepath.Join(ws, ".env"), env, 0o644)
 		f := readSample(t, path)
 		if f.Client != ClientVSCode || f.Project != ws || len(f.Servers) != 3 || len(f.Notes) != 1 {
@@ -222,7 +200,7 @@ func TestImportReadsEachClientFormat(t *testing.T) {
 }
 
 func TestImportVariablesBecomeMcpMuxsOrMakeTheEntryUnusable(t *testing.T) {
-	c := &converter{file: &ClientFile{Client: ClientVSCode}, home: "/home/me", project: "/ws", inputs: map[string]string{}}
+	c := &converter{file: &File{Client: ClientVSCode}, home: "/home/me", project: "/ws", inputs: map[string]string{}}
 	cases := []struct{ in, want, unusable string }{
 		{"${env:GITHUB_TOKEN}", "${GITHUB_TOKEN}", ""},
 		{"Bearer ${env:T}", "Bearer ${T}", ""},
@@ -238,7 +216,7 @@ func TestImportVariablesBecomeMcpMuxsOrMakeTheEntryUnusable(t *testing.T) {
 		{"${}", "", "a ${...}"},
 	}
 	for _, tc := range cases {
-		s := &ImportedServer{}
+		s := &Server{}
 		got := c.vars(s, tc.in, "env")
 		if tc.unusable != "" {
 			if !strings.Contains(s.Unusable, tc.unusable) {
@@ -252,8 +230,12 @@ func TestImportVariablesBecomeMcpMuxsOrMakeTheEntryUnusable(t *testing.T) {
 	}
 	// What mcp-mux makes of an escaped literal is what the client had.
 	for in, want := range map[string]string{"cost $5, $$$, a$": "cost $5, $$, a$", "$$${X}": "$x", "$${unclosed": "${unclosed"} {
-		if exp, issues := expandEnv(in, envOf(map[string]string{"X": "x"})); exp != want || len(issues) > 0 {
-			t.Errorf("%q expands to %q (%v), want %q", in, exp, issues, want)
+		src := fmt.Sprintf("[[backend]]\nname = \"b\"\ncommand = %q\nenv = { V = %q }\n", os.Args[0], in)
+		cfg, err := config.Parse("test.toml", []byte(src), envOf(map[string]string{"X": "x"}))
+		if err != nil || cfg.Backends[0].Env["V"] != want {
+			t.Errorf("%q: %v, want it to expand to %q", in, err, want)
+		} else if len(cfg.Warnings) > 0 {
+			t.Errorf("%q: warnings %v", in, cfg.Warnings)
 		}
 	}
 }
@@ -287,7 +269,7 @@ func TestImportSplitsACommandLineOnlyWhenUnambiguous(t *testing.T) {
 			entry["args"] = tc.args
 		}
 		data, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"s": entry}})
-		f, err := ReadClientConfig("claude_desktop_config.json", data, ImportOptions{})
+		f, err := Read("claude_desktop_config.json", data, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,12 +291,12 @@ func TestImportSplitsACommandLineOnlyWhenUnambiguous(t *testing.T) {
 
 func TestImportJSONErrorsGiveLineAndColumnNotText(t *testing.T) {
 	data := []byte("{\n  \"mcpServers\": {\n    \"x\": {\"env\": {\"T\": \"ghp_S3CR3Tvalue0123\" oops}}\n  }\n}\n")
-	_, err := ReadClientConfig("bad.json", data, ImportOptions{})
+	_, err := Read("bad.json", data, Options{})
 	if err == nil || !strings.Contains(err.Error(), "bad.json:3:") || strings.Contains(err.Error(), "S3CR3T") {
 		t.Errorf("error: %v", err)
 	}
 	for _, src := range []string{`[]`, `{"other": 1}`, ``} {
-		if _, err := ReadClientConfig("x.json", []byte(src), ImportOptions{}); err == nil {
+		if _, err := Read("x.json", []byte(src), Options{}); err == nil {
 			t.Errorf("%q: no error", src)
 		}
 	}
@@ -322,7 +304,7 @@ func TestImportJSONErrorsGiveLineAndColumnNotText(t *testing.T) {
 
 func TestClientConfigLocationsPerOS(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	paths := func(locs []ClientConfigLocation) []string {
+	paths := func(locs []Location) []string {
 		var out []string
 		for _, l := range locs {
 			out = append(out, l.Client+": "+l.Path)
@@ -364,12 +346,12 @@ func TestClientConfigLocationsPerOS(t *testing.T) {
 		}},
 	}
 	for _, tc := range cases {
-		if got := paths(ClientConfigLocations(tc.goos, env(tc.env), "/proj")); !reflect.DeepEqual(got, tc.want) {
+		if got := paths(Locations(tc.goos, env(tc.env), "/proj")); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s:\n got %q\nwant %q", tc.goos, got, tc.want)
 		}
 	}
 	// In the home directory, the project's files are the user's: listed once.
-	if got := ClientConfigLocations("linux", env(map[string]string{"HOME": "/home/me"}), "/home/me"); len(got) != 6 {
+	if got := Locations("linux", env(map[string]string{"HOME": "/home/me"}), "/home/me"); len(got) != 6 {
 		t.Errorf("cwd = home: %q", paths(got))
 	}
 }

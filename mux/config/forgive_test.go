@@ -1,4 +1,4 @@
-package mux
+package config
 
 import (
 	"errors"
@@ -213,7 +213,7 @@ func TestConfigRelativeCommandNotFoundNamesTheDirectory(t *testing.T) {
 	path := filepath.Join(dir, "mcp-mux.toml")
 	t.Chdir(t.TempDir())
 	_, err := Parse(path, []byte("[[backend]]\nname = \"a\"\ncommand = \"bin/server\"\n"), noEnv)
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
 		t.Fatalf("Parse: %v, want problems", err)
 	}
@@ -223,7 +223,7 @@ func TestConfigRelativeCommandNotFoundNamesTheDirectory(t *testing.T) {
 }
 
 func TestConfigExampleDocumentsFiltersAndRelativePaths(t *testing.T) {
-	data, err := os.ReadFile("../mcp-mux.toml.example")
+	data, err := os.ReadFile("../../mcp-mux.toml.example")
 	if err != nil {
 		t.Fatal(err)
 	}

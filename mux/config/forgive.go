@@ -1,4 +1,4 @@
-package mux
+package config
 
 // Forgiving what people write in a backend's command, args and cwd, which
 // they copy from shell snippets and READMEs: "~" and ${VAR} are expanded

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package mux
+package config
 
 import (
 	"io/fs"

@@ -1,4 +1,4 @@
-package mux
+package clientimport
 
 import (
 	"fmt"
@@ -17,23 +17,23 @@ import (
 // check says that npx is missing until Node.js is installed or the backend
 // is replaced.
 
-// StarterBackend is the backend a starter config runs.
-type StarterBackend struct {
+// Starter is the backend a starter config runs.
+type Starter struct {
 	Name, Command string
 	Args          []string
 	About         string
 }
 
-var starterBackends = []StarterBackend{
+var starterBackends = []Starter{
 	{Name: "time", Command: "uvx", Args: []string{"mcp-server-time"},
 		About: "The reference MCP time server (tools: get_current_time, convert_time), run with uv's uvx."},
 	{Name: "thinking", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-sequential-thinking"},
 		About: "The reference MCP sequential thinking server (one tool: sequentialthinking), run with Node.js's npx."},
 }
 
-// ChooseStarterBackend picks the starter's backend by what lookPath finds
+// ChooseStarter picks the starter's backend by what lookPath finds
 // (nil means exec.LookPath); found is false when no runner was found.
-func ChooseStarterBackend(lookPath func(string) (string, error)) (b StarterBackend, found bool) {
+func ChooseStarter(lookPath func(string) (string, error)) (b Starter, found bool) {
 	if lookPath == nil {
 		lookPath = exec.LookPath
 	}
@@ -46,7 +46,7 @@ func ChooseStarterBackend(lookPath func(string) (string, error)) (b StarterBacke
 }
 
 // StarterConfig is the text of the starter config running b.
-func StarterConfig(b StarterBackend) []byte {
+func StarterConfig(b Starter) []byte {
 	args := tomlArray(b.Args)
 	return []byte(fmt.Sprintf(starterTemplate, b.About, tomlString(b.Name), tomlString(b.Command), args))
 }

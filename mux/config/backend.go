@@ -1,0 +1,126 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+)
+
+// Backend is one [[backend]] entry of the config file: what to run
+// (Spec, the part the backends package reads) and how mcp-mux exposes it
+// (prefix, filters, polling, restarts, timeouts), which only mux reads.
+type Backend struct {
+	// Name identifies the backend in logs, errors and cursors; unique, [A-Za-z0-9_-]+.
+	Name string `toml:"name"`
+	// Command is executed directly (never through a shell) with Args.
+	Command string   `toml:"command"`
+	Args    []string `toml:"args"`
+	// URL, instead of Command, makes this a remote backend: an MCP endpoint
+	// over HTTP. A backend has exactly one of the two.
+	URL string `toml:"url"`
+	// Headers are added to every request to URL's origin. Values are
+	// expanded when the file is loaded, as Env's are: they hold tokens.
+	// Never log them.
+	Headers map[string]string `toml:"headers"`
+	// Transport is how URL is spoken to: backends.TransportAuto ("" means
+	// the same), TransportStreamable or TransportSSE.
+	Transport string `toml:"transport"`
+	// Env is added to the backend's environment. Values are expanded
+	// (${VAR}, ${VAR:-default}) when the file is loaded. Never log them.
+	Env map[string]string `toml:"env"`
+	// InheritEnv names variables of mux's own environment the backend gets
+	// besides a minimal default set (PATH, HOME, ...); "*" passes all of
+	// mux's environment. In TOML: inherit_env = true (meaning ["*"]) or a
+	// list of names.
+	InheritEnv []string `toml:"inherit_env"`
+	// Cwd is the working directory of the child; empty means mux's own.
+	Cwd string `toml:"cwd"`
+	// Protocol is "" (the default: the handshake era, pinned, since real
+	// stdio servers exit or hang on the current era's server/discover
+	// probe) or "auto" (probe, and speak the current era if it answers).
+	Protocol string `toml:"protocol"`
+
+	// Prefix is put before tool and prompt names (with the mux's separator).
+	// nil means "use Name"; a pointer to "" exposes names unprefixed.
+	Prefix *string `toml:"prefix"`
+	// Tools, when not nil, exposes only the backend's tools whose own
+	// names (before the prefix) match one of these path.Match globs;
+	// ExcludeTools then hides the ones matching any of its globs. A tool
+	// filtered out is neither listed nor callable. Prompts and
+	// ExcludePrompts do the same for prompts. The mux applies them when it
+	// merges the catalogs, so a reload changes them without a restart.
+	Tools          []string `toml:"tools"`
+	ExcludeTools   []string `toml:"exclude_tools"`
+	Prompts        []string `toml:"prompts"`
+	ExcludePrompts []string `toml:"exclude_prompts"`
+	Disabled       bool     `toml:"disabled"`
+	// PollInterval, when non-zero, makes the mux read each local-only
+	// subscribed resource of this backend on this interval.
+	PollInterval Duration `toml:"poll_interval"`
+	// Restart is RestartOnFailure (the default) or RestartNever.
+	Restart string `toml:"restart"`
+	// RequestTimeout overrides [mux] request_timeout for this backend.
+	RequestTimeout Duration `toml:"request_timeout"`
+}
+
+// Spec is what the backends package needs to run b.
+func (b *Backend) Spec() backends.Spec {
+	return backends.Spec{
+		Name:       b.Name,
+		Command:    b.Command,
+		Args:       b.Args,
+		URL:        b.URL,
+		Headers:    b.Headers,
+		Transport:  b.Transport,
+		Env:        b.Env,
+		InheritEnv: b.InheritEnv,
+		Cwd:        b.Cwd,
+		Protocol:   b.Protocol,
+	}
+}
+
+// EffectivePrefix returns the prefix tools and prompts of this backend get.
+func (b *Backend) EffectivePrefix() string {
+	if b.Prefix == nil {
+		return b.Name
+	}
+	return *b.Prefix
+}
+
+// Filter is one of a backend's name filters as the file writes it.
+type Filter struct {
+	Key      string // the config key: tools, exclude_tools, prompts, exclude_prompts
+	Kind     string // what it filters: tool or prompt
+	Patterns []string
+}
+
+// Filters are b's filter lists with their config keys, in the order the
+// file documents them.
+func (b *Backend) Filters() []Filter {
+	return []Filter{
+		{"tools", "tool", b.Tools},
+		{"exclude_tools", "tool", b.ExcludeTools},
+		{"prompts", "prompt", b.Prompts},
+		{"exclude_prompts", "prompt", b.ExcludePrompts},
+	}
+}
+
+// Duration is a time.Duration written in config files as "30s", "1m30s".
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler for the toml decoder.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. \"30s\", \"2m\")", string(b))
+	}
+	if v < 0 {
+		return fmt.Errorf("invalid duration %q: must not be negative", string(b))
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
