@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -80,7 +81,7 @@ type Backend struct {
 	proc    *proc
 	stdin   *os.File
 	stdout  *os.File
-	conn    *stdioConn
+	conn    *childConn
 	session *mcp.ClientSession
 	remote  *remote // set for a remote backend (Spec.URL), which has no process
 	init    *mcp.InitializeResult
@@ -141,13 +142,13 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 		want = opts.ClientCapabilities(ctx)
 	}
 	b.caps = declared(want)
-	conn := newStdioConn(spec.Name, b.log, PipeIO(b.stdout), PipeIO(b.stdin), opts.MaxMessageSize)
+	conn := newChildConn(spec.Name, b.log, wire.PipeIO(b.stdout), wire.PipeIO(b.stdin), opts.MaxMessageSize)
 	conn.updated = opts.Hooks.ResourceUpdated
 	b.conn = conn
 	client := b.newClient(opts)
 	// Our own transport: no line the backend prints can end the connection
-	// (see stdioConn).
-	transport := stdioTransport{conn}
+	// (see childConn).
+	transport := childTransport{conn}
 	cctx, cancel := context.WithTimeout(ctx, opts.StartupTimeout)
 	defer cancel()
 	type result struct {

@@ -21,7 +21,7 @@ import (
 // was most of what a request cost in mcp-mux. They share the stdio pipe with
 // the go-sdk's client session: their ids are strings of our own
 // ("mcp-mux-raw-N"), which the SDK's integer ids never are, and their
-// responses are taken off the stream (stdioConn.Read) before the SDK
+// responses are taken off the stream (childConn.Read) before the SDK
 // sees them. Everything else the backend sends (progress, requests to the
 // client, notifications) still goes through the SDK's session.
 
@@ -55,7 +55,7 @@ func (b *Backend) CallRaw(ctx context.Context, method string, params json.RawMes
 	return b.conn.callRaw(ctx, method, params)
 }
 
-func (c *stdioConn) callRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+func (c *childConn) callRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (c *stdioConn) callRaw(ctx context.Context, method string, params json.RawM
 }
 
 // cancelRaw tells the backend that the raw call id was cancelled.
-func (c *stdioConn) cancelRaw(ctx context.Context, id string) {
+func (c *childConn) cancelRaw(ctx context.Context, id string) {
 	p, _ := json.Marshal(mcp.CancelledParams{Reason: ctx.Err().Error(), RequestID: id})
 	msg := withCancelReason(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: p})
 	data, err := jsonrpc.EncodeMessage(msg)
@@ -130,13 +130,13 @@ func (c *stdioConn) cancelRaw(ctx context.Context, id string) {
 	_, _ = c.in.Write(append(data, '\n'))
 }
 
-func (c *stdioConn) forget(id string) {
+func (c *childConn) forget(id string) {
 	c.raw.mu.Lock()
 	delete(c.raw.waiting, id)
 	c.raw.mu.Unlock()
 }
 
-func (c *stdioConn) downErr(method string) error {
+func (c *childConn) downErr(method string) error {
 	c.raw.mu.Lock()
 	defer c.raw.mu.Unlock()
 	return fmt.Errorf("%w: calling %q", c.raw.down, method)
@@ -145,7 +145,7 @@ func (c *stdioConn) downErr(method string) error {
 // takeRaw hands msg to the raw call it answers, and reports whether it was
 // the response to one (answered, or given up on: the go-sdk must not see
 // an id it never sent).
-func (c *stdioConn) takeRaw(msg jsonrpc.Message) bool {
+func (c *childConn) takeRaw(msg jsonrpc.Message) bool {
 	r, ok := msg.(*jsonrpc.Response)
 	if !ok {
 		return false
@@ -165,7 +165,7 @@ func (c *stdioConn) takeRaw(msg jsonrpc.Message) bool {
 }
 
 // endRaw fails every raw call in flight: the connection ended.
-func (c *stdioConn) endRaw(why error) {
+func (c *childConn) endRaw(why error) {
 	c.raw.mu.Lock()
 	defer c.raw.mu.Unlock()
 	if c.raw.down == nil {

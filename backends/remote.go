@@ -75,10 +75,10 @@ func startRemote(ctx context.Context, b *Backend, opts Options) (*Backend, error
 		r.want = TransportAuto
 	}
 	b.remote = r
-	// The notification gate (backpressure and Settle) is stdioConn's; a
+	// The notification gate (backpressure and Settle) is childConn's; a
 	// remote backend uses one whose pipes are never read or written, and
 	// the event streams count what they carry into it (see sseCounter).
-	b.conn = newStdioConn(spec.Name, b.log, nopPipe{}, nopPipe{}, opts.MaxMessageSize)
+	b.conn = newChildConn(spec.Name, b.log, nopPipe{}, nopPipe{}, opts.MaxMessageSize)
 	rt, err := newRoundTripper(spec, b.conn)
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", spec.Name, err)

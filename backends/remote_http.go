@@ -14,13 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // roundTripper is the HTTP client a remote backend's go-sdk transport
 // uses. It adds the configured headers (to the configured origin only: a
 // redirect elsewhere must not take a token along), tells a 401 or 403 for
-// what it is, puts mux's reason in a notifications/cancelled (as stdioConn
+// what it is, puts mux's reason in a notifications/cancelled (as childConn
 // does), counts the notifications the event streams carry into the
 // backend's gate, and can close every connection at once.
 type roundTripper struct {
@@ -30,7 +31,7 @@ type roundTripper struct {
 	headers http.Header // values are secrets: never logged
 	bearer  bool        // an Authorization header is configured
 	shown   string      // the URL as it may be shown
-	gate    *stdioConn
+	gate    *childConn
 
 	// sseSession: the HTTP+SSE transport is in use, whose GET is the
 	// session itself; Streamable HTTP's GET is an optional extra stream,
@@ -46,7 +47,7 @@ type roundTripper struct {
 	shuts  []func()    // called by shut
 }
 
-func newRoundTripper(spec Spec, gate *stdioConn) (*roundTripper, error) {
+func newRoundTripper(spec Spec, gate *childConn) (*roundTripper, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("url %s is not an http(s) URL", ShownURL(spec.URL))
@@ -263,7 +264,7 @@ func withCancelReasonBody(req *http.Request) error {
 	if err != nil || !bytes.Contains(data, []byte(`"notifications/cancelled"`)) {
 		return err
 	}
-	msg, err := DecodeMessage(data)
+	msg, err := wire.DecodeMessage(data)
 	if err != nil {
 		return nil // not ours to judge: sent as it is
 	}
@@ -287,12 +288,12 @@ func withCancelReasonBody(req *http.Request) error {
 const maxCancelSize = 4096
 
 // sseCounter reads an event stream for the go-sdk and, before handing it
-// over, counts each notification it carries into the gate (as stdioConn's
+// over, counts each notification it carries into the gate (as childConn's
 // Read does), which holds the stream back while too many are unhandled and
 // lets Settle wait for them.
 type sseCounter struct {
 	io.ReadCloser
-	gate  *stdioConn
+	gate  *childConn
 	line  []byte // the current line so far
 	name  []byte // the current event's name
 	data  []byte // its data so far
@@ -335,7 +336,7 @@ func (c *sseCounter) field(line []byte) {
 	if len(line) == 0 {
 		if len(c.data) > 0 && !c.large && (len(c.name) == 0 || string(c.name) == "message") &&
 			bytes.Contains(c.data, []byte(`"notifications/`)) {
-			if msg, err := DecodeMessage(c.data); err == nil {
+			if msg, err := wire.DecodeMessage(c.data); err == nil {
 				if r, ok := msg.(*jsonrpc.Request); ok && !r.IsCall() && clientNotifications[r.Method] {
 					c.gate.ahead()
 				}

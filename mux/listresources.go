@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
 // resources/list is served from the backends' pages as they sent them: of
@@ -195,7 +196,7 @@ func fetchResources(ctx context.Context, b *backends.Backend, cursor string) (*r
 // page was decoded into them), but for what lies inside each resource
 // besides its uri, which goes on as it is.
 func parseResourcePage(raw json.RawMessage) (*resourcePage, error) {
-	top, ok := backends.ObjectMembers(raw)
+	top, ok := wire.ObjectMembers(raw)
 	if !ok {
 		if err := json.Unmarshal(raw, &top); err != nil || top == nil {
 			return nil, fmt.Errorf("invalid resources/list result: not an object")
@@ -216,7 +217,7 @@ func parseResourcePage(raw json.RawMessage) (*resourcePage, error) {
 	if !ok || string(list) == "null" {
 		return page, nil
 	}
-	elems, ok := backends.ArrayElements(list)
+	elems, ok := wire.ArrayElements(list)
 	if !ok {
 		return nil, fmt.Errorf("invalid resources/list result: resources is not an array")
 	}
@@ -239,7 +240,7 @@ func parseResourcePage(raw json.RawMessage) (*resourcePage, error) {
 
 // resourceURI is the uri of r, one resource of a list as a backend sent it.
 func resourceURI(r json.RawMessage) (string, error) {
-	v, ok := backends.ObjectMember(r, "uri")
+	v, ok := wire.ObjectMember(r, "uri")
 	if !ok {
 		var members map[string]json.RawMessage
 		if err := json.Unmarshal(r, &members); err != nil || members == nil {

@@ -103,8 +103,8 @@ type session struct {
 	ended    bool                   // sessionEnded ran: no queue any more
 
 	// conn is the session's stdio connection, if it is one: mux's own
-	// notifications go straight to it (stdioConn.notify).
-	conn atomic.Pointer[stdioConn]
+	// notifications go straight to it (agentConn.notify).
+	conn atomic.Pointer[agentConn]
 
 	ahead *listAhead // the resources page fetched for the agent's next cursor (listahead.go); guarded by mu
 }
@@ -354,7 +354,7 @@ func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
 // attach records a new session and, for a stdio one, its connection.
 func (m *Mux) attach(ss *mcp.ServerSession, t mcp.Transport) {
 	s := m.session(ss)
-	if st, ok := t.(*stdioTransport); ok {
+	if st, ok := t.(*agentTransport); ok {
 		c := st.conn.Load()
 		s.conn.Store(c)
 		c.pass.Store(&passThrough{m: m, s: s, c: c})

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
 // Pass-through: tools/call and resources/read from a stdio agent to a stdio
@@ -39,7 +40,7 @@ import (
 type passThrough struct {
 	m *Mux
 	s *session
-	c *stdioConn
+	c *agentConn
 	// era is the current-era _meta last found sound (passthrough_era.go).
 	era eraMeta
 }
@@ -65,7 +66,7 @@ func (p *passThrough) take(req *jsonrpc.Request, call *agentCall) bool {
 // reports false if there is any other key, a key twice, or params is not
 // an object.
 func plainParams(params json.RawMessage, want ...string) (map[string]json.RawMessage, bool) {
-	keys, ok := backends.ObjectMembers(params)
+	keys, ok := wire.ObjectMembers(params)
 	if !ok {
 		return nil, false
 	}
@@ -94,7 +95,7 @@ func (p *passThrough) plainMeta(raw json.RawMessage) (meta mcp.Meta, ok bool) {
 	if raw == nil {
 		return nil, !modern
 	}
-	keys, ok := backends.ObjectMembers(raw)
+	keys, ok := wire.ObjectMembers(raw)
 	if !ok {
 		return nil, false
 	}

@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"maps"
 
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // A request of the current era (2026-07-28) carries in its _meta what an
@@ -68,12 +67,12 @@ func (e *eraMeta) sound(keys map[string]json.RawMessage, version string) bool {
 // any name the backend put there: server/discover names mux, and so does
 // every result a direct server sends. The rest of res stays as sent.
 func (m *Mux) eraResult(res json.RawMessage, cacheable bool) json.RawMessage {
-	top, ok := backends.ObjectMembers(res)
+	top, ok := wire.ObjectMembers(res)
 	meta := top["_meta"]
 	if !ok || (meta != nil && !isObject(meta)) {
 		return m.eraResultDecoded(res, cacheable)
 	}
-	name, ok := backends.ObjectMember(meta, mcp.MetaKeyServerInfo)
+	name, ok := wire.ObjectMember(meta, mcp.MetaKeyServerInfo)
 	if !ok {
 		return m.eraResultDecoded(res, cacheable)
 	}

@@ -14,21 +14,22 @@ import (
 	"unicode/utf8"
 
 	"github.com/charmbracelet/log"
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// stdioTransport is the backend side of the MCP session: newline-delimited
+// childTransport is the backend side of the MCP session: newline-delimited
 // JSON-RPC on the child's stdin and stdout. It replaces mcp.IOTransport,
 // which ends the whole session at the first line its decoder refuses: a
 // backend's stray print, a malformed envelope or an oversized response
 // would cost the connection, fail every request in flight and count as a
 // crash.
-type stdioTransport struct{ conn *stdioConn }
+type childTransport struct{ conn *childConn }
 
-func (t stdioTransport) Connect(context.Context) (mcp.Connection, error) { return t.conn, nil }
+func (t childTransport) Connect(context.Context) (mcp.Connection, error) { return t.conn, nil }
 
-// stdioConn decodes each stdout line exactly once, with the SDK's own
+// childConn decodes each stdout line exactly once, with the SDK's own
 // decoder: what it refuses is logged and skipped, so the connection admits
 // exactly what the SDK can take and no line can end it. A refused line that
 // is recognizably the response to one of our requests (and an oversized
@@ -39,7 +40,7 @@ func (t stdioTransport) Connect(context.Context) (mcp.Connection, error) { retur
 // mcp.IOTransport's ioConn also does JSON-RPC batches (MCP no longer has
 // them; a batch line is skipped as noise here) and has a sessionUpdated
 // hook, which only server sessions call.
-type stdioConn struct {
+type childConn struct {
 	name string // the backend's, for error messages
 	log  *log.Logger
 	max  int // bytes in one line, without its newline
@@ -95,7 +96,7 @@ var clientNotifications = map[string]bool{
 }
 
 // ahead waits until a notification may be handed to the go-sdk.
-func (c *stdioConn) ahead() {
+func (c *childConn) ahead() {
 	for {
 		c.pmu.Lock()
 		if c.pending < maxPending {
@@ -123,7 +124,7 @@ func (c *stdioConn) ahead() {
 // the notifications read before it, so without this a backend's progress
 // or resources/updated sent before its response could reach the agent
 // after it.
-func (c *stdioConn) settle(d time.Duration) {
+func (c *childConn) settle(d time.Duration) {
 	c.pmu.Lock()
 	target := c.read
 	c.pmu.Unlock()
@@ -161,7 +162,7 @@ func (c *stdioConn) settle(d time.Duration) {
 
 // handled is a client receiving middleware: it counts off each notification
 // once its handler returned.
-func (c *stdioConn) handled(next mcp.MethodHandler) mcp.MethodHandler {
+func (c *childConn) handled(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if clientNotifications[method] {
@@ -185,7 +186,7 @@ func (c *stdioConn) handled(next mcp.MethodHandler) mcp.MethodHandler {
 // queue. The notifications read before it are handled first (settle), so
 // the agent gets them in the order the backend sent them. Params that do
 // not decode are left to the go-sdk, which drops them with a log line.
-func (c *stdioConn) takeUpdated(msg jsonrpc.Message) bool {
+func (c *childConn) takeUpdated(msg jsonrpc.Message) bool {
 	r, ok := msg.(*jsonrpc.Request)
 	if !ok || c.updated == nil || r.IsCall() || r.Method != "notifications/resources/updated" {
 		return false
@@ -206,8 +207,8 @@ const (
 	tailKeep = 4096
 )
 
-func newStdioConn(name string, logger *log.Logger, out io.ReadCloser, in io.WriteCloser, max int) *stdioConn {
-	return &stdioConn{
+func newChildConn(name string, logger *log.Logger, out io.ReadCloser, in io.WriteCloser, max int) *childConn {
+	return &childConn{
 		name:     name,
 		log:      logger,
 		max:      max,
@@ -219,12 +220,12 @@ func newStdioConn(name string, logger *log.Logger, out io.ReadCloser, in io.Writ
 	}
 }
 
-func (c *stdioConn) SessionID() string { return "" }
+func (c *childConn) SessionID() string { return "" }
 
 // Read returns the next message the backend sent, or a synthesized error
 // response for a request whose response could not be delivered. It returns
 // io.EOF at the end of stdout or once the connection is closed.
-func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -267,7 +268,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // next call, and its size; if the line was longer than c.max, it reports
 // over instead (the line's head is then in c.line, its tail in c.tail). The
 // error is that of the read that ended the line, if any.
-func (c *stdioConn) readLine() (line []byte, size int, over bool, err error) {
+func (c *childConn) readLine() (line []byte, size int, over bool, err error) {
 	c.line = c.line[:0]
 	for {
 		chunk, err := c.r.ReadSlice('\n')
@@ -314,7 +315,7 @@ func trimEOL(b []byte) []byte {
 }
 
 // keepTail appends p to c.tail, keeping only the last tailKeep bytes.
-func (c *stdioConn) keepTail(p []byte) {
+func (c *childConn) keepTail(p []byte) {
 	if len(p) >= tailKeep {
 		c.tail = append(c.tail[:0], p[len(p)-tailKeep:]...)
 		return
@@ -327,8 +328,8 @@ func (c *stdioConn) keepTail(p []byte) {
 
 // decode turns one line into a message, or logs why it cannot and returns
 // the error response owed for it, or nil.
-func (c *stdioConn) decode(line []byte) jsonrpc.Message {
-	msg, err := DecodeMessage(line)
+func (c *childConn) decode(line []byte) jsonrpc.Message {
+	msg, err := wire.DecodeMessage(line)
 	if err == nil {
 		return msg
 	}
@@ -340,25 +341,25 @@ func (c *stdioConn) decode(line []byte) jsonrpc.Message {
 		c.log.Warn("noise on stdout (not JSON-RPC), skipped", "line", snippet(trimmed))
 		return nil
 	}
-	env := recoverEnvelope(trimmed, trimmed)
-	if !env.isResponse() {
+	id, ok := wire.RecoverResponseID(trimmed, trimmed)
+	if !ok {
 		c.log.Warn("noise on stdout (not a valid JSON-RPC message), skipped", "error", err, "line", snippet(trimmed))
 		return nil
 	}
-	c.log.Warn("malformed response on stdout; failing its request", "id", env.id.Raw(), "error", err, "line", snippet(trimmed))
-	return errorResponse(env.id, fmt.Sprintf("backend %s sent a malformed response: %s", c.name, truncate(err.Error(), 300)))
+	c.log.Warn("malformed response on stdout; failing its request", "id", id.Raw(), "error", err, "line", snippet(trimmed))
+	return errorResponse(id, fmt.Sprintf("backend %s sent a malformed response: %s", c.name, truncate(err.Error(), 300)))
 }
 
 // oversized logs a dropped line of size bytes and returns the error
 // response owed for it, or nil if it is not recognizably a response.
-func (c *stdioConn) oversized(size int) jsonrpc.Message {
-	env := recoverEnvelope(c.line, c.tail)
-	if !env.isResponse() {
+func (c *childConn) oversized(size int) jsonrpc.Message {
+	id, ok := wire.RecoverResponseID(c.line, c.tail)
+	if !ok {
 		c.log.Warn("dropped a message larger than max_message_size", "bytes", size, "limit", c.max)
 		return nil
 	}
-	c.log.Warn("dropped a response larger than max_message_size; failing its request", "id", env.id.Raw(), "bytes", size, "limit", c.max)
-	return errorResponse(env.id, fmt.Sprintf("backend %s sent a response of %d bytes, over max_message_size (%d bytes)", c.name, size, c.max))
+	c.log.Warn("dropped a response larger than max_message_size; failing its request", "id", id.Raw(), "bytes", size, "limit", c.max)
+	return errorResponse(id, fmt.Sprintf("backend %s sent a response of %d bytes, over max_message_size (%d bytes)", c.name, size, c.max))
 }
 
 // snippet is the start of a line, for the log, without converting all of
@@ -375,7 +376,7 @@ func errorResponse(id jsonrpc.ID, msg string) *jsonrpc.Response {
 // Write sends msg as one line, in one Write call: an *os.File holds its
 // own write lock until all of a Write is written, so concurrent lines never
 // interleave, and no lock of ours is held across the pipe write.
-func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -394,7 +395,7 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 // Close closes the child's stdin (asking it to exit, as mcp.IOTransport
 // did) and our end of its stdout, which unblocks a pending Read.
-func (c *stdioConn) Close() error {
+func (c *childConn) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		close(c.closed)
@@ -412,7 +413,7 @@ func ignoreClosed(err error) error {
 	return err
 }
 
-func (c *stdioConn) isClosed() bool {
+func (c *childConn) isClosed() bool {
 	select {
 	case <-c.closed:
 		return true

@@ -1,4 +1,10 @@
-package backends
+// Package wire is JSON-RPC as bytes, as both sides of mcp-mux read and
+// write it: a decoder that matches the go-sdk's at a fraction of its cost,
+// scanners that take members and elements out of a message without
+// decoding the rest, the recovery of a response's id from a line too
+// broken or too long to decode, and pipe I/O with raw system calls. It
+// knows nothing of MCP and imports nothing of mcp-mux's.
+package wire
 
 import (
 	"encoding/json"

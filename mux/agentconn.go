@@ -16,10 +16,9 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // The agent's side of mcp-mux: newline-delimited JSON-RPC on stdin and
@@ -49,33 +48,33 @@ type StdioOptions struct {
 
 // StdioTransport serves one agent session over in and out. A pipe in
 // non-blocking mode is read and written with raw system calls
-// (backends.PipeIO).
+// (wire.PipeIO).
 func StdioTransport(in io.Reader, out io.Writer, opts StdioOptions) mcp.Transport {
 	if f, ok := in.(*os.File); ok {
-		in = backends.PipeIO(f)
+		in = wire.PipeIO(f)
 	}
 	if f, ok := out.(*os.File); ok {
-		out = backends.PipeIO(f)
+		out = wire.PipeIO(f)
 	}
-	return &stdioTransport{in: in, out: out, opts: opts}
+	return &agentTransport{in: in, out: out, opts: opts}
 }
 
-type stdioTransport struct {
+type agentTransport struct {
 	in   io.Reader
 	out  io.Writer
 	opts StdioOptions
-	conn atomic.Pointer[stdioConn]
+	conn atomic.Pointer[agentConn]
 }
 
 // closeConn ends the connection at once, for a shutdown (Serve).
-func (t *stdioTransport) closeConn() {
+func (t *agentTransport) closeConn() {
 	if c := t.conn.Load(); c != nil {
 		c.Close()
 	}
 }
 
-func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
-	c := &stdioConn{
+func (t *agentTransport) Connect(context.Context) (mcp.Connection, error) {
+	c := &agentConn{
 		in:       bufio.NewReaderSize(t.in, 64*1024),
 		opts:     t.opts,
 		incoming: make(chan jsonrpc.Message),
@@ -109,7 +108,7 @@ func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
 // answers is not read from either once it has this many outstanding.
 const maxInflight = 1024
 
-type stdioConn struct {
+type agentConn struct {
 	in   *bufio.Reader
 	opts StdioOptions
 	out  *outQueue
@@ -149,9 +148,9 @@ var agentCancelReasons sync.Map // *mcp.RequestExtra → string
 // its handler returned.
 const cancelReasonKeep = 10 * time.Second
 
-func (c *stdioConn) SessionID() string { return "" }
+func (c *agentConn) SessionID() string { return "" }
 
-func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+func (c *agentConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	select {
 	case msg := <-c.incoming:
 		return msg, nil
@@ -166,7 +165,7 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 // Write queues msg for stdout and returns at once: a stalled agent stalls
 // only the writer goroutine.
-func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
+func (c *agentConn) Write(_ context.Context, msg jsonrpc.Message) error {
 	select {
 	case <-c.closed:
 		return mcp.ErrConnectionClosed
@@ -190,7 +189,7 @@ func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
 	return c.out.push(msg)
 }
 
-func (c *stdioConn) isCancelled(id jsonrpc.ID) bool {
+func (c *agentConn) isCancelled(id jsonrpc.ID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	call := c.inflight[id]
@@ -199,7 +198,7 @@ func (c *stdioConn) isCancelled(id jsonrpc.ID) bool {
 
 // respondRaw answers the agent's request id with result, a JSON value as
 // a backend sent it.
-func (c *stdioConn) respondRaw(id jsonrpc.ID, result json.RawMessage) {
+func (c *agentConn) respondRaw(id jsonrpc.ID, result json.RawMessage) {
 	if c.isCancelled(id) {
 		c.written(id)
 		return
@@ -213,7 +212,7 @@ func (c *stdioConn) respondRaw(id jsonrpc.ID, result json.RawMessage) {
 }
 
 // respondError answers the agent's request id with err.
-func (c *stdioConn) respondError(id jsonrpc.ID, err error) {
+func (c *agentConn) respondError(id jsonrpc.ID, err error) {
 	_ = c.Write(context.Background(), &jsonrpc.Response{ID: id, Error: err})
 }
 
@@ -222,7 +221,7 @@ func (c *stdioConn) respondError(id jsonrpc.ID, err error) {
 // handler delivers through it at once, and so keeps pace with a backend
 // that floods: the go-sdk queues a backend's messages without bound behind
 // a handler slower than its reader.
-func (c *stdioConn) notify(method string, params any) error {
+func (c *agentConn) notify(method string, params any) error {
 	select {
 	case <-c.closed:
 		return mcp.ErrConnectionClosed
@@ -252,7 +251,7 @@ func (c *stdioConn) notify(method string, params any) error {
 // Close ends the session's connection. What is queued for stdout gets a
 // moment to go out (the answers to requests read before stdin's EOF), but
 // Close never waits on an agent that does not read.
-func (c *stdioConn) Close() error {
+func (c *agentConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.out.flush(closeFlush)
 		close(c.closed)
@@ -267,7 +266,7 @@ const closeFlush = 500 * time.Millisecond
 // readLoop reads stdin until it ends, answering what the SDK cannot take
 // and handing it the rest. At EOF it waits (bounded by Drain) until the
 // requests it read are answered, then lets Read report the EOF.
-func (c *stdioConn) readLoop() {
+func (c *agentConn) readLoop() {
 	for {
 		line, err := c.readLine()
 		if len(line) > 0 {
@@ -285,7 +284,7 @@ func (c *stdioConn) readLoop() {
 
 // deliver hands msg to Read, first waiting for room if it is a request
 // and too many are outstanding. It reports false if the connection closed.
-func (c *stdioConn) deliver(msg jsonrpc.Message) bool {
+func (c *agentConn) deliver(msg jsonrpc.Message) bool {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 		call := &agentCall{extra: &mcp.RequestExtra{}}
 		req.Extra = call.extra
@@ -330,7 +329,7 @@ func (c *stdioConn) deliver(msg jsonrpc.Message) bool {
 // cancelled records the agent's cancellation of a request in flight: it
 // gets no response (as MCP says), and its reason is kept for the backend.
 // The go-sdk cancels the handler itself.
-func (c *stdioConn) cancelled(n *jsonrpc.Request) {
+func (c *agentConn) cancelled(n *jsonrpc.Request) {
 	var p struct {
 		RequestID any    `json:"requestId"`
 		Reason    string `json:"reason"`
@@ -360,7 +359,7 @@ func (c *stdioConn) cancelled(n *jsonrpc.Request) {
 
 // written is called by the out queue once a response is on stdout (or
 // dropped, for a cancelled request).
-func (c *stdioConn) written(id jsonrpc.ID) {
+func (c *agentConn) written(id jsonrpc.ID) {
 	c.mu.Lock()
 	if call := c.inflight[id]; call != nil && call.cancelled {
 		// The go-sdk tells the backend of the cancellation from another
@@ -379,7 +378,7 @@ func (c *stdioConn) written(id jsonrpc.ID) {
 // drain waits until the requests read are answered on stdout, or Drain
 // passed, or stdout stalls (an agent that closed stdin and does not read
 // either cannot get the answers; it must not delay the exit).
-func (c *stdioConn) drain() {
+func (c *agentConn) drain() {
 	deadline := time.After(c.opts.Drain)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -403,7 +402,7 @@ func (c *stdioConn) drain() {
 
 // readLine returns the next line without its newline, or nil for a line
 // over the limit (answered already) or a blank one.
-func (c *stdioConn) readLine() ([]byte, error) {
+func (c *agentConn) readLine() ([]byte, error) {
 	var line []byte
 	tooLong := false
 	for {
@@ -428,8 +427,8 @@ func (c *stdioConn) readLine() ([]byte, error) {
 
 // decode returns the message in line, or nil after answering a line the
 // SDK could not take.
-func (c *stdioConn) decode(line []byte) jsonrpc.Message {
-	msg, err := backends.DecodeMessage(line)
+func (c *agentConn) decode(line []byte) jsonrpc.Message {
+	msg, err := wire.DecodeMessage(line)
 	if err == nil {
 		return msg
 	}
@@ -456,7 +455,7 @@ func validID(id json.RawMessage) json.RawMessage {
 	return nil
 }
 
-func (c *stdioConn) reply(id json.RawMessage, code int64, msg string) {
+func (c *agentConn) reply(id json.RawMessage, code int64, msg string) {
 	if id == nil {
 		id = json.RawMessage("null")
 	}

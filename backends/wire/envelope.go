@@ -1,4 +1,4 @@
-package backends
+package wire
 
 import (
 	"bytes"
@@ -34,6 +34,15 @@ func recoverEnvelope(head, tail []byte) envelope {
 		scanBackward(bytes.TrimSpace(tail), &e)
 	}
 	return e
+}
+
+// RecoverResponseID is the id of the response that head and tail (as for
+// recoverEnvelope) begin and end, if they are recognizably a response with
+// a usable id: what a request that waits for that response is failed by
+// when its line cannot be decoded.
+func RecoverResponseID(head, tail []byte) (jsonrpc.ID, bool) {
+	e := recoverEnvelope(head, tail)
+	return e.id, e.isResponse()
 }
 
 // scanForward walks s, which starts an object, and records each key at

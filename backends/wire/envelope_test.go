@@ -1,4 +1,4 @@
-package backends
+package wire
 
 import (
 	"strings"
@@ -26,7 +26,7 @@ func TestRecoverEnvelopeFindsTheIDOfAResponseOnly(t *testing.T) {
 		{"a backend's JSON log line", `{"level":"info","id":3,"msg":"hello"}`, nil},
 		{"not an object", `[{"jsonrpc":"2.0","id":1,"result":{}}]`, nil},
 		{"cut number", `{"jsonrpc":"2.0","id":12`, nil},
-		{"deep", `{"jsonrpc":"2.0","id":4,"result":` + deepNesting(2000) + `}`, int64(4)},
+		{"deep", `{"jsonrpc":"2.0","id":4,"result":` + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + `}`, int64(4)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,7 +43,9 @@ func TestRecoverEnvelopeFindsTheIDOfAResponseOnly(t *testing.T) {
 		})
 	}
 
-	// Of an oversized line only the head and the tail are kept.
+	// Of an oversized line only the head and the tail are kept (4 KiB each,
+	// as backends keeps them).
+	const headKeep, tailKeep = 4096, 4096
 	headTail := func(line string) envelope {
 		return recoverEnvelope([]byte(line[:min(len(line), headKeep)]), []byte(line[max(0, len(line)-tailKeep):]))
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// pipeBackend is a client session over a stdioConn whose "child" is the
+// pipeBackend is a client session over a childConn whose "child" is the
 // test itself: it reads what the client writes and writes what the backend
 // would, on real pipes. Like a real backend it keeps reading its stdin, so
 // the client never blocks writing (its answers to requests the fuzzer
@@ -66,7 +66,7 @@ func newPipeBackend(tb testing.TB, max int) *pipeBackend {
 			}
 		}
 	}()
-	conn := newStdioConn("pipe", log.New(p.logs).WithPrefix("pipe"), outR, inW, max)
+	conn := newChildConn("pipe", log.New(p.logs).WithPrefix("pipe"), outR, inW, max)
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	type result struct {
 		cs  *mcp.ClientSession
@@ -74,7 +74,7 @@ func newPipeBackend(tb testing.TB, max int) *pipeBackend {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		cs, err := client.Connect(context.Background(), stdioTransport{conn}, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+		cs, err := client.Connect(context.Background(), childTransport{conn}, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 		ch <- result{cs, err}
 	}()
 	tb.Cleanup(func() {
@@ -243,7 +243,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 func TestConnReadEndsWithEOFAndUnblocksOnClose(t *testing.T) {
 	t.Run("EOF after a last line without newline", func(t *testing.T) {
 		out := io.NopCloser(strings.NewReader("noise\n{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"b\"}"))
-		c := newStdioConn("x", log.New(io.Discard), out, nopWriteCloser{io.Discard}, 1024)
+		c := newChildConn("x", log.New(io.Discard), out, nopWriteCloser{io.Discard}, 1024)
 		for _, want := range []string{"a", "b"} {
 			msg, err := c.Read(context.Background())
 			if err != nil {
@@ -259,7 +259,7 @@ func TestConnReadEndsWithEOFAndUnblocksOnClose(t *testing.T) {
 	})
 	t.Run("EOF after an oversized response", func(t *testing.T) {
 		out := io.NopCloser(strings.NewReader(`{"jsonrpc":"2.0","id":5,"result":"` + strings.Repeat("x", 2000) + "\"}\n"))
-		c := newStdioConn("x", log.New(io.Discard), out, nopWriteCloser{io.Discard}, 1024)
+		c := newChildConn("x", log.New(io.Discard), out, nopWriteCloser{io.Discard}, 1024)
 		msg, err := c.Read(context.Background())
 		if r, ok := msg.(*jsonrpc.Response); err != nil || !ok || r.ID.Raw() != int64(5) || r.Error == nil {
 			t.Fatalf("got %#v, %v; want an error response for id 5", msg, err)
@@ -274,7 +274,7 @@ func TestConnReadEndsWithEOFAndUnblocksOnClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer outW.Close()
-		c := newStdioConn("x", log.New(io.Discard), outR, nopWriteCloser{io.Discard}, 1024)
+		c := newChildConn("x", log.New(io.Discard), outR, nopWriteCloser{io.Discard}, 1024)
 		errc := make(chan error, 1)
 		go func() {
 			_, err := c.Read(context.Background())
@@ -306,7 +306,7 @@ func TestConnMessagesOutliveTheirLineBuffer(t *testing.T) {
 		for _, ch := range []string{"a", "b"} {
 			in.WriteString(`{"jsonrpc":"2.0","id":"` + ch + `","result":"` + strings.Repeat(ch, n) + "\"}\n")
 		}
-		c := newStdioConn("x", log.New(io.Discard), io.NopCloser(&in), nopWriteCloser{io.Discard}, 1<<20)
+		c := newChildConn("x", log.New(io.Discard), io.NopCloser(&in), nopWriteCloser{io.Discard}, 1<<20)
 		first, err := c.Read(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -335,7 +335,7 @@ func TestConnReadAllocatesOnlyWhatTheDecoderDoes(t *testing.T) {
 			}
 		})
 		r := &repeatReader{line: line}
-		c := newStdioConn("x", log.New(io.Discard), io.NopCloser(r), nopWriteCloser{io.Discard}, 1<<20)
+		c := newChildConn("x", log.New(io.Discard), io.NopCloser(r), nopWriteCloser{io.Discard}, 1<<20)
 		c.Read(context.Background()) // grows the buffers
 		read := testing.AllocsPerRun(50, func() {
 			if _, err := c.Read(context.Background()); err != nil {
