@@ -16,9 +16,10 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
 // The agent's side of mcp-mux: newline-delimited JSON-RPC on stdin and

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // The cost of the mux is measured against a direct connection to the same

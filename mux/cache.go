@@ -1,6 +1,9 @@
 package mux
 
 import (
+	"bytes"
+	"encoding/json"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -78,4 +81,30 @@ func listPages[T any](mem *member, page func(cursor string) ([]*T, string, mcp.C
 		cursor = next
 	}
 	return out, cache, nil
+}
+
+// validCacheHints is a read result with the cache hints an agent may
+// rely on: a backend on the go-sdk that set none sends the invalid scope
+// "" (which the TypeScript SDK v2 client rejects), and a negative ttl is
+// meaningless. Only such a result is decoded (its top level) and encoded
+// again; the rest go as sent.
+func validCacheHints(res json.RawMessage) json.RawMessage {
+	if !bytes.Contains(res, []byte(`"cacheScope":""`)) && !bytes.Contains(res, []byte(`"ttlMs":-`)) {
+		return res
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(res, &top) != nil {
+		return res
+	}
+	var c mcp.Cacheable
+	_ = json.Unmarshal(top["cacheScope"], &c.CacheScope)
+	_ = json.Unmarshal(top["ttlMs"], &c.TTLMs)
+	c = normalCache(c)
+	top["cacheScope"], _ = json.Marshal(c.CacheScope)
+	top["ttlMs"], _ = json.Marshal(c.TTLMs)
+	fixed, err := json.Marshal(top)
+	if err != nil {
+		return res
+	}
+	return fixed
 }

@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // Filters (tools, exclude_tools, prompts, exclude_prompts) as a client sees

@@ -15,9 +15,10 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // fixtureBin is testdata/fixture, built once for the package's tests;

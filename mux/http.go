@@ -26,8 +26,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // HTTPPath is where the MCP endpoint is served.

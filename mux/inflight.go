@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A backend's request to its client (sampling inside a tools/call) carries
@@ -35,36 +33,6 @@ type sessionKey struct{}
 func sessionFrom(ctx context.Context) *session {
 	s, _ := ctx.Value(sessionKey{}).(*session)
 	return s
-}
-
-// agentContext is the outermost receiving middleware: it puts the agent's
-// session into the context of everything below, and learns the agent's
-// capabilities from the first initialize.
-func (m *Mux) agentContext(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ss, ok := req.GetSession().(*mcp.ServerSession)
-		if !ok {
-			return next(ctx, method, req)
-		}
-		s := m.session(ss)
-		if s.isModern() {
-			// The current era has no initialize: the go-sdk took the
-			// session's parameters from this request's _meta already, and
-			// the request may need the backends.
-			m.agentInitialized(ss.InitializeParams()) // once: the first session's
-		}
-		res, err := next(context.WithValue(ctx, sessionKey{}, s), method, req)
-		if err == nil && res != nil && s.isModern() {
-			res = eraTyped(res)
-		}
-		if err == nil && (method == "initialize" || s.isModern()) {
-			// The go-sdk decodes initialize's params into a type of its
-			// own, and takes server/discover's while answering it: what
-			// they say is known once it has handled them.
-			m.agentInitialized(ss.InitializeParams())
-		}
-		return res, err
-	}
 }
 
 // track records that the request of ctx's session, bounded by d, is in
@@ -155,22 +123,5 @@ func (mem *member) pauseDeadlines(s *session) (resume func()) {
 		for _, d := range ds {
 			d.resume()
 		}
-	}
-}
-
-func (d *deadline) pause() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.paused++
-	d.timer.Reset(max(0, d.max-time.Since(d.start)))
-}
-
-func (d *deadline) resume() {
-	d.mu.Lock()
-	d.paused--
-	running := d.paused == 0
-	d.mu.Unlock()
-	if running {
-		d.extend()
 	}
 }

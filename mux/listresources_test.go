@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // A backend's resources/list result is read as the go-sdk's types would

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -384,6 +385,18 @@ func (mem *member) learn(res *mcp.CallToolResult) {
 	}
 }
 
+// learnRaw is learn for a tool result as the backend sent it: only a result
+// that may hold a resource link or an embedded resource is decoded.
+func (mem *member) learnRaw(res json.RawMessage) {
+	if !bytes.Contains(res, []byte(`"resource`)) {
+		return
+	}
+	var r mcp.CallToolResult
+	if json.Unmarshal(res, &r) == nil {
+		mem.learn(&r)
+	}
+}
+
 // claims reports whether the backend can serve uri: it lists it exactly,
 // one of its templates matches it, or a tool result of it pointed at it.
 func (mem *member) claims(uri string) bool {
@@ -423,4 +436,11 @@ func (mem *member) offered(kind, name string) bool {
 		}
 	}
 	return false
+}
+
+// takesRawCalls reports whether the backend is up and takes requests as
+// bytes (passthrough.go).
+func (mem *member) takesRawCalls() bool {
+	b, err := mem.backend()
+	return err == nil && b.RawCalls()
 }

@@ -2,11 +2,17 @@
 // catalogs of many backends, routes each request to the backend that owns it,
 // and fans notifications out to the client sessions that asked for them.
 //
-// Reading order: mux.go (lifecycle, sessions), server.go (the method switch:
-// every request's route starts there), lists.go, route.go, member.go
-// (one backend's state and catalog), catalog.go (the merged view),
-// notify.go (everything sent upstream on mux's own initiative), reload.go
-// and watch.go (a changed config applied while serving).
+// Reading order: server.go (every request's route: the two doors, the
+// middleware chain and the method switches), route.go and
+// subscriptions.go (find the owner), forward.go (the one pipeline every
+// forwarded request takes), passthrough.go (the stdio door's bytes),
+// era.go (what the current protocol era requires of results), mux.go
+// (lifecycle, sessions), member.go and supervise.go (one backend's state,
+// catalog and restarts), catalog.go and lists.go (the merged view),
+// notify.go, logging.go, clientreq.go and listen.go (what goes to the
+// agent on mux's or a backend's initiative), agentconn.go and http.go (the
+// agent's transports), reload.go and watch.go (a changed config applied
+// while serving). The config file is read by mux/config.
 package mux
 
 import (
@@ -139,25 +145,6 @@ func (m *Mux) deliverFor(ctx context.Context, s *session, method string, params 
 	})
 }
 
-// settle waits (bounded) until what b sent before its response to the
-// agent's request of ctx has reached the agent: handled by mux
-// (Backend.Settle), and for a session with a queue of its own (HTTP), sent
-// from it, since the go-sdk writes the response itself, past that queue.
-func (m *Mux) settle(ctx context.Context, b *backends.Backend) {
-	start := time.Now()
-	b.Settle(settleWait)
-	s := sessionFrom(ctx)
-	if s == nil || s.conn.Load() != nil {
-		return
-	}
-	s.mu.Lock()
-	q := s.notes
-	s.mu.Unlock()
-	if q != nil {
-		q.flush(settleWait - time.Since(start))
-	}
-}
-
 // enqueue queues a notification for s, a session that is not stdio, which
 // send sends. Nothing is queued for a session that ended.
 func (m *Mux) enqueue(s *session, method string, params mcp.Params, send func(context.Context) error) {
@@ -231,22 +218,7 @@ func New(cfg *config.File, logger *log.Logger, version string) *Mux {
 		UnsubscribeHandler:        m.unsubscribe,
 		SupportedProtocolVersions: protocolVersions,
 	})
-	// AddSendingMiddleware calls the middleware at once: that is how we get
-	// hold of the chain to send session-targeted notifications with.
-	m.server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		m.send = next
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "notifications/subscriptions/acknowledged" {
-				m.acknowledged(ctx, req)
-			}
-			return next(ctx, method, req)
-		}
-	})
-	m.server.AddReceivingMiddleware(m.receive)
-	// Added last, so outermost: what m.receive routes sees the session.
-	m.server.AddReceivingMiddleware(m.agentContext)
-	// Outermost of all: it adds to initialize what agentContext let happen.
-	m.server.AddReceivingMiddleware(m.initialize)
+	m.routes()
 	return m
 }
 
@@ -561,13 +533,6 @@ func (m *Mux) endFirstWait() {
 			"late", strings.Join(late, ", "), "first_list_wait", m.settings().FirstListWait.Duration)
 		m.builtinChanged(uriBackends)
 	}
-}
-
-func (m *Mux) requestTimeout(mem *member) time.Duration {
-	if d := mem.spec.RequestTimeout.Duration; d > 0 {
-		return d
-	}
-	return m.settings().RequestTimeout.Duration
 }
 
 func (m *Mux) startOptions(mem *member) backends.Options {

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // controlTools are the fixture's tools besides its echo tools.

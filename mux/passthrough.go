@@ -24,16 +24,17 @@ import (
 // it for the agent) and its two goroutine hops were most of what a request
 // cost in mcp-mux.
 //
-// Only the way a request travels changes: it is routed, bounded by
-// request_timeout, tracked for the backend's requests to the agent, given a
-// progress token of mux's, cancelled with the agent's reason, settled and
-// answered as callTool and readResource do. Anything those would answer
+// Only the way a request travels changes: it finds its owner with the
+// functions callTool and readResource use (route.go) and goes through the
+// same forward (forward.go): bounded by request_timeout, tracked for the
+// backend's requests to the agent, given a progress token of mux's,
+// cancelled with the agent's reason, settled. Anything those would answer
 // with an error of mux's own (an unknown name, a backend that is down, a
 // malformed request, mcp-mux's own resources) and anything unusual (a
 // session that is not initialized, a request of another era than its
 // session's, keys the types know and this does not) takes the go-sdk's
 // path instead, so every error and edge stays what it was. Sessions of
-// both eras pass through: passthrough_era.go has what differs.
+// both eras pass through: era.go has what differs.
 
 // passThrough forwards one stdio session's requests as bytes. Only the
 // session's reader calls it.
@@ -41,25 +42,8 @@ type passThrough struct {
 	m *Mux
 	s *session
 	c *agentConn
-	// era is the current-era _meta last found sound (passthrough_era.go).
+	// era is the current-era _meta last found sound (era.go).
 	era eraMeta
-}
-
-// take forwards req if it can: it reports false, having done nothing, for
-// a request the go-sdk's path must handle.
-func (p *passThrough) take(req *jsonrpc.Request, call *agentCall) bool {
-	if !p.m.first.over.Load() || p.s.ss.InitializeParams() == nil {
-		return false
-	}
-	switch req.Method {
-	case "tools/call":
-		return p.callTool(req, call)
-	case "resources/read":
-		return p.readResource(req, call)
-	case "resources/list":
-		return p.listResources(req, call)
-	}
-	return false
 }
 
 // plainParams splits params into the keys named in want (and _meta), or
@@ -124,24 +108,23 @@ func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
 		return false
 	}
 	args := bytes.TrimSpace(keys["arguments"])
-	if len(args) > 0 && args[0] != '{' && string(args) != "null" {
+	if !argumentsObject(args) {
 		return false
 	}
 	meta, ok := p.plainMeta(keys["_meta"])
 	if !ok {
 		return false
 	}
-	e, ok := p.m.cat.get().tools.lookup(name)
-	if !ok {
-		return false
+	e, err := p.m.tool(name)
+	if err != nil {
+		return false // the go-sdk's path gives the error
 	}
-	b, err := e.mem.backend()
-	if err != nil || !b.RawCalls() {
+	if !e.mem.takesRawCalls() {
 		return false
 	}
 	original, _ := json.Marshal(e.original)
 	fields := []param{{"name", original}, {"arguments", args}}
-	p.forward(req, call, e.mem, b, keys["_meta"], meta, fields, func(res json.RawMessage) json.RawMessage {
+	p.send(req, call, e.mem, keys["_meta"], meta, fields, func(res json.RawMessage) json.RawMessage {
 		e.mem.learnRaw(res)
 		return res
 	})
@@ -165,11 +148,10 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 	if !ok {
 		return false
 	}
-	b, err := mem.backend()
-	if err != nil || !b.RawCalls() {
+	if !mem.takesRawCalls() {
 		return false
 	}
-	p.forward(req, call, mem, b, keys["_meta"], meta, []param{{"uri", keys["uri"]}}, validCacheHints)
+	p.send(req, call, mem, keys["_meta"], meta, []param{{"uri", keys["uri"]}}, validCacheHints)
 	return true
 }
 
@@ -198,32 +180,6 @@ func (p *passThrough) listResources(req *jsonrpc.Request, call *agentCall) bool 
 		p.respond(req.ID, res, err)
 	})
 	return true
-}
-
-// validCacheHints is a read result with the cache hints an agent may
-// rely on: a backend on the go-sdk that set none sends the invalid scope
-// "" (which the TypeScript SDK v2 client rejects), and a negative ttl is
-// meaningless. Only such a result is decoded (its top level) and encoded
-// again; the rest go as sent.
-func validCacheHints(res json.RawMessage) json.RawMessage {
-	if !bytes.Contains(res, []byte(`"cacheScope":""`)) && !bytes.Contains(res, []byte(`"ttlMs":-`)) {
-		return res
-	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(res, &top) != nil {
-		return res
-	}
-	var c mcp.Cacheable
-	_ = json.Unmarshal(top["cacheScope"], &c.CacheScope)
-	_ = json.Unmarshal(top["ttlMs"], &c.TTLMs)
-	c = normalCache(c)
-	top["cacheScope"], _ = json.Marshal(c.CacheScope)
-	top["ttlMs"], _ = json.Marshal(c.TTLMs)
-	fixed, err := json.Marshal(top)
-	if err != nil {
-		return res
-	}
-	return fixed
 }
 
 // param is one key of the params sent to a backend, its value as JSON.
@@ -259,33 +215,30 @@ func paramsObject(meta json.RawMessage, fields []param) json.RawMessage {
 	return append(out, '}')
 }
 
-// forward runs req at b in a goroutine of its own, as the go-sdk runs a
-// handler, and answers it with the backend's result as sent. rawMeta is the
-// agent's _meta as sent (forwarded unchanged unless its progress token is
+// send runs req at mem's backend in a goroutine of its own, as the go-sdk
+// runs a handler, through the same forward as the go-sdk's path, and
+// answers it with the backend's result as sent. rawMeta is the agent's
+// _meta as sent (forwarded unchanged unless its progress token is
 // replaced), fields the rest of the backend's params, and after sees the
 // result before it goes upstream, and may amend it.
-func (p *passThrough) forward(req *jsonrpc.Request, call *agentCall, mem *member, b *backends.Backend,
+func (p *passThrough) send(req *jsonrpc.Request, call *agentCall, mem *member,
 	rawMeta json.RawMessage, meta mcp.Meta, fields []param, after func(json.RawMessage) json.RawMessage) {
 	m, s := p.m, p.s
 	ctx, cancel := p.begin(call)
 	m.goOwned(func() {
 		defer cancel()
-		ctx, d, stop := m.withDeadline(ctx, mem)
-		defer stop()
-		defer mem.track(ctx, d)()
-		ctx = m.withCancelReason(ctx, mem, call.extra)
-		fwd, done := mem.awaitProgress(ctx, meta, s.ss, d)
-		defer done()
-		sendMeta := rawMeta
-		if tok, ok := meta["progressToken"]; ok && tok != nil {
-			sendMeta, _ = json.Marshal(fwd) // with mux's token in place of the agent's
-		}
-		res, err := b.CallRaw(ctx, req.Method, paramsObject(sendMeta, fields))
+		in := inbound{ss: s.ss, extra: call.extra, meta: meta}
+		res, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, fwd mcp.Meta) (json.RawMessage, error) {
+			sendMeta := rawMeta
+			if tok, ok := meta["progressToken"]; ok && tok != nil {
+				sendMeta, _ = json.Marshal(fwd) // with mux's token in place of the agent's
+			}
+			return b.CallRaw(ctx, req.Method, paramsObject(sendMeta, fields))
+		})
 		if err != nil {
-			p.respond(req.ID, nil, m.backendError(ctx, mem, b, err))
+			p.respond(req.ID, nil, err)
 			return
 		}
-		m.settle(ctx, b)
 		res = after(res)
 		if s.isModern() {
 			res = m.eraResult(res, req.Method == "resources/read")
@@ -312,16 +265,4 @@ func (p *passThrough) respond(id jsonrpc.ID, res json.RawMessage, err error) {
 		return
 	}
 	p.c.respondRaw(id, res)
-}
-
-// learnRaw is learn for a tool result as the backend sent it: only a result
-// that may hold a resource link or an embedded resource is decoded.
-func (mem *member) learnRaw(res json.RawMessage) {
-	if !bytes.Contains(res, []byte(`"resource`)) {
-		return
-	}
-	var r mcp.CallToolResult
-	if json.Unmarshal(res, &r) == nil {
-		mem.learn(&r)
-	}
 }

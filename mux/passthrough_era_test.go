@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // modernMeta is the _meta every request of the current era (2026-07-28)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+
 	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // backendTOML is a [[backend]] running the fixture named name, with more

@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,40 +12,56 @@ import (
 	"github.com/mcp-mux/mcp-mux/backends"
 )
 
+// The requests the go-sdk's path routes to one backend: each finds the
+// owner of its name or URI, then forwards (forward.go). The stdio
+// pass-through (passthrough.go) finds owners with the same functions.
+
 // CodeResourceNotFound is MCP's error code for a read of an unknown
 // resource (2025-11-25). The go-sdk still uses -32602 by default.
 const CodeResourceNotFound = -32002
 
+// inboundOf is what forward needs of one of the agent's typed requests
+// (whose params the go-sdk requires: they are never nil).
+func inboundOf[P mcp.Params](r *mcp.ServerRequest[P]) inbound {
+	return inbound{ss: r.Session, extra: r.Extra, meta: r.Params.GetMeta()}
+}
+
 // callTool routes by exposed name; the backend is called with the tool's
-// original name and the agent's arguments and _meta, whose progress token
-// is replaced by one of mux's own (see awaitProgress).
+// original name and the agent's arguments and _meta.
 func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	m.waitStarted(ctx)
 	p := r.Params
-	if a := bytes.TrimSpace(p.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
+	if !argumentsObject(p.Arguments) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: arguments must be an object"}
 	}
-	e, ok := m.cat.get().tools.lookup(p.Name)
+	e, err := m.tool(p.Name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := forward(ctx, m, e.mem, inboundOf(r), func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (*mcp.CallToolResult, error) {
+		return b.Session().CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: e.original, Arguments: p.Arguments})
+	})
+	if err == nil {
+		e.mem.learn(res)
+	}
+	return res, err
+}
+
+// argumentsObject reports whether a tool call's arguments are an object
+// (or absent, or null).
+func argumentsObject(args json.RawMessage) bool {
+	a := bytes.TrimSpace(args)
+	return len(a) == 0 || a[0] == '{' || string(a) == "null"
+}
+
+// tool is the catalog's tool the agent calls name, or the error for a name
+// it lacks.
+func (m *Mux) tool(name string) (exposed[mcp.Tool], error) {
+	e, ok := m.cat.get().tools.lookup(name)
 	if !ok {
-		return nil, m.unknownName("tool", p.Name)
+		return e, m.unknownName("tool", name)
 	}
-	b, err := e.mem.backend()
-	if err != nil {
-		return nil, toAgentError(e.mem, err)
-	}
-	ctx, d, cancel := m.withDeadline(ctx, e.mem)
-	defer cancel()
-	defer e.mem.track(ctx, d)()
-	ctx = m.withCancelReason(ctx, e.mem, r.Extra)
-	meta, done := e.mem.awaitProgress(ctx, p.Meta, r.Session, d)
-	defer done()
-	res, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: e.original, Arguments: p.Arguments})
-	if err != nil {
-		return nil, m.backendError(ctx, e.mem, b, err)
-	}
-	m.settle(ctx, b)
-	e.mem.learn(res)
-	return res, nil
+	return e, nil
 }
 
 func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -59,25 +71,11 @@ func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetP
 	if !ok {
 		return nil, m.unknownName("prompt", p.Name)
 	}
-	b, err := e.mem.backend()
-	if err != nil {
-		return nil, toAgentError(e.mem, err)
-	}
-	ctx, d, cancel := m.withDeadline(ctx, e.mem)
-	defer cancel()
-	defer e.mem.track(ctx, d)()
-	ctx = m.withCancelReason(ctx, e.mem, r.Extra)
-	fwd := *p
-	fwd.Name = e.original
-	var done func()
-	fwd.Meta, done = e.mem.awaitProgress(ctx, p.Meta, r.Session, d)
-	defer done()
-	res, err := b.Session().GetPrompt(ctx, &fwd)
-	if err != nil {
-		return nil, m.backendError(ctx, e.mem, b, err)
-	}
-	m.settle(ctx, b)
-	return res, nil
+	return forward(ctx, m, e.mem, inboundOf(r), func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (*mcp.GetPromptResult, error) {
+		fwd := *p
+		fwd.Name, fwd.Meta = e.original, meta
+		return b.Session().GetPrompt(ctx, &fwd)
+	})
 }
 
 // unknownName is the error for a tool or prompt name the merged catalog
@@ -136,23 +134,14 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mc
 	if !ok {
 		return nil, resourceNotFoundFor(r.Session, p.URI)
 	}
-	b, err := mem.backend()
+	res, err := forward(ctx, m, mem, inboundOf(r), func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (*mcp.ReadResourceResult, error) {
+		fwd := *p
+		fwd.Meta = meta
+		return b.Session().ReadResource(ctx, &fwd)
+	})
 	if err != nil {
-		return nil, toAgentError(mem, err)
+		return nil, err
 	}
-	ctx, d, cancel := m.withDeadline(ctx, mem)
-	defer cancel()
-	defer mem.track(ctx, d)()
-	ctx = m.withCancelReason(ctx, mem, r.Extra)
-	fwd := *p
-	var done func()
-	fwd.Meta, done = mem.awaitProgress(ctx, p.Meta, r.Session, d)
-	defer done()
-	res, err := b.Session().ReadResource(ctx, &fwd)
-	if err != nil {
-		return nil, m.backendError(ctx, mem, b, err)
-	}
-	m.settle(ctx, b)
 	// The typed result always has the cache hints: a backend that sent
 	// none would otherwise be passed on with the invalid scope "".
 	res.Cacheable = normalCache(res.Cacheable)
@@ -168,9 +157,7 @@ func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.Comple
 	if p.Ref == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete: missing ref"}
 	}
-	fwd := *p
 	ref := *p.Ref
-	fwd.Ref = &ref
 	var mem *member
 	switch ref.Type {
 	case "ref/prompt":
@@ -195,102 +182,9 @@ func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.Comple
 	default:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown completion ref type %q", ref.Type)}
 	}
-	b, err := mem.backend()
-	if err != nil {
-		return nil, toAgentError(mem, err)
-	}
-	ctx, d, cancel := m.withDeadline(ctx, mem)
-	defer cancel()
-	defer mem.track(ctx, d)()
-	ctx = m.withCancelReason(ctx, mem, r.Extra)
-	var done func()
-	fwd.Meta, done = mem.awaitProgress(ctx, p.Meta, r.Session, d)
-	defer done()
-	res, err := b.Session().Complete(ctx, &fwd)
-	if err != nil {
-		return nil, m.backendError(ctx, mem, b, err)
-	}
-	m.settle(ctx, b)
-	return res, nil
-}
-
-// settleWait bounds how long a response waits for the backend's
-// notifications sent before it to reach the agent first (see Settle).
-const settleWait = 100 * time.Millisecond
-
-// errTimedOut is the cause of a forwarded request's context that ran out
-// of time (rather than being cancelled by the agent).
-var errTimedOut = errors.New("request timed out")
-
-// deadline bounds one forwarded request by the backend's request_timeout.
-// Progress from the backend extends it (long tools keep working), but never
-// past max_request_time after the start.
-type deadline struct {
-	mu      sync.Mutex
-	timer   *time.Timer
-	start   time.Time
-	timeout time.Duration
-	max     time.Duration
-	paused  int // the agent is answering a request of the backend: see pauseDeadlines
-}
-
-// withCancelReason makes the reason a forwarded request is cancelled with at
-// the backend the agent's own (when it cancelled its request and said why)
-// or mux's timeout, instead of the go-sdk's "context canceled".
-func (m *Mux) withCancelReason(ctx context.Context, mem *member, extra *mcp.RequestExtra) context.Context {
-	return backends.WithCancelReason(ctx, func() string {
-		if r, ok := agentCancelReasons.Load(extra); ok {
-			return r.(string)
-		}
-		if context.Cause(ctx) == errTimedOut {
-			return fmt.Sprintf("mcp-mux: request_timeout (%s) passed", m.requestTimeout(mem))
-		}
-		return ""
+	return forward(ctx, m, mem, inboundOf(r), func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (*mcp.CompleteResult, error) {
+		fwd := *p
+		fwd.Ref, fwd.Meta = &ref, meta
+		return b.Session().Complete(ctx, &fwd)
 	})
-}
-
-// withDeadline derives the context of one forwarded request. When it runs
-// out, the go-sdk sends the backend notifications/cancelled.
-func (m *Mux) withDeadline(ctx context.Context, mem *member) (context.Context, *deadline, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	d := &deadline{start: time.Now(), timeout: m.requestTimeout(mem), max: max(m.cfg.Mux.MaxRequestTime.Duration, m.requestTimeout(mem))}
-	d.timer = time.AfterFunc(d.timeout, func() { cancel(errTimedOut) })
-	return ctx, d, func() {
-		d.timer.Stop()
-		cancel(context.Canceled)
-	}
-}
-
-func (d *deadline) extend() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.paused > 0 {
-		return
-	}
-	left := d.max - time.Since(d.start)
-	d.timer.Reset(max(0, min(d.timeout, left)))
-}
-
-// backendError turns what a backend call returned into what the agent gets:
-// the backend's own JSON-RPC error unchanged (code, message, data), a
-// timeout naming the backend, or -32603 naming the backend. A plain Go error
-// would go out with code 0, which no client understands. After a timeout
-// the backend is checked for life: a hung one is restarted.
-func (m *Mux) backendError(ctx context.Context, mem *member, b *backends.Backend, err error) error {
-	if context.Cause(ctx) == errTimedOut {
-		m.goOwned(func() { mem.checkAlive(b) })
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q timed out after %s", mem.spec.Name, m.requestTimeout(mem))}
-	}
-	return toAgentError(mem, err)
-}
-
-func toAgentError(mem *member, err error) error {
-	var je *jsonrpc.Error
-	if errors.As(err, &je) {
-		return &jsonrpc.Error{Code: je.Code, Message: je.Message, Data: je.Data}
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q went down during the request (it is being restarted): %v", mem.spec.Name, err)}
-	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q: %v", mem.spec.Name, err)}
 }

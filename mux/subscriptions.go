@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/subs"
 )
 
@@ -46,13 +47,12 @@ func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 		mode = subs.Forwarded
 	}
 	added, err := m.subs.Subscribe(sid, mem.spec.Name, uri, mode, func() error {
-		ctx, d, cancel := m.withDeadline(ctx, mem)
-		defer cancel()
-		defer mem.track(ctx, d)()
-		if err := b.Session().Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			return m.backendError(ctx, mem, b, err) // reaches the agent as the backend said it
-		}
-		return nil
+		// Shared by every session that subscribes the URI: no agent's _meta.
+		in := inbound{ss: req.Session, extra: req.Extra}
+		_, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (struct{}, error) {
+			return struct{}{}, b.Session().Subscribe(ctx, &mcp.SubscribeParams{Meta: meta, URI: uri})
+		})
+		return err // reaches the agent as the backend said it
 	})
 	if err == nil && added && mode == subs.LocalOnly {
 		mem.pollBaseline(ctx, uri)

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // waitReady waits until backend i is ready with a process other than

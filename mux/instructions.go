@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The initialize result: the go-sdk builds it (protocol, capabilities,
@@ -20,28 +18,6 @@ import (
 // about one backend start; a backend slower than this is left out (there
 // is no notification to add it later).
 const instructionsWait = 2 * time.Second
-
-// initialize is the outermost receiving middleware: once the go-sdk and
-// the middleware below it answered initialize (which lets the backends
-// initialize), it adds the instructions.
-func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		if err != nil {
-			return res, err
-		}
-		switch r := res.(type) {
-		case *mcp.InitializeResult:
-			r.Instructions = m.waitInstructions(ctx)
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-				m.logSession(m.session(ss), "started")
-			}
-		case *mcp.DiscoverResult: // the current era's initialize
-			r.Instructions = m.waitInstructions(ctx)
-		}
-		return res, err
-	}
-}
 
 // waitInstructions merges the backends' instructions: at once when each
 // backend has initialized or said them in an earlier run (instrcache.go),

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"maps"
 
-	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
 // A request of the current era (2026-07-28) carries in its _meta what an
