@@ -281,6 +281,11 @@ func (b *Backend) clientOptions(h Hooks) *mcp.ClientOptions {
 		b.log.Warn("notification without params, dropped", "method", method)
 	}
 	return &mcp.ClientOptions{
+		// A backend of the current era that needs the agent's input returns
+		// the requests in its result (input_required): mcp-mux passes them
+		// to the agent or asks it itself, never the go-sdk (which would
+		// answer them from handlers this client does not have).
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		// Exactly what the agent declared (never the go-sdk's default
 		// roots): the requests go to the agent. No sampling or elicitation
 		// handler is set, so the SDK infers nothing more; clientRequests
@@ -521,6 +526,15 @@ func (b *Backend) Capabilities() *mcp.ServerCapabilities {
 		return &mcp.ServerCapabilities{}
 	}
 	return b.init.Capabilities
+}
+
+// ModernEra is the first protocol revision of the current era (2026-07-28):
+// no initialize, per-request _meta, multi-round-trip input requests.
+const ModernEra = "2026-07-28"
+
+// Modern reports whether mcp-mux speaks the current era with the backend.
+func (b *Backend) Modern() bool {
+	return b.init != nil && b.init.ProtocolVersion >= ModernEra
 }
 
 // SupportsSubscribe reports whether the backend advertised resources.subscribe.

@@ -3,12 +3,14 @@ package backends
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // declared keeps of want what mcp-mux can honour for a backend: roots,
-// sampling and elicitation, which it forwards. Never nil: a nil Capabilities
+// sampling and elicitation, which it forwards, and the extensions the
+// agent supports (a backend shows through mux what it shows the agent). Never nil: a nil Capabilities
 // option would make the go-sdk declare its default roots.
 func declared(want *mcp.ClientCapabilities) *mcp.ClientCapabilities {
 	caps := &mcp.ClientCapabilities{}
@@ -26,6 +28,9 @@ func declared(want *mcp.ClientCapabilities) *mcp.ClientCapabilities {
 	if want.Elicitation != nil {
 		e := *want.Elicitation
 		caps.Elicitation = &e
+	}
+	if len(want.Extensions) > 0 {
+		caps.Extensions = maps.Clone(want.Extensions)
 	}
 	return caps
 }

@@ -122,12 +122,10 @@ func (m *Mux) agentInitialized(p *mcp.InitializeParams) {
 		return
 	}
 	a.known = true
+	// An agent of the current era cannot be sent requests, but mux asks
+	// it in its requests' rounds (rounds.go): backends are told what it
+	// can answer all the same.
 	a.caps = forwardable(p.Capabilities)
-	if p.ProtocolVersion >= modernEra {
-		// The current era has no server-to-client requests: backends are
-		// told the agent can take none.
-		a.caps = &mcp.ClientCapabilities{}
-	}
 	close(a.ready)
 	var stale []*member
 	for mem, told := range a.told {
@@ -154,11 +152,12 @@ func (a *agentState) stale(mem *member) bool {
 	return a.known && ok && capsKey(told) != capsKey(a.caps)
 }
 
-// forwardable keeps of c what mux forwards: roots, sampling, elicitation.
+// forwardable keeps of c what mux forwards: roots, sampling, elicitation,
+// and the extensions the agent supports.
 func forwardable(c *mcp.ClientCapabilities) *mcp.ClientCapabilities {
 	out := &mcp.ClientCapabilities{}
 	if c != nil {
-		out.RootsV2, out.Sampling, out.Elicitation = c.RootsV2, c.Sampling, c.Elicitation
+		out.RootsV2, out.Sampling, out.Elicitation, out.Extensions = c.RootsV2, c.Sampling, c.Elicitation, c.Extensions
 	}
 	return out
 }
@@ -170,8 +169,55 @@ func capsKey(c *mcp.ClientCapabilities) string {
 		Roots       *mcp.RootCapabilities        `json:"roots,omitempty"`
 		Sampling    *mcp.SamplingCapabilities    `json:"sampling,omitempty"`
 		Elicitation *mcp.ElicitationCapabilities `json:"elicitation,omitempty"`
-	}{c.RootsV2, c.Sampling, c.Elicitation})
+		Extensions  map[string]any               `json:"extensions,omitempty"`
+	}{c.RootsV2, c.Sampling, c.Elicitation, c.Extensions})
 	return string(k)
+}
+
+// agentCapsV2 is what the agent of s can answer, as the current era writes
+// client capabilities: roots, sampling, elicitation and extensions, from
+// the request's _meta (meta, the current era) or the session's initialize.
+// A backend of the current era is told them with every request.
+func agentCapsV2(s *session, meta mcp.Meta) map[string]any {
+	out := map[string]any{}
+	if s == nil {
+		return out
+	}
+	if s.isModern() {
+		var caps map[string]any
+		switch v := meta[mcp.MetaKeyClientCapabilities].(type) {
+		case map[string]any:
+			caps = v
+		default:
+			if data, err := json.Marshal(v); err == nil {
+				_ = json.Unmarshal(data, &caps)
+			}
+		}
+		for _, k := range []string{"roots", "sampling", "elicitation", "extensions"} {
+			if v, ok := caps[k]; ok && v != nil {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	p := s.ss.InitializeParams()
+	if p == nil || p.Capabilities == nil {
+		return out
+	}
+	c := p.Capabilities
+	if c.RootsV2 != nil {
+		out["roots"] = c.RootsV2
+	}
+	if c.Sampling != nil {
+		out["sampling"] = c.Sampling
+	}
+	if c.Elicitation != nil {
+		out["elicitation"] = c.Elicitation
+	}
+	if len(c.Extensions) > 0 {
+		out["extensions"] = c.Extensions
+	}
+	return out
 }
 
 func hasRoots(c *mcp.ClientCapabilities) bool    { return c.RootsV2 != nil }
@@ -197,6 +243,18 @@ func (mem *member) forwardElicit(ctx context.Context, p *mcp.ElicitParams) (*mcp
 	if p == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "elicitation/create: missing params"}
 	}
+	p = withMode(p)
+	capName, has := elicitCapability(p)
+	s, res, err := forwardToAgent[*mcp.ElicitResult](ctx, mem, "elicitation/create", capName, has, p)
+	if err == nil && p.Mode == "url" && p.ElicitationID != "" {
+		mem.m.rememberElicitation(p.ElicitationID, s)
+	}
+	return res, err
+}
+
+// withMode is p with its mode said: ElicitParams.Mode has no omitempty, so
+// an absent mode would go out as "mode":"", which clients refuse.
+func withMode(p *mcp.ElicitParams) *mcp.ElicitParams {
 	mode := p.Mode
 	if mode == "" && p.URL != "" {
 		mode = "url"
@@ -204,27 +262,25 @@ func (mem *member) forwardElicit(ctx context.Context, p *mcp.ElicitParams) (*mcp
 	if mode == "" {
 		mode = "form" // what an absent mode means
 	}
-	if p.Mode != mode {
-		// ElicitParams.Mode has no omitempty: as it came (absent) it would
-		// go out as "mode":"", which clients refuse.
-		cp := *p
-		cp.Mode = mode
-		p = &cp
+	if p.Mode == mode {
+		return p
 	}
-	capName, has := "elicitation (form mode)", func(c *mcp.ClientCapabilities) bool {
-		// An elicitation capability naming no mode means form (2025-06-18).
-		return c.Elicitation != nil && (c.Elicitation.Form != nil || c.Elicitation.URL == nil)
-	}
-	if mode == "url" {
-		capName, has = "elicitation (url mode)", func(c *mcp.ClientCapabilities) bool {
+	cp := *p
+	cp.Mode = mode
+	return &cp
+}
+
+// elicitCapability is the capability an elicitation of p's mode needs.
+func elicitCapability(p *mcp.ElicitParams) (string, func(*mcp.ClientCapabilities) bool) {
+	if p.Mode == "url" {
+		return "elicitation (url mode)", func(c *mcp.ClientCapabilities) bool {
 			return c.Elicitation != nil && c.Elicitation.URL != nil
 		}
 	}
-	s, res, err := forwardToAgent[*mcp.ElicitResult](ctx, mem, "elicitation/create", capName, has, p)
-	if err == nil && mode == "url" && p.ElicitationID != "" {
-		mem.m.rememberElicitation(p.ElicitationID, s)
+	return "elicitation (form mode)", func(c *mcp.ClientCapabilities) bool {
+		// An elicitation capability naming no mode means form (2025-06-18).
+		return c.Elicitation != nil && (c.Elicitation.Form != nil || c.Elicitation.URL == nil)
 	}
-	return res, err
 }
 
 func (m *Mux) rememberElicitation(id string, s *session) {
@@ -255,9 +311,8 @@ func (mem *member) forwardElicitationComplete(p *mcp.ElicitationCompleteParams) 
 	a.mu.Unlock()
 	if s == nil {
 		var err error
-		if s, err = m.agentFor(mem, "elicitation (url mode)", func(c *mcp.ClientCapabilities) bool {
-			return c.Elicitation != nil && c.Elicitation.URL != nil
-		}); err != nil {
+		capName, has := elicitCapability(&mcp.ElicitParams{Mode: "url"})
+		if s, _, err = m.agentFor(mem, capName, has); err != nil {
 			mem.log.Warn("notifications/elicitation/complete dropped", "elicitation_id", p.ElicitationID, "err", err)
 			return
 		}
@@ -266,17 +321,43 @@ func (mem *member) forwardElicitationComplete(p *mcp.ElicitationCompleteParams) 
 }
 
 // forwardToAgent sends the backend's request to the agent session it
-// belongs to and returns the answer as the agent gave it. Meanwhile the
-// request_timeout of that session's requests to the backend is paused: the
-// agent may be waiting on a human.
+// belongs to and returns the answer as the agent gave it. To an agent of
+// the current era, which cannot be sent requests, it goes through the
+// agent's request that it belongs to, parked for the purpose (rounds.go).
 func forwardToAgent[R mcp.Result, P mcp.Params](ctx context.Context, mem *member, method, capName string, has func(*mcp.ClientCapabilities) bool, p P) (*session, R, error) {
 	var zero R
-	m := mem.m
-	s, err := m.agentFor(mem, capName, has)
+	s, pc, err := mem.m.agentFor(mem, capName, has)
 	if err != nil {
 		mem.log.Warn("the backend's request cannot go to the agent", "method", method, "err", err)
 		return nil, zero, err
 	}
+	if pc != nil {
+		mem.log.Debug("asking the agent in its request's next round", "method", method, "session", s.id)
+		ir, ok := any(p).(mcp.InputRequest)
+		if !ok {
+			return s, zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %s cannot be asked in a round", method)}
+		}
+		res, err := pc.ask(ctx, ir)
+		if err != nil {
+			return s, zero, agentError(method, s, err)
+		}
+		r, ok := res.(R)
+		if !ok {
+			return s, zero, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("mcp-mux: the agent answered %s with a %T", method, res)}
+		}
+		return s, r, nil
+	}
+	res, err := sendToAgent[R](ctx, mem, s, method, p)
+	return s, res, err
+}
+
+// sendToAgent sends agent session s (of the handshake era) a request of the
+// backend's and returns its answer. Meanwhile the request_timeout of that
+// session's requests to the backend is paused: the agent may be waiting on
+// a human.
+func sendToAgent[R mcp.Result, P mcp.Params](ctx context.Context, mem *member, s *session, method string, p P) (R, error) {
+	var zero R
+	m := mem.m
 	mem.log.Debug("forwarding the backend's request to the agent", "method", method, "session", s.id)
 	resume := mem.pauseDeadlines(s)
 	defer resume()
@@ -288,33 +369,77 @@ func forwardToAgent[R mcp.Result, P mcp.Params](ctx context.Context, mem *member
 	}
 	res, err := m.send(ctx, method, &mcp.ServerRequest[P]{Session: s.ss, Params: p})
 	if err != nil {
-		var je *jsonrpc.Error
-		if errors.As(err, &je) {
-			// As the agent said it: a wrapped one would lose its data.
-			return s, zero, &jsonrpc.Error{Code: je.Code, Message: je.Message, Data: je.Data}
-		}
-		return s, zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %s to agent session %s: %v", method, s.id, err)}
+		return zero, agentError(method, s, err)
 	}
 	r, ok := res.(R)
 	if !ok {
-		return s, zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %s: unexpected result %T", method, res)}
+		return zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %s: unexpected result %T", method, res)}
 	}
-	return s, r, nil
+	return r, nil
+}
+
+// agentError is what the backend gets when the agent did not answer its
+// request: the agent's own JSON-RPC error as it said it (a wrapped one
+// would lose its data), or one of mux's saying why.
+func agentError(method string, s *session, err error) error {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return &jsonrpc.Error{Code: je.Code, Message: je.Message, Data: je.Data}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %s to agent session %s: %v", method, s.id, err)}
+}
+
+// askSession asks handshake-era agent session s one request of a
+// current-era backend's input_required (rounds.go), as the backend would
+// have sent it.
+func (mem *member) askSession(ctx context.Context, s *session, req mcp.InputRequest) (mcp.InputResponse, error) {
+	check := func(capName string, has func(*mcp.ClientCapabilities) bool) error {
+		return canTake(s, capName, has)
+	}
+	switch p := req.(type) {
+	case *mcp.ElicitParams:
+		capName, has := elicitCapability(p)
+		if err := check(capName, has); err != nil {
+			return nil, err
+		}
+		return sendToAgent[*mcp.ElicitResult](ctx, mem, s, "elicitation/create", withMode(p))
+	case *mcp.CreateMessageWithToolsParams:
+		if err := check("sampling", hasSampling); err != nil {
+			return nil, err
+		}
+		return sendToAgent[*mcp.CreateMessageWithToolsResult](ctx, mem, s, "sampling/createMessage", p)
+	case *mcp.CreateMessageParams:
+		if err := check("sampling", hasSampling); err != nil {
+			return nil, err
+		}
+		return sendToAgent[*mcp.CreateMessageWithToolsResult](ctx, mem, s, "sampling/createMessage", p)
+	case *mcp.ListRootsParams:
+		if err := check("roots", hasRoots); err != nil {
+			return nil, err
+		}
+		return sendToAgent[*mcp.ListRootsResult](ctx, mem, s, "roots/list", p)
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: the backend asked for input of an unknown kind (%T)", req)}
 }
 
 // agentFor picks the agent session a request of mem's backend goes to:
 // the session with a request in flight to that backend (a sampling request
 // inside a tools/call), else the only session, else the most recently
-// active one that declared the capability. A session that cannot take it
-// makes a JSON-RPC error for the backend that says why.
-func (m *Mux) agentFor(mem *member, capName string, has func(*mcp.ClientCapabilities) bool) (*session, error) {
+// active one that declared the capability. A request in flight from an
+// agent of the current era is parked (rounds.go), and the backend's
+// request goes through it: pc. A session that cannot take it makes a
+// JSON-RPC error for the backend that says why.
+func (m *Mux) agentFor(mem *member, capName string, has func(*mcp.ClientCapabilities) bool) (*session, *parkedCall, error) {
+	if c := mem.parkedCallFor(capName, has); c != nil {
+		return c.s, c.pc, nil
+	}
 	cands := mem.sessionsInFlight()
 	inFlight := len(cands) > 0
 	if !inFlight {
 		cands = m.liveSessions()
 	}
 	if len(cands) == 0 {
-		return nil, &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: no agent session is connected to take the %s request", capName)}
+		return nil, nil, &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: no agent session is connected to take the %s request", capName)}
 	}
 	var best, refused *session
 	var why error
@@ -333,9 +458,9 @@ func (m *Mux) agentFor(mem *member, capName string, has func(*mcp.ClientCapabili
 		if len(cands) > 1 {
 			why = &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: none of the %d agent sessions that could have sent this (backend %q) can take a %s request; last: %v", len(cands), mem.spec.Name, capName, why)}
 		}
-		return nil, why
+		return nil, nil, why
 	}
-	return best, nil
+	return best, nil, nil
 }
 
 // canTake says why session s cannot take a request needing capName.
@@ -344,10 +469,10 @@ func canTake(s *session, capName string, has func(*mcp.ClientCapabilities) bool)
 	switch {
 	case p == nil:
 		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s has not initialized, so it cannot take a %s request", s.id, capName)}
-	case p.ProtocolVersion >= modernEra:
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: agent session %s speaks protocol %s, in which a server cannot send the client a %s request (and mcp-mux does not turn it into a multi-round-trip result)", s.id, p.ProtocolVersion, capName)}
 	case p.Capabilities == nil || !has(p.Capabilities):
 		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s did not declare the %s capability", s.id, capName)}
+	case p.ProtocolVersion >= modernEra:
+		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s speaks protocol %s, in which a server can ask the client for a %s only while it serves the client's tools/call, prompts/get or resources/read", s.id, p.ProtocolVersion, capName)}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,42 +31,144 @@ import (
 //     which the backend is told with notifications/cancelled;
 //  5. a progress token of mux's in place of the agent's, its progress
 //     routed back under the agent's token;
-//  6. the call;
-//  7. errors mapped to what the agent can read (the backend's own JSON-RPC
+//  6. the _meta of the backend's own session in place of the agent's
+//     (backendMeta), and the call;
+//  7. the protocol eras bridged: a backend's requests for the agent's input
+//     asked the way the agent's era has (rounds.go);
+//  8. errors mapped to what the agent can read (the backend's own JSON-RPC
 //     error unchanged, a timeout or a crash naming the backend; a timeout
 //     also checks the backend for life);
-//  8. settling: what the backend sent before its response reaches the agent
+//  9. settling: what the backend sent before its response reaches the agent
 //     before the response does.
 
 // inbound is what forward needs of the agent's request.
 type inbound struct {
-	ss    *mcp.ServerSession
-	extra *mcp.RequestExtra // where the agent's reason for a cancellation is found
-	meta  mcp.Meta          // the agent's _meta: its progress token is replaced
+	ss     *mcp.ServerSession
+	extra  *mcp.RequestExtra // where the agent's reason for a cancellation is found
+	meta   mcp.Meta          // the agent's _meta: its progress token is replaced
+	method string
+	target string // the tool or prompt name, or the URI: what a requestState of mux's is bound to
+	round  *round // the answers and requestState of a retry (rounds.go), if it is one
 }
 
 // forward runs one agent request at mem's backend: call sends it, with the
-// context bounded as above and the _meta to send (the agent's, with mux's
-// progress token in place of its own).
+// context bounded as above, the _meta to send (backendMeta), and the round
+// of input answers to add, if any.
 func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
-	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (R, error)) (R, error) {
+	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta, r *round) (R, error)) (R, error) {
 	var zero R
+	if in.round != nil {
+		pc, err := m.parked.claim(in)
+		if err != nil {
+			return zero, err
+		}
+		if pc != nil { // the retry of a request mux parked for the agent's input
+			return awaitParked[R](ctx, m, pc, in)
+		}
+	}
 	b, err := mem.backend()
 	if err != nil {
 		return zero, toAgentError(mem, err)
 	}
+	if s := sessionFrom(ctx); s != nil && s.isModern() && !b.Modern() && multiRound(in.method) {
+		// The backend may ask the agent for input while it serves the
+		// request, which the agent's era has no way for: the request is
+		// parked, so that it can go on across the agent's retries.
+		pc, err := m.park(ctx, in, func(ctx context.Context, pc *parkedCall) (any, error) {
+			return run(ctx, m, mem, b, in, pc, call)
+		})
+		if err != nil {
+			return zero, err
+		}
+		return awaitParked[R](ctx, m, pc, in)
+	}
+	return run(ctx, m, mem, b, in, nil, call)
+}
+
+// run is forward's pipeline at b, for a request parked as pc or not.
+func run[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend, in inbound, pc *parkedCall,
+	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta, r *round) (R, error)) (R, error) {
+	var zero R
 	ctx, d, cancel := m.withDeadline(ctx, mem)
 	defer cancel()
-	defer mem.track(ctx, d)()
+	if pc != nil {
+		pc.mu.Lock()
+		pc.d = d
+		pc.mu.Unlock()
+	}
+	s := sessionFrom(ctx)
+	var level mcp.LoggingLevel
+	if s != nil && s.isModern() {
+		level = s.requestLogLevel(in.meta)
+		mem.ensureLogLevel(ctx, b, level)
+	}
+	defer mem.track(ctx, d, pc, level)()
 	ctx = m.withCancelReason(ctx, mem, in.extra)
 	meta, done := mem.awaitProgress(ctx, in.meta, in.ss, d)
 	defer done()
-	res, err := call(ctx, b, meta)
+	meta = m.backendMeta(b, s, meta)
+	res, err := call(ctx, b, meta, in.round)
+	// A backend of the current era that needs input a handshake-era agent
+	// cannot be asked for in a result: mux asks the agent itself.
+	for n := 0; err == nil && s != nil && !s.isModern(); n++ {
+		reqs, state, ok := inputOf(res)
+		if !ok {
+			break
+		}
+		if n == maxRounds {
+			return zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q asked for input %d times in one request: mcp-mux gave up", mem.spec.Name, maxRounds)}
+		}
+		responses, aerr := m.askAgent(ctx, mem, s, reqs)
+		if aerr != nil {
+			return zero, aerr
+		}
+		res, err = call(ctx, b, meta, &round{responses: responses, state: state})
+	}
 	if err != nil {
 		return zero, m.backendError(ctx, mem, b, err)
 	}
 	m.settle(ctx, b)
 	return res, nil
+}
+
+// reservedMetaPrefix starts the _meta keys the protocol reserves for
+// itself: they describe one session, so each side gets its own.
+const reservedMetaPrefix = "io.modelcontextprotocol/"
+
+// backendMeta is the _meta a backend gets with a request: the agent's,
+// without the protocol's own keys, which describe the agent's session with
+// mux. A backend of the handshake era gets none of them; one of the
+// current era gets those of mux's session with it: the version they speak,
+// mux's name, what the agent can answer (rounds.go translates) and the log
+// level the agent wants of this request. meta is not changed.
+func (m *Mux) backendMeta(b *backends.Backend, s *session, meta mcp.Meta) mcp.Meta {
+	modern := b.Modern()
+	reserved := false
+	for k := range meta {
+		if strings.HasPrefix(k, reservedMetaPrefix) {
+			reserved = true
+			break
+		}
+	}
+	if !reserved && !modern {
+		return meta
+	}
+	out := make(mcp.Meta, len(meta)+4)
+	for k, v := range meta {
+		if !strings.HasPrefix(k, reservedMetaPrefix) {
+			out[k] = v
+		}
+	}
+	if !modern {
+		return out
+	}
+	out[mcp.MetaKeyProtocolVersion] = b.InitializeResult().ProtocolVersion
+	out[mcp.MetaKeyClientInfo] = m.clientInfo
+	out[mcp.MetaKeyClientCapabilities] = agentCapsV2(s, meta)
+	if level := s.requestLogLevel(meta); level != "" {
+		out[mcp.MetaKeyLogLevel] = level
+	}
+	return out
 }
 
 // settleWait bounds how long a response waits for the backend's

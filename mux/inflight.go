@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A backend's request to its client (sampling inside a tools/call) carries
@@ -20,6 +22,8 @@ type inflight struct {
 type inflightCall struct {
 	s     *session
 	d     *deadline
+	pc    *parkedCall      // the request is parked: the backend's requests to the agent go through it
+	level mcp.LoggingLevel // the log messages a current-era request asked for ("" none)
 	start time.Time
 	// ctx is the agent's request's: over HTTP its values tell the go-sdk
 	// which response stream a message about that request goes on.
@@ -35,14 +39,15 @@ func sessionFrom(ctx context.Context) *session {
 	return s
 }
 
-// track records that the request of ctx's session, bounded by d, is in
-// flight to mem until the returned func is called.
-func (mem *member) track(ctx context.Context, d *deadline) (done func()) {
+// track records that the request of ctx's session, bounded by d (and
+// parked as pc, if it is; asking for log messages of level and above, in
+// the current era), is in flight to mem until the returned func is called.
+func (mem *member) track(ctx context.Context, d *deadline, pc *parkedCall, level mcp.LoggingLevel) (done func()) {
 	s := sessionFrom(ctx)
 	if s == nil {
 		return func() {}
 	}
-	c := &inflightCall{s: s, d: d, start: time.Now(), ctx: ctx}
+	c := &inflightCall{s: s, d: d, pc: pc, level: level, start: time.Now(), ctx: ctx}
 	in := &mem.inflight
 	in.mu.Lock()
 	if in.calls == nil {
@@ -124,4 +129,59 @@ func (mem *member) pauseDeadlines(s *session) (resume func()) {
 			d.resume()
 		}
 	}
+}
+
+// parkedCallFor is the request in flight to mem, parked for an agent of
+// the current era that declared what capName needs, that the backend's
+// request to the agent belongs to: the oldest that is not waiting for the
+// agent's answers already (a backend serves one request's round at a
+// time), else the newest. Nil if there is none.
+func (mem *member) parkedCallFor(capName string, has func(*mcp.ClientCapabilities) bool) *inflightCall {
+	in := &mem.inflight
+	in.mu.Lock()
+	var calls []*inflightCall
+	for c := range in.calls {
+		if c.pc != nil {
+			calls = append(calls, c)
+		}
+	}
+	in.mu.Unlock()
+	var idle, busy *inflightCall
+	for _, c := range calls {
+		p := c.s.ss.InitializeParams()
+		if p == nil || p.Capabilities == nil || !has(p.Capabilities) {
+			continue
+		}
+		c.pc.mu.Lock()
+		asking := len(c.pc.open) > 0
+		c.pc.mu.Unlock()
+		switch {
+		case !asking && (idle == nil || c.start.Before(idle.start)):
+			idle = c
+		case asking && (busy == nil || c.start.After(busy.start)):
+			busy = c
+		}
+	}
+	if idle != nil {
+		return idle
+	}
+	return busy
+}
+
+// loggingRequest is the context of the latest request of s (of the current
+// era) in flight to mem that asked for log messages of level, if any.
+func (mem *member) loggingRequest(s *session, level mcp.LoggingLevel) (context.Context, bool) {
+	in := &mem.inflight
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var latest *inflightCall
+	for c := range in.calls {
+		if c.s == s && c.level != "" && levelRank[level] >= levelRank[c.level] && (latest == nil || c.start.After(latest.start)) {
+			latest = c
+		}
+	}
+	if latest == nil {
+		return nil, false
+	}
+	return latest.ctx, true
 }

@@ -82,6 +82,7 @@ type member struct {
 	learned  map[string]struct{}       // URIs the backend returned in tool results
 	progress map[string]progressWaiter // progress token → the call awaiting it
 	pollSums map[string]uint64         // local-only URI → hash of its last polled contents
+	logLevel mcp.LoggingLevel          // what the running backend was last told with logging/setLevel
 }
 
 // memberCatalog is one backend's lists, as last fetched.
@@ -438,9 +439,9 @@ func (mem *member) offered(kind, name string) bool {
 	return false
 }
 
-// takesRawCalls reports whether the backend is up and takes requests as
-// bytes (passthrough.go).
-func (mem *member) takesRawCalls() bool {
+// rawBackend is the backend, if it is up and takes requests as bytes
+// (passthrough.go).
+func (mem *member) rawBackend() (*backends.Backend, bool) {
 	b, err := mem.backend()
-	return err == nil && b.RawCalls()
+	return b, err == nil && b.RawCalls()
 }

@@ -48,6 +48,8 @@ type Mux struct {
 	// serverInfo is the server's name as JSON, for results the go-sdk
 	// does not encode (eraResult).
 	serverInfo json.RawMessage
+	// clientInfo is how mux names itself to backends.
+	clientInfo *mcp.Implementation
 	// send is the go-sdk's sending chain below our middleware: the only way
 	// to send one session an arbitrary notification (the SDK has no public
 	// call for it).
@@ -80,6 +82,9 @@ type Mux struct {
 	wg     sync.WaitGroup
 
 	agent agentState // the agent's capabilities, as backends are told them
+	// parked is the requests of handshake-era backends that wait for a
+	// current-era agent's input (rounds.go).
+	parked parking
 	// instr remembers the backends' instructions across runs (instrcache.go).
 	instr *instructionMemory
 
@@ -204,6 +209,7 @@ func New(cfg *config.File, logger *log.Logger, version string) *Mux {
 
 	impl := &mcp.Implementation{Name: cfg.Mux.Name, Title: "mcp-mux: many MCP servers as one", Version: version}
 	m.serverInfo, _ = json.Marshal(impl)
+	m.clientInfo = &mcp.Implementation{Name: "mcp-mux", Version: version}
 	m.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		Logger: sdkLogger(logger),
 		Capabilities: &mcp.ServerCapabilities{
@@ -540,7 +546,7 @@ func (m *Mux) startOptions(mem *member) backends.Options {
 		Logger:         m.log,
 		StartupTimeout: m.settings().StartupTimeout.Duration,
 		MaxMessageSize: m.cfg.Mux.MaxMessageSize,
-		ClientInfo:     &mcp.Implementation{Name: "mcp-mux", Version: m.version},
+		ClientInfo:     m.clientInfo,
 		Hooks:          mem.hooks(),
 	}
 }

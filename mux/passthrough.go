@@ -70,11 +70,13 @@ func isObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{'
 }
 
-// plainMeta decodes the agent's _meta if it has a progress token (which
-// mux replaces); ok is false for one the go-sdk's path must see: a request
-// of another era than its session's, or current-era keys the go-sdk would
-// refuse.
-func (p *passThrough) plainMeta(raw json.RawMessage) (meta mcp.Meta, ok bool) {
+// plainMeta decodes the agent's _meta when what the backend gets is not
+// the agent's as sent: it has a progress token (which mux replaces), or
+// either side speaks the current era (whose protocol keys are each
+// session's own: backendMeta), which modern says of the backend; ok is
+// false for a _meta the go-sdk's path must see: a request of another era
+// than its session's, or current-era keys the go-sdk would refuse.
+func (p *passThrough) plainMeta(raw json.RawMessage, modernBackend bool) (meta mcp.Meta, ok bool) {
 	modern := p.s.isModern()
 	if raw == nil {
 		return nil, !modern
@@ -89,7 +91,7 @@ func (p *passThrough) plainMeta(raw json.RawMessage) (meta mcp.Meta, ok bool) {
 	if modern && !p.era.sound(keys, p.s.ss.InitializeParams().ProtocolVersion) {
 		return nil, false
 	}
-	if _, ok := keys["progressToken"]; !ok {
+	if _, ok := keys["progressToken"]; !ok && !modern && !modernBackend {
 		return nil, true
 	}
 	if json.Unmarshal(raw, &meta) != nil {
@@ -111,20 +113,21 @@ func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
 	if !argumentsObject(args) {
 		return false
 	}
-	meta, ok := p.plainMeta(keys["_meta"])
-	if !ok {
-		return false
-	}
 	e, err := p.m.tool(name)
 	if err != nil {
 		return false // the go-sdk's path gives the error
 	}
-	if !e.mem.takesRawCalls() {
+	b, ok := e.mem.rawBackend()
+	if !ok {
+		return false
+	}
+	meta, ok := p.plainMeta(keys["_meta"], b.Modern())
+	if !ok {
 		return false
 	}
 	original, _ := json.Marshal(e.original)
 	fields := []param{{"name", original}, {"arguments", args}}
-	p.send(req, call, e.mem, keys["_meta"], meta, fields, func(res json.RawMessage) json.RawMessage {
+	p.send(req, call, e.mem, name, keys["_meta"], meta, fields, func(res json.RawMessage) json.RawMessage {
 		e.mem.learnRaw(res)
 		return res
 	})
@@ -140,18 +143,19 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 	if json.Unmarshal(keys["uri"], &uri) != nil || uri == "" || hasBuiltinScheme(uri) {
 		return false
 	}
-	meta, ok := p.plainMeta(keys["_meta"])
-	if !ok {
-		return false
-	}
 	mem, ok := p.m.owner(uri)
 	if !ok {
 		return false
 	}
-	if !mem.takesRawCalls() {
+	b, ok := mem.rawBackend()
+	if !ok {
 		return false
 	}
-	p.send(req, call, mem, keys["_meta"], meta, []param{{"uri", keys["uri"]}}, validCacheHints)
+	meta, ok := p.plainMeta(keys["_meta"], b.Modern())
+	if !ok {
+		return false
+	}
+	p.send(req, call, mem, uri, keys["_meta"], meta, []param{{"uri", keys["uri"]}}, validCacheHints)
 	return true
 }
 
@@ -217,23 +221,36 @@ func paramsObject(meta json.RawMessage, fields []param) json.RawMessage {
 
 // send runs req at mem's backend in a goroutine of its own, as the go-sdk
 // runs a handler, through the same forward as the go-sdk's path, and
-// answers it with the backend's result as sent. rawMeta is the agent's
-// _meta as sent (forwarded unchanged unless its progress token is
-// replaced), fields the rest of the backend's params, and after sees the
+// answers it with the backend's result as sent. target is what req names
+// (its tool or URI), rawMeta the agent's _meta as sent and meta the same
+// decoded (nil if plainMeta left it as sent: then the backend gets it as
+// sent), fields the rest of the backend's params, and after sees the
 // result before it goes upstream, and may amend it.
-func (p *passThrough) send(req *jsonrpc.Request, call *agentCall, mem *member,
+func (p *passThrough) send(req *jsonrpc.Request, call *agentCall, mem *member, target string,
 	rawMeta json.RawMessage, meta mcp.Meta, fields []param, after func(json.RawMessage) json.RawMessage) {
 	m, s := p.m, p.s
 	ctx, cancel := p.begin(call)
 	m.goOwned(func() {
 		defer cancel()
-		in := inbound{ss: s.ss, extra: call.extra, meta: meta}
-		res, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, fwd mcp.Meta) (json.RawMessage, error) {
+		in := inbound{ss: s.ss, extra: call.extra, meta: meta, method: req.Method, target: target}
+		res, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, fwd mcp.Meta, rd *round) (json.RawMessage, error) {
 			sendMeta := rawMeta
-			if tok, ok := meta["progressToken"]; ok && tok != nil {
-				sendMeta, _ = json.Marshal(fwd) // with mux's token in place of the agent's
+			if meta != nil || len(fwd) > 0 {
+				sendMeta = nil
+				if len(fwd) > 0 {
+					sendMeta, _ = json.Marshal(fwd) // the backend's own: backendMeta, and mux's progress token
+				}
 			}
-			return b.CallRaw(ctx, req.Method, paramsObject(sendMeta, fields))
+			params := fields
+			if rd != nil { // a round of answers mux collected (rounds.go)
+				responses, err := json.Marshal(rd.responses)
+				if err != nil {
+					return nil, err
+				}
+				state, _ := json.Marshal(rd.state)
+				params = append(append([]param{}, fields...), param{"inputResponses", responses}, param{"requestState", state})
+			}
+			return b.CallRaw(ctx, req.Method, paramsObject(sendMeta, params))
 		})
 		if err != nil {
 			p.respond(req.ID, nil, err)

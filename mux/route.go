@@ -21,9 +21,18 @@ import (
 const CodeResourceNotFound = -32002
 
 // inboundOf is what forward needs of one of the agent's typed requests
-// (whose params the go-sdk requires: they are never nil).
-func inboundOf[P mcp.Params](r *mcp.ServerRequest[P]) inbound {
-	return inbound{ss: r.Session, extra: r.Extra, meta: r.Params.GetMeta()}
+// (whose params the go-sdk requires: they are never nil) for target, with
+// the round of input answers it carries (nil for none).
+func inboundOf[P mcp.Params](r *mcp.ServerRequest[P], method, target string, rd *round) inbound {
+	return inbound{ss: r.Session, extra: r.Extra, meta: r.Params.GetMeta(), method: method, target: target, round: rd}
+}
+
+// roundOf is the round a request's params carry, if any.
+func roundOf(responses mcp.InputResponseMap, state string) *round {
+	if responses == nil && state == "" {
+		return nil
+	}
+	return &round{responses: responses, state: state}
 }
 
 // callTool routes by exposed name; the backend is called with the tool's
@@ -38,8 +47,13 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallTo
 	if err != nil {
 		return nil, err
 	}
-	res, err := forward(ctx, m, e.mem, inboundOf(r), func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (*mcp.CallToolResult, error) {
-		return b.Session().CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: e.original, Arguments: p.Arguments})
+	in := inboundOf(r, "tools/call", p.Name, roundOf(p.InputResponses, p.RequestState))
+	res, err := forward(ctx, m, e.mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta, rd *round) (*mcp.CallToolResult, error) {
+		fwd := &mcp.CallToolParams{Meta: meta, Name: e.original, Arguments: p.Arguments}
+		if rd != nil {
+			fwd.InputResponses, fwd.RequestState = rd.responses, rd.state
+		}
+		return b.Session().CallTool(ctx, fwd)
 	})
 	if err == nil {
 		e.mem.learn(res)
@@ -71,9 +85,13 @@ func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetP
 	if !ok {
 		return nil, m.unknownName("prompt", p.Name)
 	}
-	return forward(ctx, m, e.mem, inboundOf(r), func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (*mcp.GetPromptResult, error) {
+	in := inboundOf(r, "prompts/get", p.Name, roundOf(p.InputResponses, p.RequestState))
+	return forward(ctx, m, e.mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta, rd *round) (*mcp.GetPromptResult, error) {
 		fwd := *p
-		fwd.Name, fwd.Meta = e.original, meta
+		fwd.Name, fwd.Meta, fwd.InputResponses, fwd.RequestState = e.original, meta, nil, ""
+		if rd != nil {
+			fwd.InputResponses, fwd.RequestState = rd.responses, rd.state
+		}
 		return b.Session().GetPrompt(ctx, &fwd)
 	})
 }
@@ -134,9 +152,13 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mc
 	if !ok {
 		return nil, resourceNotFoundFor(r.Session, p.URI)
 	}
-	res, err := forward(ctx, m, mem, inboundOf(r), func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (*mcp.ReadResourceResult, error) {
+	in := inboundOf(r, "resources/read", p.URI, roundOf(p.InputResponses, p.RequestState))
+	res, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta, rd *round) (*mcp.ReadResourceResult, error) {
 		fwd := *p
-		fwd.Meta = meta
+		fwd.Meta, fwd.InputResponses, fwd.RequestState = meta, nil, ""
+		if rd != nil {
+			fwd.InputResponses, fwd.RequestState = rd.responses, rd.state
+		}
 		return b.Session().ReadResource(ctx, &fwd)
 	})
 	if err != nil {
@@ -182,7 +204,7 @@ func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.Comple
 	default:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown completion ref type %q", ref.Type)}
 	}
-	return forward(ctx, m, mem, inboundOf(r), func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (*mcp.CompleteResult, error) {
+	return forward(ctx, m, mem, inboundOf(r, "completion/complete", "", nil), func(ctx context.Context, b *backends.Backend, meta mcp.Meta, _ *round) (*mcp.CompleteResult, error) {
 		fwd := *p
 		fwd.Ref, fwd.Meta = &ref, meta
 		return b.Session().Complete(ctx, &fwd)

@@ -48,8 +48,8 @@ func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	}
 	added, err := m.subs.Subscribe(sid, mem.spec.Name, uri, mode, func() error {
 		// Shared by every session that subscribes the URI: no agent's _meta.
-		in := inbound{ss: req.Session, extra: req.Extra}
-		_, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta) (struct{}, error) {
+		in := inbound{ss: req.Session, extra: req.Extra, method: "resources/subscribe", target: uri}
+		_, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta, _ *round) (struct{}, error) {
 			return struct{}{}, b.Session().Subscribe(ctx, &mcp.SubscribeParams{Meta: meta, URI: uri})
 		})
 		return err // reaches the agent as the backend said it

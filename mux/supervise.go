@@ -117,7 +117,7 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 		b.Stop(m.settings().ShutdownGrace.Duration)
 		return false
 	}
-	mem.b = b
+	mem.b, mem.logLevel = b, ""
 	mem.mu.Unlock()
 
 	// The first catalog fetch is part of starting: a first tools/list

@@ -1,0 +1,475 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Multi-round-trip requests. In the current era (2026-07-28) a server that
+// needs the client's input (an elicitation, a sampling, its roots) while it
+// serves tools/call, prompts/get or resources/read answers input_required
+// with the requests, and the client retries with the answers (and the
+// server's requestState). In the handshake era the server sends the client
+// those requests while the request is in flight. mcp-mux speaks each side's
+// era and translates between them (forward.go calls what is here):
+//
+//   - a backend of the handshake era asks an agent of the current era: the
+//     backend's request goes on (it is parked: parkedCall) while the agent
+//     gets input_required with the backend's requests and a requestState of
+//     mux's, unguessable and bound to the agent, the method and its target;
+//     the agent's retry answers the backend's requests and gets the
+//     backend's result, or the next round. A retry that never comes ends
+//     with the request's max_request_time: the backend's requests get an
+//     error and its call is cancelled.
+//   - a backend of the current era asks an agent of the handshake era: mux
+//     sends the agent the requests, as the backend would have, and retries
+//     the backend with the answers, for as many rounds as it needs
+//     (askAgent). The agent never sees input_required.
+//   - between two sides of the current era, input_required and the retry
+//     pass unchanged (the requestState is the backend's own).
+
+// round is what an agent's retry carries: the answers to the requests of
+// the last input_required, and its requestState.
+type round struct {
+	responses mcp.InputResponseMap
+	state     string
+}
+
+// multiRound reports whether a request of method may be answered with
+// input_required.
+func multiRound(method string) bool {
+	return method == "tools/call" || method == "prompts/get" || method == "resources/read"
+}
+
+// maxRounds bounds the rounds of input mux asks a handshake-era agent for
+// on a current-era backend's behalf, as the go-sdk's own client does.
+const maxRounds = 10
+
+// inputOf reads what a backend's result asks for, if it is input_required:
+// the requests and the state to send back.
+func inputOf(res any) (reqs mcp.InputRequestMap, state string, ok bool) {
+	switch r := res.(type) {
+	case *mcp.CallToolResult:
+		return r.InputRequests, r.RequestState, r.NeedsInput()
+	case *mcp.GetPromptResult:
+		return r.InputRequests, r.RequestState, r.NeedsInput()
+	case *mcp.ReadResourceResult:
+		return r.InputRequests, r.RequestState, r.NeedsInput()
+	case json.RawMessage:
+		if !bytes.Contains(r, []byte(`"input_required"`)) {
+			return nil, "", false
+		}
+		var top struct {
+			ResultType    string              `json:"resultType"`
+			InputRequests mcp.InputRequestMap `json:"inputRequests"`
+			RequestState  string              `json:"requestState"`
+		}
+		if json.Unmarshal(r, &top) != nil || top.ResultType != "input_required" {
+			return nil, "", false
+		}
+		return top.InputRequests, top.RequestState, true
+	}
+	return nil, "", false
+}
+
+// asking is a result of type R that asks the agent for reqs.
+func asking[R any](reqs mcp.InputRequestMap, state string) (R, error) {
+	data, err := json.Marshal(struct {
+		ResultType    string              `json:"resultType"`
+		InputRequests mcp.InputRequestMap `json:"inputRequests"`
+		RequestState  string              `json:"requestState,omitempty"`
+	}{"input_required", reqs, state})
+	if err != nil {
+		var zero R
+		return zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: encoding the backend's requests for the agent: %v", err)}
+	}
+	return convert[R](json.RawMessage(data))
+}
+
+// convert is v as an R: itself, or its JSON decoded into one. A parked
+// call's result may come back to a retry that took the other path (bytes
+// or types) than the request that started it.
+func convert[R any](v any) (R, error) {
+	if r, ok := v.(R); ok {
+		return r, nil
+	}
+	var out R
+	data, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			return out, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: encoding a result: %v", err)}
+		}
+	}
+	if p, ok := any(&out).(*json.RawMessage); ok {
+		*p = data
+		return out, nil
+	}
+	t := reflect.TypeFor[R]()
+	if t.Kind() != reflect.Pointer {
+		return out, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: cannot make a %v of a result", t)}
+	}
+	p := reflect.New(t.Elem())
+	if err := json.Unmarshal(data, p.Interface()); err != nil {
+		return out, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: decoding a result: %v", err)}
+	}
+	return p.Interface().(R), nil
+}
+
+// askAgent sends the handshake-era agent session s each of a current-era
+// backend's requests, concurrently, and returns its answers by request id.
+func (m *Mux) askAgent(ctx context.Context, mem *member, s *session, reqs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
+	type answer struct {
+		id  string
+		res mcp.InputResponse
+		err error
+	}
+	answers := make(chan answer, len(reqs))
+	for id, r := range reqs {
+		go func() {
+			res, err := mem.askSession(ctx, s, r)
+			answers <- answer{id, res, err}
+		}()
+	}
+	out := make(mcp.InputResponseMap, len(reqs))
+	var firstErr error
+	for range reqs {
+		a := <-answers
+		if a.err != nil {
+			if firstErr == nil {
+				firstErr = a.err
+			}
+			continue
+		}
+		out[a.id] = a.res
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+// parking holds the parked calls by their requestState.
+type parking struct {
+	mu    sync.Mutex
+	calls map[string]*parkedCall
+}
+
+// maxParked bounds the calls parked for agents' input at once.
+const maxParked = 1000
+
+// parkedStatePrefix starts every requestState mux makes: a retry that
+// carries another is for a backend of the current era.
+const parkedStatePrefix = "mcp-mux."
+
+// parkedCall is a request of a handshake-era backend that asked a
+// current-era agent for input: it goes on at the backend between the
+// agent's requests.
+type parkedCall struct {
+	state     string // the requestState the agent gets: random, the key in parking
+	principal string // who may retry it (see principalOf)
+	method    string
+	target    string // the tool or prompt name, or the URI
+
+	asks chan *ask // the backend's requests to the agent, as they come
+
+	mu      sync.Mutex
+	open    map[string]*ask // sent to the agent, not answered yet, by input id
+	next    int             // the next input id
+	waiting bool            // one of the agent's requests waits on the call now
+	d       *deadline       // the call's; paused while the agent has open requests
+
+	done   chan struct{} // closed once res and err are set
+	res    any
+	err    error
+	cancel context.CancelCauseFunc
+}
+
+// ask is one request of the backend to the agent, while parked.
+type ask struct {
+	req   mcp.InputRequest
+	reply chan askReply // one answer
+}
+
+type askReply struct {
+	res mcp.InputResponse
+	err error
+}
+
+// errAbandoned ends a parked call whose agent went away or cancelled.
+var errAbandoned = errors.New("the agent ended the request before it answered the backend's requests")
+
+// park starts run, the backend's side of a request of in, in a goroutine
+// of its own (owned by mux: it outlives the agent's request that started
+// it), and returns the parked call the agent's requests wait on.
+func (m *Mux) park(ctx context.Context, in inbound, run func(ctx context.Context, pc *parkedCall) (any, error)) (*parkedCall, error) {
+	var key [18]byte
+	rand.Read(key[:])
+	pc := &parkedCall{
+		state:     parkedStatePrefix + base64.RawURLEncoding.EncodeToString(key[:]),
+		principal: principalOf(in),
+		method:    in.method,
+		target:    in.target,
+		asks:      make(chan *ask, 16),
+		open:      map[string]*ask{},
+		waiting:   true,
+		done:      make(chan struct{}),
+	}
+	p := &m.parked
+	p.mu.Lock()
+	if len(p.calls) >= maxParked {
+		p.mu.Unlock()
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %d requests already wait for agents' input; try again later", maxParked)}
+	}
+	if p.calls == nil {
+		p.calls = map[string]*parkedCall{}
+	}
+	p.calls[pc.state] = pc
+	p.mu.Unlock()
+
+	// The values of the agent's request stay (its session); its end does
+	// not end the backend's request. Mux's end does.
+	bctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	pc.cancel = cancel
+	stop := context.AfterFunc(m.ctx, func() { cancel(errAbandoned) })
+	if !m.goOwned(func() {
+		defer stop()
+		res, err := run(bctx, pc)
+		pc.finish(res, err)
+		cancel(context.Canceled)
+		m.parked.forgetLater(pc)
+	}) {
+		m.parked.remove(pc)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-mux is closing"}
+	}
+	return pc, nil
+}
+
+// principalOf is who sent in: the stdio session, or over HTTP (where a
+// current-era request is a session of its own) the credentials it
+// presented. A retry must come from the same principal.
+func principalOf(in inbound) string {
+	if in.extra != nil && in.extra.Header != nil {
+		sum := sha256.Sum256([]byte(in.extra.Header.Get("Authorization")))
+		return "http:" + base64.RawURLEncoding.EncodeToString(sum[:])
+	}
+	if in.ss != nil {
+		return fmt.Sprintf("session:%p", in.ss)
+	}
+	return ""
+}
+
+// claim finds the parked call a retry is for, or reports that the retry's
+// requestState is not mux's (nil, nil: it is a current-era backend's own).
+func (p *parking) claim(in inbound) (*parkedCall, error) {
+	state := in.round.state
+	if len(state) < len(parkedStatePrefix) || state[:len(parkedStatePrefix)] != parkedStatePrefix {
+		return nil, nil
+	}
+	p.mu.Lock()
+	pc := p.calls[state]
+	p.mu.Unlock()
+	invalid := func(why string) error {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState " + why + ": send the request again without inputResponses and requestState"}
+	}
+	switch {
+	case pc == nil:
+		return nil, invalid("is unknown or expired")
+	case pc.principal != principalOf(in):
+		return nil, invalid("belongs to another agent")
+	case pc.method != in.method || pc.target != in.target:
+		return nil, invalid(fmt.Sprintf("is for %s %q, not %s %q", pc.method, pc.target, in.method, in.target))
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.waiting {
+		return nil, invalid("is being retried already")
+	}
+	pc.waiting = true
+	return pc, nil
+}
+
+func (p *parking) remove(pc *parkedCall) {
+	p.mu.Lock()
+	delete(p.calls, pc.state)
+	p.mu.Unlock()
+}
+
+// parkedKeep is how long the result of a parked call stays for a retry
+// that has not come yet when the backend answers.
+const parkedKeep = time.Minute
+
+// forgetLater drops a finished call once its retry had time to come.
+func (p *parking) forgetLater(pc *parkedCall) {
+	pc.mu.Lock()
+	waiting := pc.waiting
+	pc.mu.Unlock()
+	if waiting {
+		return // the retry waiting on it removes it
+	}
+	time.AfterFunc(parkedKeep, func() { p.remove(pc) })
+}
+
+// endPrincipal cancels the calls parked for principal, whose retries can
+// no longer come (a stdio session ended).
+func (p *parking) endPrincipal(principal string) {
+	p.mu.Lock()
+	var ended []*parkedCall
+	for _, pc := range p.calls {
+		if pc.principal == principal {
+			ended = append(ended, pc)
+		}
+	}
+	p.mu.Unlock()
+	for _, pc := range ended {
+		pc.cancel(errAbandoned)
+		p.remove(pc)
+	}
+}
+
+func (pc *parkedCall) finish(res any, err error) {
+	pc.res, pc.err = res, err
+	close(pc.done)
+}
+
+// gatherWindow is how long after a backend's request to the agent mux waits
+// for more before it answers the agent: the go-sdk sends a round's
+// requests together.
+const gatherWindow = 10 * time.Millisecond
+
+// wait waits for the backend's answer (res, err) or for requests it has for
+// the agent (reqs), or for ctx (the agent's request) to end.
+func (pc *parkedCall) wait(ctx context.Context) (res any, reqs mcp.InputRequestMap, err error) {
+	pc.mu.Lock()
+	pending := len(pc.open) > 0
+	pc.mu.Unlock()
+	if !pending {
+		select {
+		case <-pc.done:
+			return pc.res, nil, pc.err
+		case a := <-pc.asks:
+			pc.add(a)
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	gather := time.NewTimer(gatherWindow)
+	defer gather.Stop()
+	for more := true; more; {
+		select {
+		case a := <-pc.asks:
+			pc.add(a)
+		case <-gather.C:
+			more = false
+		case <-pc.done:
+			more = false
+		}
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	reqs = make(mcp.InputRequestMap, len(pc.open))
+	for id, a := range pc.open {
+		reqs[id] = a.req
+	}
+	return nil, reqs, nil
+}
+
+func (pc *parkedCall) add(a *ask) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.next++
+	pc.open["mcp-mux-"+strconv.Itoa(pc.next)] = a
+	if len(pc.open) == 1 && pc.d != nil {
+		pc.d.pause() // a human may take minutes over an elicitation
+	}
+}
+
+// answer gives the backend the agent's answers to its open requests; those
+// the agent left out stay open (asked again).
+func (pc *parkedCall) answer(responses mcp.InputResponseMap) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	for id, res := range responses {
+		a := pc.open[id]
+		if a == nil {
+			continue // not asked, or answered already: ignored, as the spec says
+		}
+		delete(pc.open, id)
+		a.reply <- askReply{res: res}
+	}
+	if len(pc.open) == 0 && pc.d != nil {
+		pc.d.resume()
+	}
+}
+
+// release lets the next retry claim the call.
+func (pc *parkedCall) release() {
+	pc.mu.Lock()
+	pc.waiting = false
+	pc.mu.Unlock()
+}
+
+// ask sends the agent the backend's request through the parked call, and
+// waits for the agent's answer (in a retry) or for ctx (the backend's
+// request) to end.
+func (pc *parkedCall) ask(ctx context.Context, req mcp.InputRequest) (mcp.InputResponse, error) {
+	a := &ask{req: req, reply: make(chan askReply, 1)}
+	select {
+	case pc.asks <- a:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-pc.done:
+		return nil, errAbandoned
+	}
+	select {
+	case r := <-a.reply:
+		return r.res, r.err
+	case <-ctx.Done():
+		// The backend gave up on it: the agent is not asked again.
+		pc.mu.Lock()
+		for id, o := range pc.open {
+			if o == a {
+				delete(pc.open, id)
+			}
+		}
+		pc.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// awaitParked is the answer to the agent's request (the first, or a retry
+// that claimed pc) that waits on a parked call.
+func awaitParked[R any](ctx context.Context, m *Mux, pc *parkedCall, in inbound) (R, error) {
+	var zero R
+	if in.round != nil {
+		pc.answer(in.round.responses)
+	}
+	res, reqs, err := pc.wait(ctx)
+	switch {
+	case reqs != nil:
+		pc.release()
+		return asking[R](reqs, pc.state)
+	case ctx.Err() != nil && err == ctx.Err():
+		pc.cancel(errAbandoned)
+		m.parked.remove(pc)
+		return zero, err
+	}
+	m.parked.remove(pc)
+	if err != nil {
+		return zero, err
+	}
+	return convert[R](res)
+}
