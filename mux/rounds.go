@@ -260,10 +260,15 @@ func (m *Mux) park(ctx context.Context, in inbound, run func(ctx context.Context
 
 // principalOf is who sent in: the stdio session, or over HTTP (where a
 // current-era request is a session of its own) the credentials it
-// presented. A retry must come from the same principal.
+// presented and the name it gave. A retry must come from the same
+// principal.
 func principalOf(in inbound) string {
 	if in.extra != nil && in.extra.Header != nil {
-		sum := sha256.Sum256([]byte(in.extra.Header.Get("Authorization")))
+		name := ""
+		if p := in.ss.InitializeParams(); p != nil && p.ClientInfo != nil {
+			name = p.ClientInfo.Name
+		}
+		sum := sha256.Sum256([]byte(in.extra.Header.Get("Authorization") + "\x00" + name))
 		return "http:" + base64.RawURLEncoding.EncodeToString(sum[:])
 	}
 	if in.ss != nil {
