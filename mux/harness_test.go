@@ -4,53 +4,26 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"iter"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/log"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// fixtureBin is testdata/fixture, built once for the package's tests;
-// rawServerBin is backends/testdata/rawserver, which writes exactly the
-// bytes a test gives it.
-var fixtureBin, rawServerBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcp-mux-mux-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fixtureBin = filepath.Join(dir, "fixture")
-	// What mux remembers across runs (initialize's instructions) goes to
-	// the tests' own cache directory, not the user's.
-	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
-	rawServerBin = filepath.Join(dir, "rawserver")
-	for bin, pkg := range map[string]string{fixtureBin: "../testdata/fixture", rawServerBin: "../backends/testdata/rawserver"} {
-		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // fixture is a backend spec running the fixture server named name.
-func fixture(name string, args ...string) config.Backend {
-	return config.Backend{Name: name, Command: fixtureBin, Args: append([]string{"-name", name}, args...)}
+func fixture(t testing.TB, name string, args ...string) config.Backend {
+	t.Helper()
+	return config.Backend{Name: name, Command: testkit.FixtureBin(t), Args: append([]string{"-name", name}, args...)}
 }
 
 func testConfig(specs ...config.Backend) *config.File {
@@ -124,12 +97,6 @@ func connectAt(t testing.TB, m *Mux, opts *mcp.ClientOptions, version string) *m
 	return cs
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // rpcCode returns the JSON-RPC error code in err, failing if there is none.
 func rpcCode(t testing.TB, err error) *jsonrpc.Error {
 	t.Helper()
@@ -155,17 +122,17 @@ func listed[T any](t testing.TB, items iter.Seq2[T, error], f func(T) string) []
 
 func toolNames(t testing.TB, cs *mcp.ClientSession) []string {
 	t.Helper()
-	return listed(t, cs.Tools(ctxT(t), nil), func(x *mcp.Tool) string { return x.Name })
+	return listed(t, cs.Tools(testkit.CtxT(t), nil), func(x *mcp.Tool) string { return x.Name })
 }
 
 func promptNames(t testing.TB, cs *mcp.ClientSession) []string {
 	t.Helper()
-	return listed(t, cs.Prompts(ctxT(t), nil), func(x *mcp.Prompt) string { return x.Name })
+	return listed(t, cs.Prompts(testkit.CtxT(t), nil), func(x *mcp.Prompt) string { return x.Name })
 }
 
 func templateURIs(t testing.TB, cs *mcp.ClientSession) []string {
 	t.Helper()
-	return listed(t, cs.ResourceTemplates(ctxT(t), nil), func(x *mcp.ResourceTemplate) string { return x.URITemplate })
+	return listed(t, cs.ResourceTemplates(testkit.CtxT(t), nil), func(x *mcp.ResourceTemplate) string { return x.URITemplate })
 }
 
 func text(t testing.TB, content []mcp.Content) string {
@@ -181,7 +148,7 @@ func text(t testing.TB, content []mcp.Content) string {
 
 func callText(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any) string {
 	t.Helper()
-	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	res, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		t.Fatalf("calling %s: %v", name, err)
 	}
@@ -208,16 +175,4 @@ func fixtureStats(t testing.TB, cs *mcp.ClientSession, tool string) stats {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// eventually polls cond until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // A session whose sends block (an HTTP agent that stopped reading) holds
@@ -50,7 +52,7 @@ func TestNoteQueueOfAStalledSessionStaysBounded(t *testing.T) {
 	}
 
 	close(open) // it reads again
-	eventually(t, 5*time.Second, "the queue drains", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the queue drains", func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		return len(q.items) == 0 && !q.writing

@@ -11,13 +11,15 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // gate is a writer that blocks until opened: an agent that stopped
 // reading, then resumed.
 type gate struct {
 	open chan struct{}
-	out  lockedBuffer
+	out  testkit.SyncBuffer
 }
 
 func (g *gate) Write(p []byte) (int, error) {
@@ -71,7 +73,7 @@ func TestOutQueueBoundsWhatAStalledAgentCosts(t *testing.T) {
 	}
 
 	close(g.open)
-	eventually(t, 5*time.Second, "the queue to drain", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the queue to drain", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(written) == 50
@@ -91,7 +93,7 @@ func TestOutQueueBoundsWhatAStalledAgentCosts(t *testing.T) {
 }
 
 func TestOutQueueKeepsOrderWhenTheAgentReads(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.SyncBuffer
 	q := newOutQueue(&out, func(jsonrpc.ID) {}, log.New(io.Discard))
 	closed := make(chan struct{})
 	defer close(closed)
@@ -116,7 +118,7 @@ func TestOutQueueKeepsOrderWhenTheAgentReads(t *testing.T) {
 // An agent that reads gets every notification, however fast they come:
 // coalescing is for an agent that does not read.
 func TestOutQueueDeliversEveryUpdateToAReadingAgent(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.SyncBuffer
 	q := newOutQueue(&out, func(jsonrpc.ID) {}, log.New(io.Discard))
 	// A busy test machine may leave the writer unscheduled for longer than
 	// stallLimit, which would count as an agent not reading.
@@ -136,7 +138,7 @@ func TestOutQueueDeliversEveryUpdateToAReadingAgent(t *testing.T) {
 // slowReader is an agent that reads steadily, a pipe's worth at a time,
 // but takes longer than stallLimit over one large batch.
 type slowReader struct {
-	out lockedBuffer
+	out testkit.SyncBuffer
 }
 
 func (s *slowReader) Write(p []byte) (int, error) {

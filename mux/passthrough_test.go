@@ -105,7 +105,7 @@ func TestToolResultReachesTheAgentAsTheBackendSentIt(t *testing.T) {
 		{"current era", func(a *rawAgent, id int, method, params string) []byte { return a.modernCall(id, method, params) }, newModernRawAgent},
 	} {
 		t.Run(era.name, func(t *testing.T) {
-			m := startMux(t, fixture("notes", "-structured-echo"))
+			m := startMux(t, fixture(t, "notes", "-structured-echo"))
 			a := era.new(t, m)
 			era.call(a, 1, "tools/list", `{}`)
 			got := era.call(a, 2, "tools/call", `{"name":"notes__echo","arguments":{"big":12345678901234567891,"f":1.10}}`)
@@ -138,7 +138,7 @@ func TestPassedThroughRequestIsCancelledWithTheAgentsReason(t *testing.T) {
 				}
 				return strings.TrimSuffix(p, "}") + "," + era.meta + "}"
 			}
-			m := startMux(t, fixture("notes"))
+			m := startMux(t, fixture(t, "notes"))
 			a := era.agent(t, m)
 			a.call(1, "tools/list", params(`{}`))
 			a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":` + params(`{"name":"notes__sleep","arguments":{"ms":10000}}`) + `}`)
@@ -171,7 +171,7 @@ func TestPassedThroughRequestIsCancelledWithTheAgentsReason(t *testing.T) {
 // backend's notifications in the order it sent them: each update waits
 // for the log messages read before it.
 func TestUpdatesKeepTheirPlaceAmongTheBackendsOtherNotifications(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newRawAgent(t, m)
 	a.call(1, "tools/list", `{}`)
 	const uri = "fixture://notes/res/1"
@@ -217,7 +217,7 @@ func TestUpdatesKeepTheirPlaceAmongTheBackendsOtherNotifications(t *testing.T) {
 // and must not send a backend (and answer) two requests under one id.
 // Before, both went to the backend and the agent got two results for 7.
 func TestRequestIDInUseIsRefused(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newRawAgent(t, m)
 	a.call(1, "tools/list", `{}`)
 	a.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":300}}}`)
@@ -243,7 +243,7 @@ func TestRequestIDInUseIsRefused(t *testing.T) {
 // a request passed through as bytes before the session ends, as it does
 // for one the go-sdk handles.
 func TestPassedThroughRequestIsAnsweredAfterStdinEnds(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newRawAgent(t, m)
 	a.call(1, "tools/list", `{}`)
 	a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":300}}}`)
