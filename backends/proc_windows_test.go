@@ -16,6 +16,8 @@ import (
 
 	"github.com/charmbracelet/log"
 	"golang.org/x/sys/windows"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // alive reports whether pid runs (not merely whether a handle to the
@@ -215,7 +217,7 @@ func init() {
 func TestMuxKilledTakesItsBackendsAlong(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pids")
 	holder := exec.Command(os.Args[0], "-test.run=^$")
-	holder.Env = append(os.Environ(), holderEnv+"="+pidfile, holderEnv+"_FIXTURE="+fixtureBin)
+	holder.Env = append(os.Environ(), holderEnv+"="+pidfile, holderEnv+"_FIXTURE="+testkit.FixtureBin(t))
 	holder.Stderr = os.Stderr
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/backends/internal/supervisor"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // withStandby starts a standby supervisor, as mcp-mux does at its start
@@ -51,7 +53,7 @@ func TestBackendStartsUnderTheStandby(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cmdlineOf(parentOf(t, next.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+fixtureBin) {
+	if got := cmdlineOf(parentOf(t, next.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+testkit.FixtureBin(t)) {
 		t.Errorf("the next backend's supervisor is %q, want one of its own", got)
 	}
 }
@@ -81,7 +83,7 @@ func TestBackendStartsWhenTheStandbyDied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cmdlineOf(parentOf(t, b.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+fixtureBin) {
+	if got := cmdlineOf(parentOf(t, b.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+testkit.FixtureBin(t)) {
 		t.Errorf("the backend's supervisor is %q, want one of its own", got)
 	}
 }
