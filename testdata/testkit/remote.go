@@ -13,8 +13,9 @@ import (
 // (see testdata/fixture/http.go): mode "-http" is Streamable HTTP at /mcp,
 // "-sse" is HTTP+SSE at /sse.
 type RemoteFixture struct {
-	t    testing.TB
-	mode string
+	t testing.TB
+	// Mode is "-http" or "-sse".
+	Mode string
 	args []string
 	// Addr is the host:port it listens on, kept across Restart.
 	Addr string
@@ -26,7 +27,7 @@ type RemoteFixture struct {
 // 127.0.0.1; it is killed when the test ends.
 func StartRemoteFixture(t testing.TB, mode string, args ...string) *RemoteFixture {
 	t.Helper()
-	f := &RemoteFixture{t: t, mode: mode, args: args, Addr: "127.0.0.1:0"}
+	f := &RemoteFixture{t: t, Mode: mode, args: args, Addr: "127.0.0.1:0"}
 	f.start()
 	t.Cleanup(f.Kill)
 	return f
@@ -35,7 +36,7 @@ func StartRemoteFixture(t testing.TB, mode string, args ...string) *RemoteFixtur
 // start runs the fixture on f.Addr and waits for its "listening on" line.
 func (f *RemoteFixture) start() {
 	f.t.Helper()
-	cmd := exec.Command(FixtureBin(f.t), append([]string{f.mode, f.Addr}, f.args...)...)
+	cmd := exec.Command(FixtureBin(f.t), append([]string{f.Mode, f.Addr}, f.args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		f.t.Fatal(err)
@@ -59,9 +60,9 @@ func (f *RemoteFixture) start() {
 	select {
 	case f.Addr = <-addr:
 	case <-f.done:
-		f.t.Fatalf("fixture %s %s exited before listening", f.mode, f.Addr)
+		f.t.Fatalf("fixture %s %s exited before listening", f.Mode, f.Addr)
 	case <-time.After(10 * time.Second):
-		f.t.Fatalf("fixture %s %s did not listen within 10s", f.mode, f.Addr)
+		f.t.Fatalf("fixture %s %s did not listen within 10s", f.Mode, f.Addr)
 	}
 }
 
@@ -81,7 +82,7 @@ func (f *RemoteFixture) Restart() {
 
 // URL is the fixture's endpoint.
 func (f *RemoteFixture) URL() string {
-	if f.mode == "-sse" {
+	if f.Mode == "-sse" {
 		return "http://" + f.Addr + "/sse"
 	}
 	return "http://" + f.Addr + "/mcp"
