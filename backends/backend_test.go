@@ -56,10 +56,7 @@ func TestStartInitializesAndRecordsCapabilities(t *testing.T) {
 		t.Error("no process")
 	}
 	// The child's stderr lands in our log with its name as prefix.
-	deadline := time.Now().Add(2 * time.Second)
-	for !strings.Contains(logs.String(), "fx: fixture fx ready") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(2*time.Second, func() bool { return strings.Contains(logs.String(), "fx: fixture fx ready") })
 	if !strings.Contains(logs.String(), "fx: fixture fx ready") {
 		t.Errorf("stderr not captured with the backend's prefix:\n%s", logs)
 	}

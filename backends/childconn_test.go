@@ -214,10 +214,7 @@ func TestStderrLineOverOneMiBDoesNotKillBackend(t *testing.T) {
 	if _, _, err := callWithin(b, "stderr", map[string]any{"bytes": 10}, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for !strings.Contains(logs.String(), "raw: eeeeeeeeee\n") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(2*time.Second, func() bool { return strings.Contains(logs.String(), "raw: eeeeeeeeee\n") })
 	out := logs.String()
 	if !strings.Contains(out, "raw: eeeeeeeeee\n") {
 		t.Errorf("the line after the long one was not logged whole:\n%.2000s", out)

@@ -34,16 +34,7 @@ func alive(pid int) bool {
 
 // waitGone polls until none of pids runs, or d passed.
 func waitGone(d time.Duration, pids ...int) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if !slices.ContainsFunc(pids, alive) {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return testkit.Poll(d, func() bool { return !slices.ContainsFunc(pids, alive) })
 }
 
 // jobPids lists the processes in the job of the backend with pid.
@@ -224,16 +215,12 @@ func TestMuxKilledTakesItsBackendsAlong(t *testing.T) {
 	}
 	defer holder.Process.Kill()
 	var data []byte
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if !testkit.Poll(20*time.Second, func() bool {
 		var err error
-		if data, err = os.ReadFile(pidfile); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the holder did not start its backend")
-		}
-		time.Sleep(20 * time.Millisecond)
+		data, err = os.ReadFile(pidfile)
+		return err == nil
+	}) {
+		t.Fatal("the holder did not start its backend")
 	}
 	var backend, grandchild int
 	if _, err := fmt.Sscan(string(data), &backend, &grandchild); err != nil {

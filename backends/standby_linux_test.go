@@ -62,12 +62,8 @@ func TestBackendStartsUnderTheStandby(t *testing.T) {
 func TestDiscardedStandbyEnds(t *testing.T) {
 	pid := withStandby(t)
 	supervisor.DiscardStandby()
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the discarded standby %d still runs", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testkit.Poll(5*time.Second, func() bool { return !alive(pid) }) {
+		t.Fatalf("the discarded standby %d still runs", pid)
 	}
 }
 
@@ -76,9 +72,7 @@ func TestDiscardedStandbyEnds(t *testing.T) {
 func TestBackendStartsWhenTheStandbyDied(t *testing.T) {
 	pid := withStandby(t)
 	syscall.Kill(pid, syscall.SIGKILL)
-	for alive(pid) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the killed standby to be gone", func() bool { return !alive(pid) })
 	b, _, err := start(t, Options{})
 	if err != nil {
 		t.Fatal(err)

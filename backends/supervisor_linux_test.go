@@ -247,10 +247,7 @@ func TestSignalsSentToTheSupervisorAreIgnored(t *testing.T) {
 	}
 	// Still the supervisor: stopping ends what left the group too.
 	b.Stop(time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(escapee) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(5*time.Second, func() bool { return !alive(escapee) })
 	if alive(escapee) {
 		t.Errorf("pid %d (setsid) outlived its backend's stop", escapee)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // rawAgent is an agent that writes and reads JSON-RPC lines itself: what
@@ -144,15 +146,11 @@ func TestPassedThroughRequestIsCancelledWithTheAgentsReason(t *testing.T) {
 			a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":` + params(`{"name":"notes__sleep","arguments":{"ms":10000}}`) + `}`)
 			time.Sleep(200 * time.Millisecond)
 			a.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user pressed stop"}}`)
-			start := time.Now()
 			var got []byte
-			for {
+			testkit.Poll(5*time.Second, func() bool {
 				got = a.call(3, "tools/call", params(`{"name":"notes__stats","arguments":{}}`))
-				if strings.Contains(string(got), `the user pressed stop`) || time.Since(start) > 5*time.Second {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return strings.Contains(string(got), `the user pressed stop`)
+			})
 			if !strings.Contains(string(got), `\"cancel_reasons\":[\"the user pressed stop\"]`) {
 				t.Errorf("the backend's stats: %s\nwant the agent's reason", got)
 			}

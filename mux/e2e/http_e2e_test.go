@@ -60,16 +60,16 @@ func startHTTPMux(t *testing.T, config string, env ...string) *httpMux {
 			t.Errorf("mcp-mux did not exit 10 s after SIGTERM; stderr:\n%s", stderr)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := listeningRe.FindStringSubmatch(stderr.String()); m != nil {
+	if !testkit.Poll(10*time.Second, func() bool {
+		m := listeningRe.FindStringSubmatch(stderr.String())
+		if m != nil {
 			h.url = m[1]
-			return h
 		}
-		time.Sleep(10 * time.Millisecond)
+		return m != nil
+	}) {
+		t.Fatalf("mcp-mux did not say where it listens; stderr:\n%s", stderr)
 	}
-	t.Fatalf("mcp-mux did not say where it listens; stderr:\n%s", stderr)
-	return nil
+	return h
 }
 
 // httpClient is one agent session over HTTP, recording what it is sent.

@@ -20,10 +20,10 @@ import (
 func TestAgentThatClosedStdoutEndsTheSession(t *testing.T) {
 	w := startWire(t, testkit.WriteConfig(t, "", []string{"f", "-name", "f"}))
 	var kids []int
-	for deadline := time.Now().Add(10 * time.Second); len(kids) < 2 && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
+	testkit.Poll(10*time.Second, func() bool {
 		kids = descendantsOf(w.cmd.Process.Pid) // the supervisor and the backend
-	}
+		return len(kids) >= 2
+	})
 	w.stdout.Close()
 	io.WriteString(w.stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"gone","version":"1"}}}`+"\n")
 	select {
@@ -96,15 +96,8 @@ func TestStandbyGoesWhenNoBackendNeedsIt(t *testing.T) {
 	// Answered: mcp-mux is past its start, and so past its backends' start.
 	w.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	w.until("the initialize response", isResponse(1))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		kids := childrenOf(w.cmd.Process.Pid)
-		if len(kids) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mcp-mux, with no backend, still has children %v: %q", kids, cmdlineOf(kids[0]))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var kids []int
+	if !testkit.Poll(5*time.Second, func() bool { kids = childrenOf(w.cmd.Process.Pid); return len(kids) == 0 }) {
+		t.Fatalf("mcp-mux, with no backend, still has children %v: %q", kids, cmdlineOf(kids[0]))
 	}
 }

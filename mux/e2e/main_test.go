@@ -56,32 +56,31 @@ func (r *running) backendPIDs(t *testing.T) []int {
 	if _, err := r.cs.ListTools(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var pids []int
+	var text string
+	if !testkit.Poll(10*time.Second, func() bool {
 		res, err := r.cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcp-mux://backends"})
 		if err != nil {
 			t.Fatal(err)
 		}
+		text = res.Contents[0].Text
 		var v struct {
 			Backends []struct {
 				PID int `json:"pid"`
 			} `json:"backends"`
 		}
-		json.Unmarshal([]byte(res.Contents[0].Text), &v)
-		var pids []int
+		json.Unmarshal([]byte(text), &v)
+		pids = nil
 		for _, b := range v.Backends {
 			if b.PID != 0 {
 				pids = append(pids, b.PID)
 			}
 		}
-		if len(pids) == len(v.Backends) {
-			return pids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backend without pid: %s", res.Contents[0].Text)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(pids) == len(v.Backends)
+	}) {
+		t.Fatalf("backend without pid: %s", text)
 	}
+	return pids
 }
 
 // alive reports whether pid is a live process (a zombie waiting for a
@@ -96,38 +95,34 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
+// waitGone fails t for each of pids still alive d from now.
 func waitGone(t *testing.T, pids []int, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	testkit.Poll(d, func() bool { return !slices.ContainsFunc(pids, alive) })
 	for _, pid := range pids {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				t.Errorf("process %d still alive after %v", pid, d)
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		if alive(pid) {
+			t.Errorf("process %d still alive after %v", pid, d)
 		}
 	}
 }
 
+// readPidfile waits for the pidfile at path and returns the pids in it.
 func readPidfile(t *testing.T, path string) []int {
 	t.Helper()
-	var pids []int
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		data, err := os.ReadFile(path)
-		if err == nil {
-			for _, f := range strings.Fields(string(data)) {
-				n, _ := strconv.Atoi(f)
-				pids = append(pids, n)
-			}
-			return pids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pidfile %s", path)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var data []byte
+	if !testkit.Poll(5*time.Second, func() bool {
+		var err error
+		data, err = os.ReadFile(path)
+		return err == nil
+	}) {
+		t.Fatalf("no pidfile %s", path)
 	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		n, _ := strconv.Atoi(f)
+		pids = append(pids, n)
+	}
+	return pids
 }
 
 // TestStdinEOFStopsEveryBackendAndGrandchild: the agent closes mcp-mux's
@@ -862,7 +857,6 @@ func TestEveryDescendantDiesWithMux(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("mcp-mux still running 10 s later")
 			}
-			deadline := time.Now().Add(2 * time.Second)
 			left := func() []int {
 				var out []int
 				for _, pid := range all {
@@ -872,9 +866,7 @@ func TestEveryDescendantDiesWithMux(t *testing.T) {
 				}
 				return out
 			}
-			for len(left()) > 0 && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
+			testkit.Poll(2*time.Second, func() bool { return len(left()) == 0 })
 			survivors := left()
 			t.Logf("%d of %d processes left 2 s after %s of mcp-mux", len(survivors), len(all), end.name)
 			for name, pid := range escapees {

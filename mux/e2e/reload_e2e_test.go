@@ -196,17 +196,11 @@ func saveInPlace(t *testing.T, path, text string) {
 // waitStatus polls mcp-mux://backends until cond holds.
 func (a *agent) waitStatus(t *testing.T, what string, cond func(backendsStatus) bool) backendsStatus {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		st := a.status(t)
-		if cond(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; mcp-mux://backends: %+v\nstderr:\n%s", what, st, a.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var st backendsStatus
+	if !testkit.Poll(15*time.Second, func() bool { st = a.status(t); return cond(st) }) {
+		t.Fatalf("timed out waiting for %s; mcp-mux://backends: %+v\nstderr:\n%s", what, st, a.stderr)
 	}
+	return st
 }
 
 // pids maps each ready backend to its pid.
@@ -417,12 +411,8 @@ func TestReloadOfAnInvalidConfigChangesNothing(t *testing.T) {
 
 	bad := configText(t, "request_timout = \"5s\"", []string{"one", "-name", "one", "|", `restart = "always"`}, []string{"two", "-name", "two"})
 	saveByRename(t, path, bad)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(a.stderr.String(), "not applied") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the invalid config was not logged:\n%s", a.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testkit.Poll(10*time.Second, func() bool { return strings.Contains(a.stderr.String(), "not applied") }) {
+		t.Fatalf("the invalid config was not logged:\n%s", a.stderr)
 	}
 	time.Sleep(300 * time.Millisecond) // anything it might wrongly do
 	log := a.stderr.String()

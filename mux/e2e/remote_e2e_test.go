@@ -155,16 +155,13 @@ func TestRemoteSubscriptionSurvivesTheRemoteRestarting(t *testing.T) {
 			expectUpdate("before the restart")
 
 			fx.Restart() // the same port
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				b := readBackends(t, cs).Backends[1]
-				if b.State == "ready" && b.Restarts >= 1 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("web not reconnected within 20s: %+v\nstderr:\n%s", b, w.stderr)
-				}
-				time.Sleep(50 * time.Millisecond)
+			var b any
+			if !testkit.Poll(20*time.Second, func() bool {
+				web := readBackends(t, cs).Backends[1]
+				b = web
+				return web.State == "ready" && web.Restarts >= 1
+			}) {
+				t.Fatalf("web not reconnected within 20s: %+v\nstderr:\n%s", b, w.stderr)
 			}
 			var st struct {
 				Subscribe map[string]int `json:"subscribe"`
@@ -193,20 +190,15 @@ func TestRemoteUnauthorizedBackendFailsWithoutRetrying(t *testing.T) {
 	r := runMux(t, cfg)
 	want := "401 Unauthorized from " + fx.URL() + ": check the headers (token)"
 	var web any
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testkit.Poll(10*time.Second, func() bool {
 		b := readBackends(t, r.cs).Backends[1]
 		web = b
-		if b.State == "failed" {
-			if !strings.Contains(b.LastError, want) || b.Restarts != 0 {
-				t.Errorf("web: %+v, want the 401 and no restart", b)
-			}
-			break
+		if b.State == "failed" && (!strings.Contains(b.LastError, want) || b.Restarts != 0) {
+			t.Errorf("web: %+v, want the 401 and no restart", b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("web not failed within 10s: %+v", b)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return b.State == "failed"
+	}) {
+		t.Fatalf("web not failed within 10s: %+v", web)
 	}
 	time.Sleep(1500 * time.Millisecond) // a retry would have come by now (backoff 0.5 s)
 	if b := readBackends(t, r.cs).Backends[1]; b.State != "failed" || b.Restarts != 0 {
@@ -259,19 +251,16 @@ func TestRemoteThatStaysGoneFailsAtTheCrashLoopLimit(t *testing.T) {
 	r := runMux(t, cfg)
 	callText(t, r.cs, "web__echo", map[string]any{"text": "x"})
 	fx.Kill()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var web any
+	if !testkit.Poll(30*time.Second, func() bool {
 		b := readBackends(t, r.cs).Backends[1]
-		if b.State == "failed" {
-			if b.Restarts != 2 || !strings.Contains(b.LastError, "connection refused") {
-				t.Errorf("web: %+v, want 2 reconnects, then failed for the refused connection", b)
-			}
-			break
+		web = b
+		if b.State == "failed" && (b.Restarts != 2 || !strings.Contains(b.LastError, "connection refused")) {
+			t.Errorf("web: %+v, want 2 reconnects, then failed for the refused connection", b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("web not failed within 30s: %+v\nstderr:\n%s", b, r.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return b.State == "failed"
+	}) {
+		t.Fatalf("web not failed within 30s: %+v\nstderr:\n%s", web, r.stderr)
 	}
 	// The log line comes before the state, but reaches this test's copy
 	// of stderr through a pipe of its own.

@@ -589,16 +589,11 @@ func TestCurrentEraClient(t *testing.T) {
 
 	// Cancelling the stream releases the backend subscription.
 	w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4,"reason":"done"}}`)
-	deadline := time.Now().Add(5 * time.Second)
-	for id := 10; ; id++ {
-		if fmt.Sprint(stats(id, "notes")["unsubscribe"]) == "map[fixture://notes/res/1:1]" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("cancelling the listen did not unsubscribe the backend")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	id := 9
+	testkit.Eventually(t, 5*time.Second, "cancelling the listen to unsubscribe the backend", func() bool {
+		id++
+		return fmt.Sprint(stats(id, "notes")["unsubscribe"]) == "map[fixture://notes/res/1:1]"
+	})
 }
 
 // subscriptions/listen counts against max_subscriptions like

@@ -167,14 +167,26 @@ func ModuleRoot() (string, error) {
 // first.
 func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Poll(d, cond) {
+		t.Fatalf("after %v, still waiting for %s", d, what)
+	}
+}
+
+// Poll polls cond until it holds (true) or d passes (false), for a test
+// that says more than Eventually would when it does not hold, or goes on.
+func Poll(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v, still waiting for %s", d, what)
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
+	return true
 }
+
+// pollEvery is how often Poll asks again.
+const pollEvery = 10 * time.Millisecond
 
 // CtxT is a context for one call of a test: it ends after 20 s, or with
 // the test.
