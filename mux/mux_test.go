@@ -321,7 +321,7 @@ func TestListChangedRefreshesAndCoalesces(t *testing.T) {
 	n.Store(0)
 	callText(t, cs, "notes__add_tool", map[string]any{"name": "fresh2"})
 	callText(t, cs, "notes__notify_list_changed", map[string]any{"kind": "tools", "count": 50})
-	time.Sleep(500 * time.Millisecond)
+	testkit.Quiet(500 * time.Millisecond) // a third list_changed may not come: the burst was sent at once
 	if got := n.Load(); got < 1 || got > 2 {
 		t.Errorf("burst of 50 list_changed became %d upstream, want 1 or 2", got)
 	}

@@ -63,7 +63,7 @@ func (u *updates) waitFor(t testing.TB, uri string, n int) {
 func (u *updates) quiet(t testing.TB, d time.Duration) {
 	t.Helper()
 	before := len(u.uris())
-	time.Sleep(d)
+	testkit.Quiet(d) // see above: absence is shown only by waiting
 	if after := u.uris(); len(after) != before {
 		t.Errorf("unexpected updates: %v", after[before:])
 	}

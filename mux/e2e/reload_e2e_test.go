@@ -414,7 +414,7 @@ func TestReloadOfAnInvalidConfigChangesNothing(t *testing.T) {
 	if !testkit.Poll(10*time.Second, func() bool { return strings.Contains(a.stderr.String(), "not applied") }) {
 		t.Fatalf("the invalid config was not logged:\n%s", a.stderr)
 	}
-	time.Sleep(300 * time.Millisecond) // anything it might wrongly do
+	testkit.Quiet(300 * time.Millisecond) // a reload of the invalid config must not follow its log line
 	log := a.stderr.String()
 	for _, want := range []string{"request_timout", "restart"} {
 		if !strings.Contains(log, want) {
@@ -445,7 +445,7 @@ func TestSIGHUPReloadsAndKeepsTheSession(t *testing.T) {
 	pid := a.waitStatus(t, "ready", allReady(1)).pids()["one"]
 
 	saveInPlace(t, other, configText(t, "", []string{"one", "-name", "one"}, []string{"two", "-name", "two"}))
-	time.Sleep(500 * time.Millisecond)
+	testkit.Quiet(500 * time.Millisecond) // a reload for another file must not come (debounce 200 ms)
 	if st := a.status(t); st.Generation > 1 {
 		t.Fatalf("the watcher saw the edit through the other link (generation %d): the test proves nothing", st.Generation)
 	}

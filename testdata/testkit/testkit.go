@@ -188,6 +188,13 @@ func Poll(d time.Duration, cond func() bool) bool {
 // pollEvery is how often Poll asks again.
 const pollEvery = 10 * time.Millisecond
 
+// Quiet lets d of real time pass, in which something must not happen: a
+// response to a cancelled request, a second reload, a retry. There is no
+// event to wait for, only a window after which it would have come; each
+// caller says what must not come and why d is long enough. (Code with no
+// process or network in it tests this in a synctest bubble instead.)
+func Quiet(d time.Duration) { time.Sleep(d) }
+
 // CtxT is a context for one call of a test: it ends after 20 s, or with
 // the test.
 func CtxT(t testing.TB) context.Context {
