@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // TestSoftLimitFollowsALargeLiveHeap: the 14 MiB soft limit is for a small
@@ -23,22 +25,16 @@ func TestSoftLimitFollowsALargeLiveHeap(t *testing.T) {
 	for range 40 {
 		live = append(live, make([]byte, 1<<20)) // 40 MiB, live
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for debug.SetMemoryLimit(-1) < 3*40<<20 && time.Now().Before(deadline) {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond) // the finalizer runs on its own goroutine
-	}
+	// The finalizer that moves the limit runs on its own goroutine, after
+	// a GC.
+	testkit.Poll(5*time.Second, func() bool { runtime.GC(); return debug.SetMemoryLimit(-1) >= 3*40<<20 })
 	if got := debug.SetMemoryLimit(-1); got < 3*40<<20 {
 		t.Errorf("limit with 40 MiB live = %d MiB, want at least 120", got>>20)
 	}
 	runtime.KeepAlive(live)
 
 	live = nil
-	deadline = time.Now().Add(5 * time.Second)
-	for debug.SetMemoryLimit(-1) != baseSoftLimit && time.Now().Before(deadline) {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(5*time.Second, func() bool { runtime.GC(); return debug.SetMemoryLimit(-1) == baseSoftLimit })
 	if got := debug.SetMemoryLimit(-1); got != baseSoftLimit {
 		t.Errorf("limit once the heap is small again = %d MiB, want 14", got>>20)
 	}

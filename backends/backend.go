@@ -16,8 +16,9 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
 // ProtocolVersion is pinned on connect: without it the go-sdk first sends a

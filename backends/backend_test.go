@@ -1,72 +1,33 @@
 package backends
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
-var fixtureBin string
+func TestMain(m *testing.M) { testkit.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcp-mux-backends-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fixtureBin = filepath.Join(dir, "fixture")
-	if runtime.GOOS == "windows" {
-		fixtureBin += ".exe" // without it, exec looks for fixture.exe, .com, ...
-	}
-	if out, err := exec.Command("go", "build", "-o", fixtureBin, "../testdata/fixture").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the fixture: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// syncBuffer is a log destination tests can read while backends write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func start(t *testing.T, opts Options, args ...string) (*Backend, *syncBuffer, error) {
+func start(t *testing.T, opts Options, args ...string) (*Backend, *testkit.SyncBuffer, error) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	opts.Logger = log.New(logs)
 	if opts.StartupTimeout == 0 {
 		opts.StartupTimeout = 10 * time.Second
 	}
-	b, err := Start(context.Background(), Spec{Name: "fx", Command: fixtureBin, Args: append([]string{"-name", "fx"}, args...)}, opts)
+	b, err := Start(context.Background(), Spec{Name: "fx", Command: testkit.FixtureBin(t), Args: append([]string{"-name", "fx"}, args...)}, opts)
 	if b != nil {
 		t.Cleanup(func() { b.Stop(time.Second) })
 	}
@@ -95,10 +56,7 @@ func TestStartInitializesAndRecordsCapabilities(t *testing.T) {
 		t.Error("no process")
 	}
 	// The child's stderr lands in our log with its name as prefix.
-	deadline := time.Now().Add(2 * time.Second)
-	for !strings.Contains(logs.String(), "fx: fixture fx ready") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(2*time.Second, func() bool { return strings.Contains(logs.String(), "fx: fixture fx ready") })
 	if !strings.Contains(logs.String(), "fx: fixture fx ready") {
 		t.Errorf("stderr not captured with the backend's prefix:\n%s", logs)
 	}
@@ -112,7 +70,7 @@ func TestStartFailureReportsExitAndStderr(t *testing.T) {
 }
 
 func TestStartCommandNotFound(t *testing.T) {
-	_, err := Start(context.Background(), Spec{Name: "x", Command: "/nonexistent/server"}, Options{Logger: log.New(&syncBuffer{})})
+	_, err := Start(context.Background(), Spec{Name: "x", Command: "/nonexistent/server"}, Options{Logger: log.New(&testkit.SyncBuffer{})})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/server") {
 		t.Errorf("err = %v", err)
 	}
@@ -237,8 +195,8 @@ func TestErrAfterStopIsErrStopped(t *testing.T) {
 }
 
 func TestEnvReachesBackendButValuesAreNeverLogged(t *testing.T) {
-	logs := &syncBuffer{}
-	spec := Spec{Name: "fx", Command: fixtureBin, Args: []string{"-name", "fx"}, Env: map[string]string{"FIXTURE_SECRET": "hunter2-value"}}
+	logs := &testkit.SyncBuffer{}
+	spec := Spec{Name: "fx", Command: testkit.FixtureBin(t), Args: []string{"-name", "fx"}, Env: map[string]string{"FIXTURE_SECRET": "hunter2-value"}}
 	b, err := Start(context.Background(), spec, Options{Logger: log.New(logs), StartupTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)

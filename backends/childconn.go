@@ -14,9 +14,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/charmbracelet/log"
-	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
 // childTransport is the backend side of the MCP session: newline-delimited

@@ -17,6 +17,8 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // pipeBackend is a client session over a childConn whose "child" is the
@@ -29,7 +31,7 @@ type pipeBackend struct {
 	done   chan struct{}         // closed when the session ended
 	reqs   chan *jsonrpc.Request // the client's initialize and ping requests
 	stdout *os.File              // the child's stdout: we write here
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 }
 
 func newPipeBackend(tb testing.TB, max int) *pipeBackend {
@@ -42,7 +44,7 @@ func newPipeBackend(tb testing.TB, max int) *pipeBackend {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &pipeBackend{done: make(chan struct{}), reqs: make(chan *jsonrpc.Request, 16), stdout: outW, logs: &syncBuffer{}}
+	p := &pipeBackend{done: make(chan struct{}), reqs: make(chan *jsonrpc.Request, 16), stdout: outW, logs: &testkit.SyncBuffer{}}
 	readerDone, stop := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(readerDone)

@@ -3,13 +3,9 @@ package backends
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,35 +13,18 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
 
-var (
-	rawServerOnce sync.Once
-	rawServerBin  string
-	rawServerErr  error
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // startRaw starts testdata/rawserver, a server that writes whatever bytes a
 // test asks for, as backend "raw".
-func startRaw(t *testing.T, opts Options) (*Backend, *syncBuffer) {
+func startRaw(t *testing.T, opts Options) (*Backend, *testkit.SyncBuffer) {
 	t.Helper()
-	rawServerOnce.Do(func() {
-		// Next to the fixture, so that TestMain removes it.
-		bin := filepath.Join(filepath.Dir(fixtureBin), "rawserver")
-		out, err := exec.Command("go", "build", "-o", bin, "./testdata/rawserver").CombinedOutput()
-		if err != nil {
-			rawServerErr = fmt.Errorf("building rawserver: %v\n%s", err, out)
-			return
-		}
-		rawServerBin = bin
-	})
-	if rawServerErr != nil {
-		t.Fatal(rawServerErr)
-	}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	opts.Logger = log.New(logs)
 	opts.StartupTimeout = 10 * time.Second
-	b, err := Start(context.Background(), Spec{Name: "raw", Command: rawServerBin}, opts)
+	b, err := Start(context.Background(), Spec{Name: "raw", Command: testkit.RawServerBin(t)}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,10 +214,7 @@ func TestStderrLineOverOneMiBDoesNotKillBackend(t *testing.T) {
 	if _, _, err := callWithin(b, "stderr", map[string]any{"bytes": 10}, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for !strings.Contains(logs.String(), "raw: eeeeeeeeee\n") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(2*time.Second, func() bool { return strings.Contains(logs.String(), "raw: eeeeeeeeee\n") })
 	out := logs.String()
 	if !strings.Contains(out, "raw: eeeeeeeeee\n") {
 		t.Errorf("the line after the long one was not logged whole:\n%.2000s", out)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // environOf reads the environment pid was started with.
@@ -52,9 +54,9 @@ func isDefaultName(k string) bool {
 
 func startEnv(t *testing.T, spec Spec) *Backend {
 	t.Helper()
-	spec.Name, spec.Command = "fx", fixtureBin
+	spec.Name, spec.Command = "fx", testkit.FixtureBin(t)
 	spec.Args = []string{"-name", "fx"}
-	b, err := Start(context.Background(), spec, Options{Logger: log.New(&syncBuffer{}), StartupTimeout: 10 * time.Second})
+	b, err := Start(context.Background(), spec, Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

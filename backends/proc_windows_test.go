@@ -16,6 +16,8 @@ import (
 
 	"github.com/charmbracelet/log"
 	"golang.org/x/sys/windows"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // alive reports whether pid runs (not merely whether a handle to the
@@ -32,16 +34,7 @@ func alive(pid int) bool {
 
 // waitGone polls until none of pids runs, or d passed.
 func waitGone(d time.Duration, pids ...int) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if !slices.ContainsFunc(pids, alive) {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return testkit.Poll(d, func() bool { return !slices.ContainsFunc(pids, alive) })
 }
 
 // jobPids lists the processes in the job of the backend with pid.
@@ -215,23 +208,19 @@ func init() {
 func TestMuxKilledTakesItsBackendsAlong(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pids")
 	holder := exec.Command(os.Args[0], "-test.run=^$")
-	holder.Env = append(os.Environ(), holderEnv+"="+pidfile, holderEnv+"_FIXTURE="+fixtureBin)
+	holder.Env = append(os.Environ(), holderEnv+"="+pidfile, holderEnv+"_FIXTURE="+testkit.FixtureBin(t))
 	holder.Stderr = os.Stderr
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Process.Kill()
 	var data []byte
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if !testkit.Poll(20*time.Second, func() bool {
 		var err error
-		if data, err = os.ReadFile(pidfile); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the holder did not start its backend")
-		}
-		time.Sleep(20 * time.Millisecond)
+		data, err = os.ReadFile(pidfile)
+		return err == nil
+	}) {
+		t.Fatal("the holder did not start its backend")
 	}
 	var backend, grandchild int
 	if _, err := fmt.Sscan(string(data), &backend, &grandchild); err != nil {

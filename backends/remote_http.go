@@ -14,8 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
 // roundTripper is the HTTP client a remote backend's go-sdk transport

@@ -1,13 +1,10 @@
 package backends
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,75 +13,13 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
-// remoteFixture is the fixture serving over HTTP in a process of its own:
-// "-http" (Streamable HTTP at /mcp) or "-sse" (HTTP+SSE at /sse).
-type remoteFixture struct {
-	t    *testing.T
-	mode string
-	args []string
-	addr string // host:port it listens on; kept across restarts
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startRemoteFixture(t *testing.T, mode string, args ...string) *remoteFixture {
+func connectRemote(t *testing.T, spec Spec, opts Options) (*Backend, *testkit.SyncBuffer, error) {
 	t.Helper()
-	f := &remoteFixture{t: t, mode: mode, args: args, addr: "127.0.0.1:0"}
-	f.start()
-	t.Cleanup(f.kill)
-	return f
-}
-
-// start runs the fixture on f.addr and waits for its "listening on" line.
-func (f *remoteFixture) start() {
-	f.t.Helper()
-	cmd := exec.Command(fixtureBin, append([]string{f.mode, f.addr}, f.args...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		f.t.Fatal(err)
-	}
-	f.cmd, f.done = cmd, make(chan struct{})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				addr <- a
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		cmd.Wait()
-		close(f.done)
-	}()
-	select {
-	case f.addr = <-addr:
-	case <-f.done:
-		f.t.Fatalf("fixture %s %s exited before listening", f.mode, f.addr)
-	case <-time.After(10 * time.Second):
-		f.t.Fatalf("fixture %s %s did not listen within 10s", f.mode, f.addr)
-	}
-}
-
-func (f *remoteFixture) kill() {
-	f.cmd.Process.Kill()
-	<-f.done
-}
-
-func (f *remoteFixture) url() string {
-	if f.mode == "-sse" {
-		return "http://" + f.addr + "/sse"
-	}
-	return "http://" + f.addr + "/mcp"
-}
-
-func connectRemote(t *testing.T, spec Spec, opts Options) (*Backend, *syncBuffer, error) {
-	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	if opts.Logger == nil {
 		opts.Logger = log.New(logs)
 	}
@@ -125,8 +60,8 @@ func TestRemoteBackendSpeaksEachTransport(t *testing.T) {
 		{"-sse", TransportAuto, TransportSSE},
 	} {
 		t.Run(tc.mode+"/"+tc.transport, func(t *testing.T) {
-			fx := startRemoteFixture(t, tc.mode, "-name", "rm")
-			b, _, err := connectRemote(t, Spec{URL: fx.url(), Transport: tc.transport}, Options{})
+			fx := testkit.StartRemoteFixture(t, tc.mode, "-name", "rm")
+			b, _, err := connectRemote(t, Spec{URL: fx.URL(), Transport: tc.transport}, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,8 +89,8 @@ func TestRemoteBackendSpeaksEachTransport(t *testing.T) {
 }
 
 func TestRemoteStreamableDoesNotFallBackToSSE(t *testing.T) {
-	fx := startRemoteFixture(t, "-sse", "-name", "rm")
-	_, _, err := connectRemote(t, Spec{URL: fx.url(), Transport: TransportStreamable}, Options{})
+	fx := testkit.StartRemoteFixture(t, "-sse", "-name", "rm")
+	_, _, err := connectRemote(t, Spec{URL: fx.URL(), Transport: TransportStreamable}, Options{})
 	if err == nil || !strings.Contains(err.Error(), "Bad Request") {
 		t.Fatalf("err = %v, want the refused POST", err)
 	}
@@ -163,11 +98,11 @@ func TestRemoteStreamableDoesNotFallBackToSSE(t *testing.T) {
 
 func TestRemoteHeadersReachTheServerAndAreNeverLogged(t *testing.T) {
 	const token = "s3cr3t-t0ken-value"
-	fx := startRemoteFixture(t, "-http", "-name", "rm", "-require-token", token)
-	logs := &syncBuffer{}
+	fx := testkit.StartRemoteFixture(t, "-http", "-name", "rm", "-require-token", token)
+	logs := &testkit.SyncBuffer{}
 	logger := log.New(logs)
 	logger.SetLevel(log.DebugLevel)
-	b, _, err := connectRemote(t, Spec{URL: fx.url(), Headers: map[string]string{"Authorization": "Bearer " + token}},
+	b, _, err := connectRemote(t, Spec{URL: fx.URL(), Headers: map[string]string{"Authorization": "Bearer " + token}},
 		Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
@@ -190,13 +125,13 @@ func TestRemoteWrongTokenIsUnauthorizedNotACrash(t *testing.T) {
 		{"-http", ""}, {"-http", TransportStreamable}, {"-sse", TransportSSE},
 	} {
 		t.Run(tc.mode+"/"+tc.transport, func(t *testing.T) {
-			fx := startRemoteFixture(t, tc.mode, "-name", "rm", "-require-token", "right")
-			_, logs, err := connectRemote(t, Spec{URL: fx.url(), Transport: tc.transport,
+			fx := testkit.StartRemoteFixture(t, tc.mode, "-name", "rm", "-require-token", "right")
+			_, logs, err := connectRemote(t, Spec{URL: fx.URL(), Transport: tc.transport,
 				Headers: map[string]string{"Authorization": "Bearer " + token}}, Options{})
 			if !errors.Is(err, ErrUnauthorized) {
 				t.Fatalf("err = %v, want ErrUnauthorized", err)
 			}
-			want := "401 Unauthorized from " + fx.url() + ": check the headers (token)"
+			want := "401 Unauthorized from " + fx.URL() + ": check the headers (token)"
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("err = %q, want it to say %q", err, want)
 			}
@@ -294,8 +229,8 @@ func TestRemoteStopEndsTheSession(t *testing.T) {
 }
 
 func TestRemoteKillEndsCallsInFlightAtOnce(t *testing.T) {
-	fx := startRemoteFixture(t, "-http", "-name", "rm")
-	b, _, err := connectRemote(t, Spec{URL: fx.url()}, Options{})
+	fx := testkit.StartRemoteFixture(t, "-http", "-name", "rm")
+	b, _, err := connectRemote(t, Spec{URL: fx.URL()}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,13 +265,13 @@ func TestRemoteKillEndsCallsInFlightAtOnce(t *testing.T) {
 func TestRemoteGoneIsConnectionLost(t *testing.T) {
 	for _, mode := range []string{"-http", "-sse"} {
 		t.Run(mode, func(t *testing.T) {
-			fx := startRemoteFixture(t, mode, "-name", "rm")
-			b, _, err := connectRemote(t, Spec{URL: fx.url(), Transport: TransportAuto}, Options{})
+			fx := testkit.StartRemoteFixture(t, mode, "-name", "rm")
+			b, _, err := connectRemote(t, Spec{URL: fx.URL(), Transport: TransportAuto}, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			fx.kill()
+			fx.Kill()
 			select {
 			case <-b.Done():
 			case <-time.After(15 * time.Second):
@@ -373,9 +308,9 @@ func TestRemoteTokenRevokedLaterTakesTheBackendDownAsUnauthorized(t *testing.T) 
 // Notifications the server sent before its response have reached their
 // hooks once Settle returns, as for a child backend.
 func TestRemoteSettleWaitsForNotificationsSentBeforeTheResponse(t *testing.T) {
-	fx := startRemoteFixture(t, "-http", "-name", "rm")
+	fx := testkit.StartRemoteFixture(t, "-http", "-name", "rm")
 	var handled atomic.Int64
-	b, _, err := connectRemote(t, Spec{URL: fx.url()}, Options{Hooks: Hooks{ResourceUpdated: func(*mcp.ResourceUpdatedNotificationParams) {
+	b, _, err := connectRemote(t, Spec{URL: fx.URL()}, Options{Hooks: Hooks{ResourceUpdated: func(*mcp.ResourceUpdatedNotificationParams) {
 		time.Sleep(time.Millisecond) // a handler slower than the reader
 		handled.Add(1)
 	}}})
@@ -393,8 +328,8 @@ func TestRemoteSettleWaitsForNotificationsSentBeforeTheResponse(t *testing.T) {
 }
 
 func TestRemoteCancelCarriesTheReason(t *testing.T) {
-	fx := startRemoteFixture(t, "-http", "-name", "rm")
-	b, _, err := connectRemote(t, Spec{URL: fx.url()}, Options{})
+	fx := testkit.StartRemoteFixture(t, "-http", "-name", "rm")
+	b, _, err := connectRemote(t, Spec{URL: fx.URL()}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,20 +338,16 @@ func TestRemoteCancelCarriesTheReason(t *testing.T) {
 	if _, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 5000}}); err == nil {
 		t.Fatal("the cancelled call succeeded")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var text string
+	if !testkit.Poll(5*time.Second, func() bool {
 		res, err := call(t, b, "stats", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := res.Content[0].(*mcp.TextContent).Text
-		if strings.Contains(text, "the agent gave up") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the reason did not reach the server: %s", text)
-		}
-		time.Sleep(20 * time.Millisecond)
+		text = res.Content[0].(*mcp.TextContent).Text
+		return strings.Contains(text, "the agent gave up")
+	}) {
+		t.Fatalf("the reason did not reach the server: %s", text)
 	}
 }
 

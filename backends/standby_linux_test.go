@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/backends/internal/supervisor"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // withStandby starts a standby supervisor, as mcp-mux does at its start
@@ -51,7 +53,7 @@ func TestBackendStartsUnderTheStandby(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cmdlineOf(parentOf(t, next.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+fixtureBin) {
+	if got := cmdlineOf(parentOf(t, next.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+testkit.FixtureBin(t)) {
 		t.Errorf("the next backend's supervisor is %q, want one of its own", got)
 	}
 }
@@ -60,12 +62,8 @@ func TestBackendStartsUnderTheStandby(t *testing.T) {
 func TestDiscardedStandbyEnds(t *testing.T) {
 	pid := withStandby(t)
 	supervisor.DiscardStandby()
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the discarded standby %d still runs", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testkit.Poll(5*time.Second, func() bool { return !alive(pid) }) {
+		t.Fatalf("the discarded standby %d still runs", pid)
 	}
 }
 
@@ -74,14 +72,12 @@ func TestDiscardedStandbyEnds(t *testing.T) {
 func TestBackendStartsWhenTheStandbyDied(t *testing.T) {
 	pid := withStandby(t)
 	syscall.Kill(pid, syscall.SIGKILL)
-	for alive(pid) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the killed standby to be gone", func() bool { return !alive(pid) })
 	b, _, err := start(t, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cmdlineOf(parentOf(t, b.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+fixtureBin) {
+	if got := cmdlineOf(parentOf(t, b.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+testkit.FixtureBin(t)) {
 		t.Errorf("the backend's supervisor is %q, want one of its own", got)
 	}
 }

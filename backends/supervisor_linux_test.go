@@ -13,6 +13,8 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/mcp-mux/mcp-mux/backends/internal/supervisor"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // shBackend starts the fixture through /bin/sh -c script, with "$1" a file
@@ -20,8 +22,8 @@ import (
 func shBackend(t *testing.T, script string) (*Backend, string) {
 	t.Helper()
 	pidfile := filepath.Join(t.TempDir(), "pid")
-	spec := Spec{Name: "fx", Command: "/bin/sh", Args: []string{"-c", script, "sh", pidfile, fixtureBin}}
-	b, err := Start(context.Background(), spec, Options{Logger: log.New(&syncBuffer{}), StartupTimeout: 10 * time.Second})
+	spec := Spec{Name: "fx", Command: "/bin/sh", Args: []string{"-c", script, "sh", pidfile, testkit.FixtureBin(t)}}
+	b, err := Start(context.Background(), spec, Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func TestExitReasonSurvivesTheSupervisor(t *testing.T) {
 			// an EOF, is what Start sees first; the supervisor ends it. In
 			// an empty directory: a core dump, if any, lands there.
 			spec := Spec{Name: "sh", Command: "/bin/sh", Args: []string{"-c", "sleep 5 <&0 & " + tt.script}, Cwd: t.TempDir()}
-			_, err := Start(context.Background(), spec, Options{Logger: log.New(&syncBuffer{}), StartupTimeout: 10 * time.Second})
+			_, err := Start(context.Background(), spec, Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 10 * time.Second})
 			if err == nil || !strings.Contains(err.Error(), "exited during initialize: "+tt.want) {
 				t.Errorf("err = %v, want %q", err, tt.want)
 			}
@@ -133,9 +135,9 @@ func TestExitReasonSurvivesTheSupervisor(t *testing.T) {
 // not "fix" invalid UTF-8.
 func TestArgsAndEnvReachTheBackendByteForByte(t *testing.T) {
 	odd := "caf\xe9-\xff\xfe"
-	spec := Spec{Name: "fx", Command: fixtureBin, Args: []string{"-name", "fx", odd}, // the fixture ignores arguments after its flags
+	spec := Spec{Name: "fx", Command: testkit.FixtureBin(t), Args: []string{"-name", "fx", odd}, // the fixture ignores arguments after its flags
 		Env: map[string]string{"ODD": odd}}
-	b, err := Start(context.Background(), spec, Options{Logger: log.New(&syncBuffer{}), StartupTimeout: 10 * time.Second})
+	b, err := Start(context.Background(), spec, Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +165,8 @@ func TestAnEmptyEnvironmentReachesTheBackendEmpty(t *testing.T) {
 			os.Setenv(k, v)
 		}
 	})
-	b, err := Start(context.Background(), Spec{Name: "fx", Command: fixtureBin, Args: []string{"-name", "fx"}},
-		Options{Logger: log.New(&syncBuffer{}), StartupTimeout: 10 * time.Second})
+	b, err := Start(context.Background(), Spec{Name: "fx", Command: testkit.FixtureBin(t), Args: []string{"-name", "fx"}},
+		Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,10 +247,7 @@ func TestSignalsSentToTheSupervisorAreIgnored(t *testing.T) {
 	}
 	// Still the supervisor: stopping ends what left the group too.
 	b.Stop(time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(escapee) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(5*time.Second, func() bool { return !alive(escapee) })
 	if alive(escapee) {
 		t.Errorf("pid %d (setsid) outlived its backend's stop", escapee)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // The cost of the mux is measured against a direct connection to the same
@@ -18,7 +19,7 @@ import (
 
 func directSession(b *testing.B, version string) *mcp.ClientSession {
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
-		&mcp.CommandTransport{Command: exec.Command(fixtureBin, "-name", "notes")}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		&mcp.CommandTransport{Command: exec.Command(testkit.FixtureBin(b), "-name", "notes")}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func BenchmarkToolCall(b *testing.B) {
 		var direct, muxed time.Duration
 		b.Run("direct, "+era, func(b *testing.B) { direct = run(b, directSession(b, version), "echo") })
 		b.Run("mux, "+era, func(b *testing.B) {
-			m := startMux(b, fixture("notes"))
+			m := startMux(b, fixture(b, "notes"))
 			cs := connectAt(b, m, nil, version)
 			toolNames(b, cs) // as agents do: calls pass through as bytes from then on
 			muxed = run(b, cs, "notes__echo")
@@ -67,7 +68,7 @@ func BenchmarkConcurrentStart(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		var specs []config.Backend
 		for j := range 10 {
-			specs = append(specs, fixture(fmt.Sprintf("slow%d", j), "-start-delay", "200ms"))
+			specs = append(specs, fixture(b, fmt.Sprintf("slow%d", j), "-start-delay", "200ms"))
 		}
 		m := New(testConfig(specs...), testLogger(b), "bench")
 		m.Start()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // clientRequestTools are what the fixture adds with -client-requests,
@@ -86,7 +88,7 @@ func fixtureClientInfo(t testing.TB, cs *mcp.ClientSession, tool string) clientI
 // toolError calls a tool that must fail and returns its error text.
 func toolError(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any) string {
 	t.Helper()
-	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	res, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		t.Fatalf("calling %s: %v", name, err)
 	}
@@ -97,7 +99,7 @@ func toolError(t testing.TB, cs *mcp.ClientSession, name string, args map[string
 }
 
 func TestBackendRootsListReachesAgentAndListChangedReachesBackend(t *testing.T) {
-	m := startMux(t, fixture("fs", "-client-requests"))
+	m := startMux(t, fixture(t, "fs", "-client-requests"))
 	c := agent(nil) // the go-sdk's default: roots with listChanged
 	c.AddRoots(&mcp.Root{URI: "file:///work/a", Name: "a"})
 	cs := connectAgent(t, m, c)
@@ -109,14 +111,14 @@ func TestBackendRootsListReachesAgentAndListChangedReachesBackend(t *testing.T) 
 	// The agent's list_changed reaches the backend, which asks again with
 	// no request of the agent in flight: the only session answers.
 	c.AddRoots(&mcp.Root{URI: "file:///work/b", Name: "b"})
-	eventually(t, 5*time.Second, "the backend to see the new roots", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the backend to see the new roots", func() bool {
 		ci := fixtureClientInfo(t, cs, "fs__client_info")
 		return ci.RootsListChanged == 1 && ci.Roots == "file:///work/a,file:///work/b"
 	})
 }
 
 func TestSamplingInsideToolCallReachesOnlyTheCallingSession(t *testing.T) {
-	m := startMux(t, fixture("llm", "-client-requests"))
+	m := startMux(t, fixture(t, "llm", "-client-requests"))
 	a, b := &sampler{name: "A"}, &sampler{name: "B"}
 	csA := connectAgent(t, m, agent(&mcp.ClientOptions{CreateMessageWithToolsHandler: a.handle}))
 	csB := connectAgent(t, m, agent(&mcp.ClientOptions{CreateMessageWithToolsHandler: b.handle}))
@@ -132,7 +134,7 @@ func TestSamplingInsideToolCallReachesOnlyTheCallingSession(t *testing.T) {
 	// sample: the request still belongs to A's call.
 	done := make(chan string, 1)
 	go func() {
-		res, err := csA.CallTool(ctxT(t), &mcp.CallToolParams{Name: "llm__sample", Arguments: map[string]any{"prompt": "again", "delay_ms": 500}})
+		res, err := csA.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "llm__sample", Arguments: map[string]any{"prompt": "again", "delay_ms": 500}})
 		if err != nil {
 			done <- err.Error()
 			return
@@ -140,7 +142,7 @@ func TestSamplingInsideToolCallReachesOnlyTheCallingSession(t *testing.T) {
 		done <- text(t, res.Content)
 	}()
 	time.Sleep(200 * time.Millisecond)
-	if err := csB.Ping(ctxT(t), nil); err != nil {
+	if err := csB.Ping(testkit.CtxT(t), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-done; got != "A says: again model=A-model" {
@@ -152,7 +154,7 @@ func TestSamplingInsideToolCallReachesOnlyTheCallingSession(t *testing.T) {
 }
 
 func TestSamplingForAgentWithoutCapabilityGetsJSONRPCError(t *testing.T) {
-	m := startMux(t, fixture("llm", "-client-requests"))
+	m := startMux(t, fixture(t, "llm", "-client-requests"))
 	a := &sampler{name: "A"}
 	connectAgent(t, m, agent(&mcp.ClientOptions{CreateMessageWithToolsHandler: a.handle}))
 	plain := connectAgent(t, m, agent(nil))
@@ -167,7 +169,7 @@ func TestSamplingForAgentWithoutCapabilityGetsJSONRPCError(t *testing.T) {
 }
 
 func TestElicitationFormAndURLModesThroughMux(t *testing.T) {
-	m := startMux(t, fixture("ask", "-client-requests"))
+	m := startMux(t, fixture(t, "ask", "-client-requests"))
 	completed := make(chan string, 1)
 	var mu sync.Mutex
 	var seen []string
@@ -210,7 +212,7 @@ func TestElicitationFormAndURLModesThroughMux(t *testing.T) {
 }
 
 func TestElicitationAnsweredAfterRequestTimeoutStillCompletesTheCall(t *testing.T) {
-	cfg := testConfig(fixture("ask", "-client-requests"))
+	cfg := testConfig(fixture(t, "ask", "-client-requests"))
 	cfg.Mux.RequestTimeout.Duration = 300 * time.Millisecond
 	m := startMuxConfig(t, cfg)
 	cs := connectAgent(t, m, agent(&mcp.ClientOptions{
@@ -227,7 +229,7 @@ func TestElicitationAnsweredAfterRequestTimeoutStillCompletesTheCall(t *testing.
 		t.Fatalf("got %s", got)
 	}
 	// The deadline runs again once the agent answered.
-	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "ask__sleep", Arguments: map[string]any{"ms": 2000}})
+	res, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "ask__sleep", Arguments: map[string]any{"ms": 2000}})
 	if err == nil {
 		t.Fatalf("a 2 s call with a 300 ms request_timeout succeeded: %v", text(t, res.Content))
 	}
@@ -237,7 +239,7 @@ func TestElicitationAnsweredAfterRequestTimeoutStillCompletesTheCall(t *testing.
 func directTools(t *testing.T, caps *mcp.ClientCapabilities) []string {
 	t.Helper()
 	c := agent(&mcp.ClientOptions{Capabilities: caps})
-	cs, err := c.Connect(ctxT(t), &mcp.CommandTransport{Command: exec.Command(fixtureBin, "-name", "direct", "-client-requests")}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: exec.Command(testkit.FixtureBin(t), "-name", "direct", "-client-requests")}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +269,7 @@ func TestBackendOffersThroughMuxWhatItOffersTheAgentDirectly(t *testing.T) {
 	for name, caps := range cases {
 		t.Run(name, func(t *testing.T) {
 			want := directTools(t, caps)
-			m := startMux(t, fixture("ev", "-client-requests"))
+			m := startMux(t, fixture(t, "ev", "-client-requests"))
 			cs := connectAgent(t, m, agent(&mcp.ClientOptions{Capabilities: caps}))
 			if got := sortedTools(t, cs, "ev__"); !slices.Equal(got, want) {
 				t.Fatalf("through mux:\n got %v\nwant %v (directly)", got, want)
@@ -286,16 +288,16 @@ func TestBackendOffersThroughMuxWhatItOffersTheAgentDirectly(t *testing.T) {
 }
 
 func TestLateAgentRestartsBackendWithItsCapabilities(t *testing.T) {
-	m := New(testConfig(fixture("ev", "-client-requests")), testLogger(t), "test")
+	m := New(testConfig(fixture(t, "ev", "-client-requests")), testLogger(t), "test")
 	m.agent.wait = 100 * time.Millisecond
 	m.Start()
 	t.Cleanup(m.Close)
-	eventually(t, 10*time.Second, "the backend to be ready without an agent", func() bool { return m.Status()[0].Ready() })
+	testkit.Eventually(t, 10*time.Second, "the backend to be ready without an agent", func() bool { return m.Status()[0].Ready() })
 	pid := m.Status()[0].PID
 
 	s := &sampler{name: "A"}
 	cs := connectAgent(t, m, agent(&mcp.ClientOptions{CreateMessageWithToolsHandler: s.handle}))
-	eventually(t, 10*time.Second, "the backend to list its sampling tool", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the backend to list its sampling tool", func() bool {
 		return slices.Contains(toolNames(t, cs), "ev__gated_sampling")
 	})
 	if st := m.Status()[0]; st.PID == pid || st.Restarts != 0 {
@@ -307,7 +309,7 @@ func TestLateAgentRestartsBackendWithItsCapabilities(t *testing.T) {
 }
 
 func TestAgentInitializeWithinWaitNeedsNoRestart(t *testing.T) {
-	m := startMux(t, fixture("ev", "-client-requests"))
+	m := startMux(t, fixture(t, "ev", "-client-requests"))
 	start := time.Now()
 	cs := connectAgent(t, m, agent(&mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}}))
 	if !slices.Contains(toolNames(t, cs), "ev__gated_sampling") {
@@ -321,7 +323,7 @@ func TestAgentInitializeWithinWaitNeedsNoRestart(t *testing.T) {
 
 func TestCheckConnectDeclaresNoClientCapabilities(t *testing.T) {
 	start := time.Now()
-	r := Inspect(ctxT(t), testConfig(fixture("ev", "-client-requests")), testLogger(t), "test")
+	r := Inspect(testkit.CtxT(t), testConfig(fixture(t, "ev", "-client-requests")), testLogger(t), "test")
 	took := time.Since(start)
 	if !r.OK {
 		t.Fatalf("check failed: %+v", r)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os/exec"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // Every era talks to every era: a backend written the multi-round-trip way
@@ -109,7 +109,7 @@ func (a *eraAgent) modern() bool {
 // call calls a tool with meta and returns its text, or the error.
 func (a *eraAgent) call(t testing.TB, name string, args map[string]any, meta mcp.Meta) string {
 	t.Helper()
-	res, err := a.cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name, Arguments: args, Meta: meta})
+	res, err := a.cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: name, Arguments: args, Meta: meta})
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -134,7 +134,7 @@ func (a *eraAgent) cells(t testing.TB, prefix string) map[string]string {
 	var meta mcp.Meta
 	if a.modern() {
 		meta = mcp.Meta{mcp.MetaKeyLogLevel: "info"}
-	} else if err := a.cs.SetLoggingLevel(ctxT(t), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+	} else if err := a.cs.SetLoggingLevel(testkit.CtxT(t), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatalf("logging/setLevel: %v", err)
 	}
 	a.call(t, prefix+"log", map[string]any{"level": "info", "data": "hello"}, meta)
@@ -191,13 +191,13 @@ func metaCell(t testing.TB, got string) string {
 }
 
 // eraBackends are the three kinds of backend, as config entries.
-func eraBackends() map[string]config.Backend {
-	auto := fixture("be", "-mrtr")
+func eraBackends(t testing.TB) map[string]config.Backend {
+	auto := fixture(t, "be", "-mrtr")
 	auto.Protocol = "auto"
 	return map[string]config.Backend{
-		"pinned":         fixture("be", "-mrtr"),
+		"pinned":         fixture(t, "be", "-mrtr"),
 		"auto":           auto,
-		"handshake-only": fixture("be", "-mrtr", "-handshake-only"),
+		"handshake-only": fixture(t, "be", "-mrtr", "-handshake-only"),
 	}
 }
 
@@ -205,7 +205,7 @@ func eraBackends() map[string]config.Backend {
 func connectDirect(t testing.TB, c *mcp.Client, spec config.Backend, version string) *mcp.ClientSession {
 	t.Helper()
 	cmd := exec.Command(spec.Command, spec.Args...)
-	cs, err := c.Connect(ctxT(t), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connecting directly: %v", err)
 	}
@@ -215,7 +215,7 @@ func connectDirect(t testing.TB, c *mcp.Client, spec config.Backend, version str
 
 func TestEveryEraTalksToEveryEra(t *testing.T) {
 	eras := map[string]string{"handshake agent": legacyEra, "current agent": currentEraV}
-	for kind, spec := range eraBackends() {
+	for kind, spec := range eraBackends(t) {
 		for era, version := range eras {
 			t.Run(kind+"/"+era, func(t *testing.T) {
 				t.Parallel()
@@ -236,26 +236,4 @@ func TestEveryEraTalksToEveryEra(t *testing.T) {
 			})
 		}
 	}
-}
-
-// connectWith is connectAt for a client made by the caller.
-func connectWith(t testing.TB, m *Mux, c *mcp.Client, version string) *mcp.ClientSession {
-	t.Helper()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	st := StdioTransport(inR, outW, StdioOptions{Drain: time.Second})
-	ct := &mcp.IOTransport{Reader: outR, Writer: inW}
-	t.Cleanup(func() {
-		inW.Close()
-		outR.Close()
-	})
-	if _, err := m.Connect(context.Background(), st); err != nil {
-		t.Fatalf("mux connect: %v", err)
-	}
-	cs, err := c.Connect(ctxT(t), ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatalf("client connect: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // Filters (tools, exclude_tools, prompts, exclude_prompts) as a client sees
@@ -32,12 +34,12 @@ func wantUnknown(t *testing.T, err error, kind, name string) {
 }
 
 func TestFilteredToolsAndPromptsAreAbsentAndUnknown(t *testing.T) {
-	notes := fixture("notes", "-prompts", "alpha,beta")
+	notes := fixture(t, "notes", "-prompts", "alpha,beta")
 	// The fixture's tools: echo and its control tools (stats, sleep, ...).
 	notes.Tools = []string{"s*", "crash", "[eh]*"}
 	notes.ExcludeTools = []string{"set_*", "hang"}
 	notes.ExcludePrompts = []string{"g*"}
-	plain := fixture("plain")
+	plain := fixture(t, "plain")
 	m := startMux(t, notes, plain)
 	cs := connect(t, m, nil)
 
@@ -60,7 +62,7 @@ func TestFilteredToolsAndPromptsAreAbsentAndUnknown(t *testing.T) {
 		t.Errorf("prompts = %q, want %q", prompts, want)
 	}
 
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 	for _, name := range []string{"notes__hang", "notes__set_content", "notes__update", "notes__no_such_tool"} {
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
 		wantUnknown(t, err, "tool", name)
@@ -78,14 +80,14 @@ func TestFilteredToolsAndPromptsAreAbsentAndUnknown(t *testing.T) {
 // last catalog so that a call of one of its tools says which backend is
 // down; a tool it had but that is filtered out must still be unknown.
 func TestFilteredToolOfADownBackendIsUnknown(t *testing.T) {
-	notes := fixture("notes")
+	notes := fixture(t, "notes")
 	notes.Restart = config.RestartNever
 	notes.ExcludeTools = []string{"hang"}
 	m := startMux(t, notes)
 	cs := connect(t, m, nil)
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 	cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__crash", Arguments: map[string]any{"code": 1}})
-	eventually(t, 10*time.Second, "notes to be down", func() bool { return !m.members()[0].serving() })
+	testkit.Eventually(t, 10*time.Second, "notes to be down", func() bool { return !m.members()[0].serving() })
 
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__echo", Arguments: map[string]any{}})
 	if err == nil || !strings.Contains(err.Error(), `backend "notes" is`) {
@@ -99,7 +101,7 @@ func TestFilteredToolOfADownBackendIsUnknown(t *testing.T) {
 // spec and rebuilds the catalog; the new filters must apply then, without
 // the backend being listed again.
 func TestFilterChangeAppliesAtTheNextRebuild(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	cs := connect(t, m, nil)
 	if !slices.Contains(toolNames(t, cs), "notes__hang") {
 		t.Fatalf("notes__hang missing before the change: %q", toolNames(t, cs))
@@ -114,21 +116,21 @@ func TestFilterChangeAppliesAtTheNextRebuild(t *testing.T) {
 	if slices.Contains(toolNames(t, cs), "notes__hang") {
 		t.Errorf("notes__hang still listed after its exclusion: %q", toolNames(t, cs))
 	}
-	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__hang", Arguments: map[string]any{}})
+	_, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__hang", Arguments: map[string]any{}})
 	wantUnknown(t, err, "tool", "notes__hang")
 }
 
 func TestCheckWarnsAboutPatternsThatMatchNothingAndLongNames(t *testing.T) {
 	long := strings.Repeat("p", 60) // + "__" + "echo" = 66 characters
-	notes := fixture("notes")
+	notes := fixture(t, "notes")
 	notes.Tools = []string{"echo", "nomatch*", "stats"}
 	notes.ExcludeTools = []string{"stats", "zz?"}
 	notes.ExcludePrompts = []string{"greet", "missing"}
-	other := fixture("other")
+	other := fixture(t, "other")
 	other.Prefix = &long
 	other.Tools = []string{"echo", "stats"}
 	other.Prompts = []string{"nothing"}
-	failing := fixture("failing", "-fail-start")
+	failing := fixture(t, "failing", "-fail-start")
 	failing.Tools = []string{"never-checked"}
 	failing.Restart = config.RestartNever
 	cfg := testConfig(notes, other, failing)
@@ -161,9 +163,9 @@ func TestCheckWarnsAboutPatternsThatMatchNothingAndLongNames(t *testing.T) {
 
 func TestLongNameIsLoggedOncePerName(t *testing.T) {
 	long := strings.Repeat("q", 60)
-	notes := fixture("notes", "-tools", "echo,e22")
+	notes := fixture(t, "notes", "-tools", "echo,e22")
 	notes.Prefix = &long
-	var buf lockedBuffer
+	var buf testkit.SyncBuffer
 	m := New(testConfig(notes), log.New(&buf), "test")
 	m.backoffBase = 10 * time.Millisecond
 	m.Start()
@@ -174,7 +176,7 @@ func TestLongNameIsLoggedOncePerName(t *testing.T) {
 		m.cat.rebuild(m)
 	}
 	callText(t, cs, long+"__add_tool", map[string]any{"name": "e33"})
-	eventually(t, 10*time.Second, "the new tool", func() bool { return slices.Contains(toolNames(t, cs), long+"__e33") })
+	testkit.Eventually(t, 10*time.Second, "the new tool", func() bool { return slices.Contains(toolNames(t, cs), long+"__e33") })
 	out := buf.String()
 	for _, name := range []string{"__echo", "__e22", "__e33", "__notify_list_changed"} {
 		if n := len(regexp.MustCompile(regexp.QuoteMeta(long+name)+`\b`).FindAllString(out, -1)); n != 1 {

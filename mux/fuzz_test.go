@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // The seeds below run with the normal tests; `go test -fuzz FuzzX ./mux`
@@ -42,7 +43,7 @@ func FuzzDecodeCursor(f *testing.F) {
 
 // routingMux is a mux with three backends' catalogs and no processes.
 func routingMux(t testing.TB) *Mux {
-	m := New(testConfig(fixture("a"), fixture("b"), fixture("c")), testLogger(t), "test")
+	m := New(testConfig(fixture(t, "a"), fixture(t, "b"), fixture(t, "c")), testLogger(t), "test")
 	t.Cleanup(m.Close)
 	set := func(mem *member, uris []string, tmpls ...string) {
 		mem.cat.uris = map[string]struct{}{}
@@ -130,7 +131,7 @@ func FuzzStdinGuard(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		ctx := context.Background()
-		var out lockedBuffer
+		var out testkit.SyncBuffer
 		conn, err := StdioTransport(strings.NewReader(in), &out, StdioOptions{MaxLine: 1024}).Connect(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -162,30 +163,6 @@ func FuzzStdinGuard(f *testing.F) {
 	})
 }
 
-// lockedBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *lockedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]byte(nil), b.buf.Bytes()...)
-}
-
 // FuzzNotificationDelivery feeds arbitrary notifications, decoded as the
 // go-sdk decodes a backend's, into the mux's delivery path (the hooks a
 // backend's notifications reach); mux must stay up and keep answering.
@@ -208,7 +185,7 @@ func FuzzNotificationDelivery(f *testing.F) {
 	} {
 		f.Add(s.method, s.params)
 	}
-	m := startMux(f, fixture("a"))
+	m := startMux(f, fixture(f, "a"))
 	cs := connect(f, m, newUpdates().opts())
 	subscribe(f, cs, "fixture://a/res/1")
 	mem := m.members()[0]

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // Regression tests for what a misbehaving backend could do to mcp-mux: each
@@ -21,7 +23,7 @@ func noise(t testing.TB, cs *mcp.ClientSession, tool, line string) {
 }
 
 func TestNotificationsWithNullOrAbsentParamsAreDropped(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	u := newUpdates()
 	cs := connect(t, m, u.opts())
 	subscribe(t, cs, res1)
@@ -53,9 +55,9 @@ func TestNotificationsWithNullOrAbsentParamsAreDropped(t *testing.T) {
 }
 
 func TestNullEntriesInListResultsAreSkipped(t *testing.T) {
-	m := startMux(t, fixture("bad", "-null-entries", "-prompts", "plan"), fixture("good"))
+	m := startMux(t, fixture(t, "bad", "-null-entries", "-prompts", "plan"), fixture(t, "good"))
 	cs := connect(t, m, nil)
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 
 	if got := toolNames(t, cs); !slices.Contains(got, "bad__echo") || !slices.Contains(got, "good__echo") {
 		t.Errorf("tools = %v, want both backends' tools", got)
@@ -113,11 +115,11 @@ func TestNullEntriesInListResultsAreSkipped(t *testing.T) {
 // its updates.
 func TestEarlierBackendOwnsURIItsTemplateMatches(t *testing.T) {
 	const hijacked = "fixture://a/items/7"
-	m := startMux(t, fixture("a"), fixture("b", "-list-uris", hijacked))
+	m := startMux(t, fixture(t, "a"), fixture(t, "b", "-list-uris", hijacked))
 	u := newUpdates()
 	cs := connect(t, m, u.opts())
 
-	res, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: hijacked})
+	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: hijacked})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestEarlierBackendOwnsURIItsTemplateMatches(t *testing.T) {
 		t.Errorf("the agent got %d updates, want 1 (b's must not be delivered)", n)
 	}
 	// The agent is not shown b's entry for a URI that reads from a.
-	for r, err := range cs.Resources(ctxT(t), nil) {
+	for r, err := range cs.Resources(testkit.CtxT(t), nil) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +162,7 @@ func TestEarlierBackendOwnsURIItsTemplateMatches(t *testing.T) {
 }
 
 func TestOverlappingTemplatesAreReported(t *testing.T) {
-	m := startMux(t, fixture("a", "-uri-base", "shared://x/"), fixture("b", "-uri-base", "shared://x/"))
+	m := startMux(t, fixture(t, "a", "-uri-base", "shared://x/"), fixture(t, "b", "-uri-base", "shared://x/"))
 	cs := connect(t, m, nil)
 	toolNames(t, cs) // wait for both
 	var found bool
@@ -175,10 +177,10 @@ func TestOverlappingTemplatesAreReported(t *testing.T) {
 }
 
 func TestBackendCannotServeMuxOwnScheme(t *testing.T) {
-	m := startMux(t, fixture("evil", "-list-uris", "mcp-mux://backends,mcp-mux://evil,MCP-MUX://subscriptions"))
+	m := startMux(t, fixture(t, "evil", "-list-uris", "mcp-mux://backends,mcp-mux://evil,MCP-MUX://subscriptions"))
 	cs := connect(t, m, nil)
 	var uris []string
-	for r, err := range cs.Resources(ctxT(t), nil) {
+	for r, err := range cs.Resources(testkit.CtxT(t), nil) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,11 +194,11 @@ func TestBackendCannotServeMuxOwnScheme(t *testing.T) {
 	if n := countOf(uris, uriBackends); n != 1 {
 		t.Errorf("%s listed %d times, want once", uriBackends, n)
 	}
-	_, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: "mcp-mux://evil"})
+	_, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: "mcp-mux://evil"})
 	if je := rpcCode(t, err); je.Code != CodeResourceNotFound {
 		t.Errorf("read mcp-mux://evil: code %d, want %d", je.Code, CodeResourceNotFound)
 	}
-	res, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: uriBackends})
+	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: uriBackends})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +219,7 @@ func countOf(list []string, s string) int {
 }
 
 func TestOverlongUpdatedURIIsDroppedAndSubscribeStaysFast(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	u := newUpdates()
 	cs := connect(t, m, u.opts())
 	subscribe(t, cs, res1)
@@ -232,7 +234,7 @@ func TestOverlongUpdatedURIIsDroppedAndSubscribeStaysFast(t *testing.T) {
 			t.Errorf("the agent got an update for a %d-byte URI", len(got))
 		}
 	}
-	err := cs.Subscribe(ctxT(t), &mcp.SubscribeParams{URI: long})
+	err := cs.Subscribe(testkit.CtxT(t), &mcp.SubscribeParams{URI: long})
 	if je := rpcCode(t, err); je.Code != -32602 {
 		t.Errorf("subscribe to an overlong URI: code %d, want -32602", je.Code)
 	}
@@ -242,7 +244,7 @@ func TestOverlongUpdatedURIIsDroppedAndSubscribeStaysFast(t *testing.T) {
 // never reaches a handler; a response waits for the notifications before
 // it (at most 100 ms), and must not wait for that one ever again.
 func TestUndecodableNotificationDoesNotSlowLaterResponses(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	cs := connect(t, m, nil)
 	noise(t, cs, "notes__noise", `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":5}}`)
 	start := time.Now()

@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"iter"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,39 +16,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
-// fixtureBin is testdata/fixture, built once for the package's tests;
-// rawServerBin is backends/testdata/rawserver, which writes exactly the
-// bytes a test gives it.
-var fixtureBin, rawServerBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcp-mux-mux-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fixtureBin = filepath.Join(dir, "fixture")
-	// What mux remembers across runs (initialize's instructions) goes to
-	// the tests' own cache directory, not the user's.
-	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
-	rawServerBin = filepath.Join(dir, "rawserver")
-	for bin, pkg := range map[string]string{fixtureBin: "../testdata/fixture", rawServerBin: "../backends/testdata/rawserver"} {
-		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // fixture is a backend spec running the fixture server named name.
-func fixture(name string, args ...string) config.Backend {
-	return config.Backend{Name: name, Command: fixtureBin, Args: append([]string{"-name", name}, args...)}
+func fixture(t testing.TB, name string, args ...string) config.Backend {
+	t.Helper()
+	return config.Backend{Name: name, Command: testkit.FixtureBin(t), Args: append([]string{"-name", name}, args...)}
 }
 
 func testConfig(specs ...config.Backend) *config.File {
@@ -105,6 +78,12 @@ func connect(t testing.TB, m *Mux, opts *mcp.ClientOptions) *mcp.ClientSession {
 // (server/discover, then the version in every request's _meta).
 func connectAt(t testing.TB, m *Mux, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
 	t.Helper()
+	return connectWith(t, m, mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, opts), version)
+}
+
+// connectWith is connectAt for a client made by the caller.
+func connectWith(t testing.TB, m *Mux, c *mcp.Client, version string) *mcp.ClientSession {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	st := StdioTransport(inR, outW, StdioOptions{Drain: time.Second})
@@ -116,19 +95,12 @@ func connectAt(t testing.TB, m *Mux, opts *mcp.ClientOptions, version string) *m
 	if _, err := m.Connect(context.Background(), st); err != nil {
 		t.Fatalf("mux connect: %v", err)
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, opts)
 	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("client connect: %v", err)
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // rpcCode returns the JSON-RPC error code in err, failing if there is none.
@@ -156,17 +128,17 @@ func listed[T any](t testing.TB, items iter.Seq2[T, error], f func(T) string) []
 
 func toolNames(t testing.TB, cs *mcp.ClientSession) []string {
 	t.Helper()
-	return listed(t, cs.Tools(ctxT(t), nil), func(x *mcp.Tool) string { return x.Name })
+	return listed(t, cs.Tools(testkit.CtxT(t), nil), func(x *mcp.Tool) string { return x.Name })
 }
 
 func promptNames(t testing.TB, cs *mcp.ClientSession) []string {
 	t.Helper()
-	return listed(t, cs.Prompts(ctxT(t), nil), func(x *mcp.Prompt) string { return x.Name })
+	return listed(t, cs.Prompts(testkit.CtxT(t), nil), func(x *mcp.Prompt) string { return x.Name })
 }
 
 func templateURIs(t testing.TB, cs *mcp.ClientSession) []string {
 	t.Helper()
-	return listed(t, cs.ResourceTemplates(ctxT(t), nil), func(x *mcp.ResourceTemplate) string { return x.URITemplate })
+	return listed(t, cs.ResourceTemplates(testkit.CtxT(t), nil), func(x *mcp.ResourceTemplate) string { return x.URITemplate })
 }
 
 func text(t testing.TB, content []mcp.Content) string {
@@ -182,7 +154,7 @@ func text(t testing.TB, content []mcp.Content) string {
 
 func callText(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any) string {
 	t.Helper()
-	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
+	res, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		t.Fatalf("calling %s: %v", name, err)
 	}
@@ -209,16 +181,4 @@ func fixtureStats(t testing.TB, cs *mcp.ClientSession, tool string) stats {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// eventually polls cond until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

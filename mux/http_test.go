@@ -62,7 +62,7 @@ func postJSONRPC(t *testing.T, url, sid, msg string) (string, string) {
 // An agent that reads nothing of its event stream for WriteTimeout loses
 // that stream's connection, and with it what waited on the write.
 func TestHTTPStreamOfAnAgentThatStoppedReadingIsClosed(t *testing.T) {
-	m := startMux(t, fixture("f"))
+	m := startMux(t, fixture(t, "f"))
 	url := serveHTTP(t, m, HTTPOptions{WriteTimeout: 300 * time.Millisecond})
 
 	_, sid := postJSONRPC(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)

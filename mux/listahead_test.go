@@ -8,12 +8,14 @@ import (
 	"context"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // listURIs lists one page of resources and returns its URIs and next cursor.
 func listURIs(t *testing.T, cs *mcp.ClientSession, cursor string) ([]string, string) {
 	t.Helper()
-	res, err := cs.ListResources(ctxT(t), &mcp.ListResourcesParams{Cursor: cursor})
+	res, err := cs.ListResources(testkit.CtxT(t), &mcp.ListResourcesParams{Cursor: cursor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,12 +29,12 @@ func listURIs(t *testing.T, cs *mcp.ClientSession, cursor string) ([]string, str
 // A page mux fetched ahead is not served once its backend announced that
 // its resources changed: the agent, told of the change, gets the new list.
 func TestNextResourcesPageChangedSinceItWasFetchedAheadIsFetchedAgain(t *testing.T) {
-	m := startMux(t, fixture("first", "-resources", "2"), fixture("second", "-resources", "2"))
+	m := startMux(t, fixture(t, "first", "-resources", "2"), fixture(t, "second", "-resources", "2"))
 	changed := make(chan struct{}, 10)
 	cs := connect(t, m, &mcp.ClientOptions{ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
 		changed <- struct{}{}
 	}})
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 
 	page1, next := listURIs(t, cs, "")
 	if !slices.Contains(page1, "fixture://first/res/1") || next == "" {
@@ -57,7 +59,7 @@ func TestNextResourcesPageChangedSinceItWasFetchedAheadIsFetchedAgain(t *testing
 // A walk costs each backend one request per page, as without fetching
 // ahead, and every session walks on its own.
 func TestTwoSessionsWalkingResourcesGetEveryPage(t *testing.T) {
-	m := startMux(t, fixture("big", "-resources", "30", "-page-size", "10"), fixture("small", "-resources", "3"))
+	m := startMux(t, fixture(t, "big", "-resources", "30", "-page-size", "10"), fixture(t, "small", "-resources", "3"))
 	a, b := connect(t, m, nil), connect(t, m, nil)
 	before := fixtureStats(t, a, "big__stats").ListResources
 	walk := func(cs *mcp.ClientSession, cursor string) ([]string, string) {
@@ -101,8 +103,8 @@ func TestTwoSessionsWalkingResourcesGetEveryPage(t *testing.T) {
 // request_timeout) counts as the agent's own fetch of it: the agent waits
 // for one request_timeout, not for that one and then a second fetch.
 func TestNextResourcesPageThatFailedAheadIsNotFetchedAgain(t *testing.T) {
-	cfg := testConfig(fixture("first", "-resources", "2"),
-		fixture("slow", "-resources", "2", "-list-delay", "30s", "-list-delay-after", "2"))
+	cfg := testConfig(fixture(t, "first", "-resources", "2"),
+		fixture(t, "slow", "-resources", "2", "-list-delay", "30s", "-list-delay-after", "2"))
 	cfg.Mux.RequestTimeout.Duration = 500 * time.Millisecond
 	m := startMuxConfig(t, cfg)
 	cs := connect(t, m, nil)

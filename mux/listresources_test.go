@@ -10,6 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // A backend's resources/list result is read as the go-sdk's types would
@@ -88,7 +90,7 @@ func TestResourcePageIsReadAsTheTypesWouldAndKeptAsSent(t *testing.T) {
 // dropped them.
 func TestListedResourceReachesTheAgentAsTheBackendWroteIt(t *testing.T) {
 	const resource = `{"uri":"raw://r/1","name":"one","x-vendor":{"rank":12345678901234567890,"tags":["a"],"weight":1.10}}`
-	spec := config.Backend{Name: "raw", Command: rawServerBin,
+	spec := config.Backend{Name: "raw", Command: testkit.RawServerBin(t),
 		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[null,` + resource + `]}`}}
 	a := newRawAgent(t, startMux(t, spec))
 	a.call(2, "tools/list", `{}`) // once the backends started, lists go as bytes
@@ -103,10 +105,10 @@ func TestListedResourceReachesTheAgentAsTheBackendWroteIt(t *testing.T) {
 // they know) is left out, and the rest of the page still arrives, as when
 // mux decoded each backend page itself.
 func TestResourceTheTypesCannotHoldIsLeftOutOfATypedSessionsList(t *testing.T) {
-	spec := config.Backend{Name: "raw", Command: rawServerBin,
+	spec := config.Backend{Name: "raw", Command: testkit.RawServerBin(t),
 		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[{"uri":"raw://r/1","size":1.5},{"uri":"raw://r/2","name":"two"}]}`}}
 	cs := connectAgent(t, startMux(t, spec), agent(nil))
-	res, err := cs.ListResources(ctxT(t), nil)
+	res, err := cs.ListResources(testkit.CtxT(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestResourceTheTypesCannotHoldIsLeftOutOfATypedSessionsList(t *testing.T) {
 // is shown it (its list goes as bytes), so reading it must reach its
 // backend rather than fail as unknown.
 func TestResourceTheTypesCannotHoldStillRoutes(t *testing.T) {
-	spec := config.Backend{Name: "raw", Command: rawServerBin,
+	spec := config.Backend{Name: "raw", Command: testkit.RawServerBin(t),
 		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[{"uri":"raw://r/1","size":1.5}]}`}}
 	a := newRawAgent(t, startMux(t, spec))
 	a.call(2, "tools/list", `{}`) // once the backends started

@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // controlTools are the fixture's tools besides its echo tools.
@@ -29,11 +31,11 @@ func prefixed(prefix string, names ...string) []string {
 
 func TestMergeListsOfTwoSubprocessBackends(t *testing.T) {
 	m := startMux(t,
-		fixture("notes", "-resources", "3", "-tools", "echo"),
-		fixture("tasks", "-resources", "2", "-tools", "add,list", "-prompts", "plan"),
+		fixture(t, "notes", "-resources", "3", "-tools", "echo"),
+		fixture(t, "tasks", "-resources", "2", "-tools", "add,list", "-prompts", "plan"),
 	)
 	cs := connect(t, m, nil)
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 
 	want := append(prefixed("notes", append([]string{"echo"}, controlTools...)...), prefixed("tasks", append([]string{"add", "list"}, controlTools...)...)...)
 	got := toolNames(t, cs)
@@ -85,7 +87,7 @@ func TestMergeListsOfTwoSubprocessBackends(t *testing.T) {
 // remote backend a round trip of the network. The fixture answers none of
 // them until it has been asked all four.
 func TestBackendListsAreAskedTogether(t *testing.T) {
-	m := startMux(t, fixture("both", "-resources", "2", "-lists-together"))
+	m := startMux(t, fixture(t, "both", "-resources", "2", "-lists-together"))
 	cs := connect(t, m, nil)
 
 	if got := toolNames(t, cs); !slices.Contains(got, "both__echo") {
@@ -98,7 +100,7 @@ func TestBackendListsAreAskedTogether(t *testing.T) {
 		t.Errorf("templates = %v, want %v", got, want)
 	}
 	// A listed resource reads only if its URI made it into the catalog.
-	res, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: "fixture://both/res/2"})
+	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: "fixture://both/res/2"})
 	if err != nil || len(res.Contents) != 1 {
 		t.Errorf("reading a listed resource: %v, %v", res, err)
 	}
@@ -106,11 +108,11 @@ func TestBackendListsAreAskedTogether(t *testing.T) {
 
 func TestResourcesPaginateThroughBackendPages(t *testing.T) {
 	m := startMux(t,
-		fixture("big", "-resources", "100", "-page-size", "10"),
-		fixture("small", "-resources", "3"),
+		fixture(t, "big", "-resources", "100", "-page-size", "10"),
+		fixture(t, "small", "-resources", "3"),
 	)
 	cs := connect(t, m, nil)
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 	before := fixtureStats(t, cs, "big__stats").ListResources
 
 	seen := map[string]bool{}
@@ -148,9 +150,9 @@ func TestResourcesPaginateThroughBackendPages(t *testing.T) {
 }
 
 func TestInvalidCursorIsInvalidParams(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	cs := connect(t, m, nil)
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 	_, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: "not-a-cursor"})
 	if je := rpcCode(t, err); je.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("garbage cursor: code %d, want -32602", je.Code)
@@ -172,9 +174,9 @@ func TestInvalidCursorIsInvalidParams(t *testing.T) {
 }
 
 func TestPrefixedToolAndPromptRouting(t *testing.T) {
-	m := startMux(t, fixture("notes", "-tools", "echo"), fixture("tasks", "-tools", "echo"))
+	m := startMux(t, fixture(t, "notes", "-tools", "echo"), fixture(t, "tasks", "-tools", "echo"))
 	cs := connect(t, m, nil)
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 
 	if got := callText(t, cs, "tasks__echo", map[string]any{"x": 1}); got != `{"x":1}` {
 		t.Errorf("tasks__echo = %q", got)
@@ -208,7 +210,7 @@ func TestPrefixedToolAndPromptRouting(t *testing.T) {
 
 func TestNameCollisionFirstBackendWins(t *testing.T) {
 	empty := ""
-	a, b := fixture("first"), fixture("second", "-tools", "echo,only_second")
+	a, b := fixture(t, "first"), fixture(t, "second", "-tools", "echo,only_second")
 	a.Prefix, b.Prefix = &empty, &empty
 	m := startMux(t, a, b)
 	cs := connect(t, m, nil)
@@ -236,9 +238,9 @@ func TestNameCollisionFirstBackendWins(t *testing.T) {
 }
 
 func TestReadRouting(t *testing.T) {
-	m := startMux(t, fixture("notes"), fixture("tasks"))
+	m := startMux(t, fixture(t, "notes"), fixture(t, "tasks"))
 	cs := connect(t, m, nil)
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 	read := func(uri string) (string, error) {
 		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
 		if err != nil {
@@ -290,44 +292,44 @@ func TestReadRouting(t *testing.T) {
 }
 
 func TestBackendErrorCodeReachesAgentUnchanged(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	cs := connect(t, m, nil)
-	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__fail", Arguments: map[string]any{"code": -32602, "message": "bad argument x"}})
+	_, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__fail", Arguments: map[string]any{"code": -32602, "message": "bad argument x"}})
 	je := rpcCode(t, err)
 	if je.Code != -32602 || je.Message != "bad argument x" {
 		t.Errorf("got %d %q, want -32602 \"bad argument x\"", je.Code, je.Message)
 	}
-	_, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__fail", Arguments: map[string]any{"code": -31999, "message": "custom"}})
+	_, err = cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__fail", Arguments: map[string]any{"code": -31999, "message": "custom"}})
 	if je := rpcCode(t, err); je.Code != -31999 {
 		t.Errorf("custom code: got %d", je.Code)
 	}
 }
 
 func TestListChangedRefreshesAndCoalesces(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	var n atomic.Int32
 	cs := connect(t, m, &mcp.ClientOptions{ToolListChangedHandler: func(ctx context.Context, r *mcp.ToolListChangedRequest) { n.Add(1) }})
 
 	// A new tool: the list is refreshed and the agent told.
 	callText(t, cs, "notes__add_tool", map[string]any{"name": "fresh"})
-	eventually(t, 5*time.Second, "notes__fresh in tools/list", func() bool {
+	testkit.Eventually(t, 5*time.Second, "notes__fresh in tools/list", func() bool {
 		return slices.Contains(toolNames(t, cs), "notes__fresh")
 	})
-	eventually(t, 5*time.Second, "a tools/list_changed", func() bool { return n.Load() >= 1 })
+	testkit.Eventually(t, 5*time.Second, "a tools/list_changed", func() bool { return n.Load() >= 1 })
 
 	// A burst of 50 from the backend (no real change) costs the agent at most two.
 	time.Sleep(200 * time.Millisecond)
 	n.Store(0)
 	callText(t, cs, "notes__add_tool", map[string]any{"name": "fresh2"})
 	callText(t, cs, "notes__notify_list_changed", map[string]any{"kind": "tools", "count": 50})
-	time.Sleep(500 * time.Millisecond)
+	testkit.Quiet(500 * time.Millisecond) // a third list_changed may not come: the burst was sent at once
 	if got := n.Load(); got < 1 || got > 2 {
 		t.Errorf("burst of 50 list_changed became %d upstream, want 1 or 2", got)
 	}
 }
 
 func TestBackendFailingToStartDoesNotStopOthers(t *testing.T) {
-	m := startMux(t, fixture("broken", "-fail-start"), fixture("good"), backendsSpecMissing())
+	m := startMux(t, fixture(t, "broken", "-fail-start"), fixture(t, "good"), backendsSpecMissing())
 	cs := connect(t, m, nil)
 	names := toolNames(t, cs)
 	if !slices.Contains(names, "good__stats") {
@@ -339,7 +341,7 @@ func TestBackendFailingToStartDoesNotStopOthers(t *testing.T) {
 		}
 	}
 	// Restarted with backoff until restart_max crashes, then failed.
-	eventually(t, 5*time.Second, "both broken backends to be failed", func() bool {
+	testkit.Eventually(t, 5*time.Second, "both broken backends to be failed", func() bool {
 		st := m.Status()
 		return st[0].State == stateFailed && st[2].State == stateFailed
 	})
@@ -354,9 +356,9 @@ func backendsSpecMissing() config.Backend {
 }
 
 func TestCompletionRoutesByReference(t *testing.T) {
-	m := startMux(t, fixture("notes"), fixture("tasks"))
+	m := startMux(t, fixture(t, "notes"), fixture(t, "tasks"))
 	cs := connect(t, m, nil)
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 	res, err := cs.Complete(ctx, &mcp.CompleteParams{
 		Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: "tasks__greet"},
 		Argument: mcp.CompleteParamsArgument{Name: "name", Value: "b"},
@@ -380,7 +382,7 @@ func TestCompletionRoutesByReference(t *testing.T) {
 }
 
 func TestProgressReachesTheCallingSession(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	var got atomic.Int32
 	cs := connect(t, m, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 		if r.Params.ProgressToken == "tok-1" {
@@ -389,10 +391,10 @@ func TestProgressReachesTheCallingSession(t *testing.T) {
 	}})
 	params := &mcp.CallToolParams{Name: "notes__progress", Arguments: map[string]any{"steps": 3, "delay_ms": 1}}
 	params.SetProgressToken("tok-1")
-	if _, err := cs.CallTool(ctxT(t), params); err != nil {
+	if _, err := cs.CallTool(testkit.CtxT(t), params); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "3 progress notifications", func() bool { return got.Load() == 3 })
+	testkit.Eventually(t, 2*time.Second, "3 progress notifications", func() bool { return got.Load() == 3 })
 }
 
 // TestConcurrentStart: ten backends that each take 200 ms to start serve
@@ -401,7 +403,7 @@ func TestProgressReachesTheCallingSession(t *testing.T) {
 func TestConcurrentStart(t *testing.T) {
 	var specs []config.Backend
 	for i := range 10 {
-		specs = append(specs, fixture(fmt.Sprintf("slow%d", i), "-start-delay", "200ms"))
+		specs = append(specs, fixture(t, fmt.Sprintf("slow%d", i), "-start-delay", "200ms"))
 	}
 	start := time.Now()
 	m := startMux(t, specs...)

@@ -7,10 +7,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // A session whose sends block (an HTTP agent that stopped reading) holds
@@ -18,69 +21,73 @@ import (
 // progress, and no more than maxQueuedBytes; once it reads again it gets
 // the latest of each, in order; and close ends its goroutine.
 func TestNoteQueueOfAStalledSessionStaysBounded(t *testing.T) {
-	q := newNoteQueue(log.New(io.Discard), "s1")
-	open := make(chan struct{})
-	var mu sync.Mutex
-	var sent []string
-	send := func(what string) func(context.Context) error {
-		return func(context.Context) error {
-			<-open
-			mu.Lock()
-			sent = append(sent, what)
-			mu.Unlock()
-			return nil
+	synctest.Test(t, func(t *testing.T) {
+		q := newNoteQueue(log.New(io.Discard), "s1")
+		open := make(chan struct{})
+		var mu sync.Mutex
+		var sent []string
+		send := func(what string) func(context.Context) error {
+			return func(context.Context) error {
+				<-open
+				mu.Lock()
+				sent = append(sent, what)
+				mu.Unlock()
+				return nil
+			}
 		}
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); q.sendLoop(context.Background()) }()
+		done := make(chan struct{})
+		go func() { defer close(done); q.sendLoop(context.Background()) }()
 
-	q.pushNote("notifications/message", &mcp.LoggingMessageParams{Level: "info", Data: "first"}, send("first"))
-	time.Sleep(stallLimit + 50*time.Millisecond) // the first send blocks: the agent stalls
-	big := strings.Repeat("x", 4096)
-	for i := range 5000 {
-		uri := fmt.Sprintf("file:///r/%d/%s", i%5, big)
-		q.pushNote("notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri}, send(fmt.Sprintf("updated %d", i%5)))
-		q.pushNote("notifications/progress", &mcp.ProgressNotificationParams{ProgressToken: "t", Progress: float64(i)}, send(fmt.Sprintf("progress %d", i)))
-	}
-	q.mu.Lock()
-	live, bytes := len(q.items)-q.dead, q.bytes
-	q.mu.Unlock()
-	if bytes > maxQueuedBytes || live > 5+maxDroppable+1 {
-		t.Fatalf("a stalled session holds %d notifications, %d bytes; want at most %d and %d", live, bytes, 5+maxDroppable+1, maxQueuedBytes)
-	}
+		q.pushNote("notifications/message", &mcp.LoggingMessageParams{Level: "info", Data: "first"}, send("first"))
+		// The first send blocks: the agent stalls. (Fake time in the
+		// bubble: exactly this long, however busy the machine.)
+		time.Sleep(stallLimit + 50*time.Millisecond)
+		big := strings.Repeat("x", 4096)
+		for i := range 5000 {
+			uri := fmt.Sprintf("file:///r/%d/%s", i%5, big)
+			q.pushNote("notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri}, send(fmt.Sprintf("updated %d", i%5)))
+			q.pushNote("notifications/progress", &mcp.ProgressNotificationParams{ProgressToken: "t", Progress: float64(i)}, send(fmt.Sprintf("progress %d", i)))
+		}
+		q.mu.Lock()
+		live, bytes := len(q.items)-q.dead, q.bytes
+		q.mu.Unlock()
+		if bytes > maxQueuedBytes || live > 5+maxDroppable+1 {
+			t.Fatalf("a stalled session holds %d notifications, %d bytes; want at most %d and %d", live, bytes, 5+maxDroppable+1, maxQueuedBytes)
+		}
 
-	close(open) // it reads again
-	eventually(t, 5*time.Second, "the queue drains", func() bool {
+		close(open) // it reads again
+		testkit.Eventually(t, 5*time.Second, "the queue drains", func() bool {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return len(q.items) == 0 && !q.writing
+		})
+		mu.Lock()
+		got := append([]string{}, sent...)
+		mu.Unlock()
+		if got[0] != "first" || got[len(got)-1] != "progress 4999" {
+			t.Fatalf("sent %d notifications, first %q, last %q; want the first one first and the latest progress last", len(got), got[0], got[len(got)-1])
+		}
+		updates := map[string]int{}
+		for _, s := range got {
+			if strings.HasPrefix(s, "updated") {
+				updates[s]++
+			}
+		}
+		if len(updates) != 5 {
+			t.Fatalf("updates sent: %v; want every URI's", updates)
+		}
+
+		q.close()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			t.Fatal("sendLoop still runs after close")
+		}
+		q.pushNote("notifications/progress", &mcp.ProgressNotificationParams{ProgressToken: "t"}, send("late"))
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		return len(q.items) == 0 && !q.writing
-	})
-	mu.Lock()
-	got := append([]string{}, sent...)
-	mu.Unlock()
-	if got[0] != "first" || got[len(got)-1] != "progress 4999" {
-		t.Fatalf("sent %d notifications, first %q, last %q; want the first one first and the latest progress last", len(got), got[0], got[len(got)-1])
-	}
-	updates := map[string]int{}
-	for _, s := range got {
-		if strings.HasPrefix(s, "updated") {
-			updates[s]++
+		if q.bytes != 0 || len(q.items) != 0 {
+			t.Fatal("a closed queue took a notification")
 		}
-	}
-	if len(updates) != 5 {
-		t.Fatalf("updates sent: %v; want every URI's", updates)
-	}
-
-	q.close()
-	select {
-	case <-done:
-	case <-time.After(time.Second):
-		t.Fatal("sendLoop still runs after close")
-	}
-	q.pushNote("notifications/progress", &mcp.ProgressNotificationParams{ProgressToken: "t"}, send("late"))
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.bytes != 0 || len(q.items) != 0 {
-		t.Fatal("a closed queue took a notification")
-	}
+	})
 }

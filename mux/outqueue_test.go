@@ -7,17 +7,20 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/charmbracelet/log"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // gate is a writer that blocks until opened: an agent that stopped
 // reading, then resumed.
 type gate struct {
 	open chan struct{}
-	out  lockedBuffer
+	out  testkit.SyncBuffer
 }
 
 func (g *gate) Write(p []byte) (int, error) {
@@ -30,68 +33,73 @@ func notification(method, params string) *jsonrpc.Request {
 }
 
 func TestOutQueueBoundsWhatAStalledAgentCosts(t *testing.T) {
-	g := &gate{open: make(chan struct{})}
-	var mu sync.Mutex
-	var written []jsonrpc.ID
-	q := newOutQueue(g, func(id jsonrpc.ID) {
-		mu.Lock()
-		written = append(written, id)
-		mu.Unlock()
-	}, log.New(io.Discard))
-	closed := make(chan struct{})
-	defer close(closed)
-	go q.loop(closed)
-	// The agent stops reading: the first write blocks, and after
-	// stallLimit the queue counts it as not reading.
-	q.push(notification("notifications/message", `{"level":"info","data":"first"}`))
-	time.Sleep(stallLimit + 50*time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		g := &gate{open: make(chan struct{})}
+		var mu sync.Mutex
+		var written []jsonrpc.ID
+		q := newOutQueue(g, func(id jsonrpc.ID) {
+			mu.Lock()
+			written = append(written, id)
+			mu.Unlock()
+		}, log.New(io.Discard))
+		closed := make(chan struct{})
+		defer close(closed)
+		go q.loop(closed)
+		// The agent stops reading: the first write blocks, and after
+		// stallLimit the queue counts it as not reading. (In the bubble
+		// the clock moves only when every goroutine waits: the sleep is
+		// exactly stallLimit and a bit of fake time, however busy the
+		// machine.)
+		q.push(notification("notifications/message", `{"level":"info","data":"first"}`))
+		time.Sleep(stallLimit + 50*time.Millisecond)
 
-	for i := range 50_000 {
-		uri := fmt.Sprintf("file:///r/%d", i%3)
-		q.push(notification("notifications/resources/updated", fmt.Sprintf(`{"uri":%q}`, uri)))
-		q.push(notification("notifications/progress", fmt.Sprintf(`{"progressToken":1,"progress":%d}`, i)))
-		q.push(notification("notifications/tools/list_changed", `{}`))
-		if i%1000 == 0 {
-			id, _ := jsonrpc.MakeID(float64(i))
-			q.push(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
+		for i := range 50_000 {
+			uri := fmt.Sprintf("file:///r/%d", i%3)
+			q.push(notification("notifications/resources/updated", fmt.Sprintf(`{"uri":%q}`, uri)))
+			q.push(notification("notifications/progress", fmt.Sprintf(`{"progressToken":1,"progress":%d}`, i)))
+			q.push(notification("notifications/tools/list_changed", `{}`))
+			if i%1000 == 0 {
+				id, _ := jsonrpc.MakeID(float64(i))
+				q.push(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
+			}
 		}
-	}
-	q.mu.Lock()
-	held, live, bytes := len(q.items), len(q.items)-q.dead, q.bytes
-	q.mu.Unlock()
-	// One write may be blocked in the gate; what is queued is the three
-	// URIs, one list_changed, the 50 responses and at most maxDroppable
-	// progress notifications (the latest ones). Dropped ones linger until
-	// they are half of what is held.
-	if want := 3 + 1 + 50 + maxDroppable + 8; live > want || held > 2*want+64 {
-		t.Errorf("%d messages queued (%d held) for a stalled agent, want at most %d", live, held, want)
-	}
-	if bytes > maxQueuedBytes {
-		t.Errorf("%d notification bytes queued, over the %d budget", bytes, maxQueuedBytes)
-	}
+		q.mu.Lock()
+		held, live, bytes := len(q.items), len(q.items)-q.dead, q.bytes
+		q.mu.Unlock()
+		// One write may be blocked in the gate; what is queued is the three
+		// URIs, one list_changed, the 50 responses and at most maxDroppable
+		// progress notifications (the latest ones). Dropped ones linger until
+		// they are half of what is held.
+		if want := 3 + 1 + 50 + maxDroppable + 8; live > want || held > 2*want+64 {
+			t.Errorf("%d messages queued (%d held) for a stalled agent, want at most %d", live, held, want)
+		}
+		if bytes > maxQueuedBytes {
+			t.Errorf("%d notification bytes queued, over the %d budget", bytes, maxQueuedBytes)
+		}
 
-	close(g.open)
-	eventually(t, 5*time.Second, "the queue to drain", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(written) == 50
+		close(g.open)
+		testkit.Eventually(t, 5*time.Second, "the queue to drain", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(written) == 50
+		})
+		out := string(g.out.Bytes())
+		for i := range 3 {
+			if !strings.Contains(out, fmt.Sprintf(`"uri":"file:///r/%d"`, i)) {
+				t.Errorf("no update for file:///r/%d after the agent resumed", i)
+			}
+		}
+		if !strings.Contains(out, `"progress":49999`) {
+			t.Error("the latest progress was dropped; the oldest should go first")
+		}
+		if n := strings.Count(out, "list_changed"); n > 3 {
+			t.Errorf("%d list_changed written, want them coalesced", n)
+		}
 	})
-	out := string(g.out.Bytes())
-	for i := range 3 {
-		if !strings.Contains(out, fmt.Sprintf(`"uri":"file:///r/%d"`, i)) {
-			t.Errorf("no update for file:///r/%d after the agent resumed", i)
-		}
-	}
-	if !strings.Contains(out, `"progress":49999`) {
-		t.Error("the latest progress was dropped; the oldest should go first")
-	}
-	if n := strings.Count(out, "list_changed"); n > 3 {
-		t.Errorf("%d list_changed written, want them coalesced", n)
-	}
 }
 
 func TestOutQueueKeepsOrderWhenTheAgentReads(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.SyncBuffer
 	q := newOutQueue(&out, func(jsonrpc.ID) {}, log.New(io.Discard))
 	closed := make(chan struct{})
 	defer close(closed)
@@ -116,7 +124,7 @@ func TestOutQueueKeepsOrderWhenTheAgentReads(t *testing.T) {
 // An agent that reads gets every notification, however fast they come:
 // coalescing is for an agent that does not read.
 func TestOutQueueDeliversEveryUpdateToAReadingAgent(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.SyncBuffer
 	q := newOutQueue(&out, func(jsonrpc.ID) {}, log.New(io.Discard))
 	// A busy test machine may leave the writer unscheduled for longer than
 	// stallLimit, which would count as an agent not reading.
@@ -136,7 +144,7 @@ func TestOutQueueDeliversEveryUpdateToAReadingAgent(t *testing.T) {
 // slowReader is an agent that reads steadily, a pipe's worth at a time,
 // but takes longer than stallLimit over one large batch.
 type slowReader struct {
-	out lockedBuffer
+	out testkit.SyncBuffer
 }
 
 func (s *slowReader) Write(p []byte) (int, error) {
@@ -155,23 +163,29 @@ func (s *slowReader) Write(p []byte) (int, error) {
 // because the batch is large must not count as a stall (which coalesces,
 // and so loses, updates). Before: a 256 KiB batch at 1 MB/s took 240 ms,
 // over stallLimit, and the burst lost updates.
+//
+// In a synctest bubble: the reader's pace and the bursts' gaps are fake
+// time, so the test takes no real time and a loaded machine cannot make
+// the writer look stalled.
 func TestOutQueueSlowButReadingAgentGetsEveryUpdate(t *testing.T) {
-	r := &slowReader{}
-	q := newOutQueue(r, func(jsonrpc.ID) {}, log.New(io.Discard))
-	closed := make(chan struct{})
-	defer close(closed)
-	go q.loop(closed)
-	const n = 8_000 // about 700 KB: several batches
-	for i := range n {
-		q.push(notification("notifications/resources/updated", `{"uri":"file:///r/1"}`))
-		if i%500 == 0 {
-			time.Sleep(20 * time.Millisecond) // a backend's burst, arriving while the writer works
+	synctest.Test(t, func(t *testing.T) {
+		r := &slowReader{}
+		q := newOutQueue(r, func(jsonrpc.ID) {}, log.New(io.Discard))
+		closed := make(chan struct{})
+		defer close(closed)
+		go q.loop(closed)
+		const n = 8_000 // about 700 KB: several batches
+		for i := range n {
+			q.push(notification("notifications/resources/updated", `{"uri":"file:///r/1"}`))
+			if i%500 == 0 {
+				time.Sleep(20 * time.Millisecond) // a backend's burst, arriving while the writer works
+			}
 		}
-	}
-	q.flush(30 * time.Second)
-	if got := strings.Count(string(r.out.Bytes()), "file:///r/1"); got != n {
-		t.Errorf("the agent got %d of %d updates", got, n)
-	}
+		q.flush(30 * time.Second)
+		if got := strings.Count(string(r.out.Bytes()), "file:///r/1"); got != n {
+			t.Errorf("the agent got %d of %d updates", got, n)
+		}
+	})
 }
 
 // A response whose result the go-sdk encoded already is written without

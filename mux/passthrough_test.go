@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // rawAgent is an agent that writes and reads JSON-RPC lines itself: what
@@ -105,7 +107,7 @@ func TestToolResultReachesTheAgentAsTheBackendSentIt(t *testing.T) {
 		{"current era", func(a *rawAgent, id int, method, params string) []byte { return a.modernCall(id, method, params) }, newModernRawAgent},
 	} {
 		t.Run(era.name, func(t *testing.T) {
-			m := startMux(t, fixture("notes", "-structured-echo"))
+			m := startMux(t, fixture(t, "notes", "-structured-echo"))
 			a := era.new(t, m)
 			era.call(a, 1, "tools/list", `{}`)
 			got := era.call(a, 2, "tools/call", `{"name":"notes__echo","arguments":{"big":12345678901234567891,"f":1.10}}`)
@@ -138,21 +140,17 @@ func TestPassedThroughRequestIsCancelledWithTheAgentsReason(t *testing.T) {
 				}
 				return strings.TrimSuffix(p, "}") + "," + era.meta + "}"
 			}
-			m := startMux(t, fixture("notes"))
+			m := startMux(t, fixture(t, "notes"))
 			a := era.agent(t, m)
 			a.call(1, "tools/list", params(`{}`))
 			a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":` + params(`{"name":"notes__sleep","arguments":{"ms":10000}}`) + `}`)
 			time.Sleep(200 * time.Millisecond)
 			a.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user pressed stop"}}`)
-			start := time.Now()
 			var got []byte
-			for {
+			testkit.Poll(5*time.Second, func() bool {
 				got = a.call(3, "tools/call", params(`{"name":"notes__stats","arguments":{}}`))
-				if strings.Contains(string(got), `the user pressed stop`) || time.Since(start) > 5*time.Second {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return strings.Contains(string(got), `the user pressed stop`)
+			})
 			if !strings.Contains(string(got), `\"cancel_reasons\":[\"the user pressed stop\"]`) {
 				t.Errorf("the backend's stats: %s\nwant the agent's reason", got)
 			}
@@ -171,7 +169,7 @@ func TestPassedThroughRequestIsCancelledWithTheAgentsReason(t *testing.T) {
 // backend's notifications in the order it sent them: each update waits
 // for the log messages read before it.
 func TestUpdatesKeepTheirPlaceAmongTheBackendsOtherNotifications(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newRawAgent(t, m)
 	a.call(1, "tools/list", `{}`)
 	const uri = "fixture://notes/res/1"
@@ -217,7 +215,7 @@ func TestUpdatesKeepTheirPlaceAmongTheBackendsOtherNotifications(t *testing.T) {
 // and must not send a backend (and answer) two requests under one id.
 // Before, both went to the backend and the agent got two results for 7.
 func TestRequestIDInUseIsRefused(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newRawAgent(t, m)
 	a.call(1, "tools/list", `{}`)
 	a.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":300}}}`)
@@ -243,7 +241,7 @@ func TestRequestIDInUseIsRefused(t *testing.T) {
 // a request passed through as bytes before the session ends, as it does
 // for one the go-sdk handles.
 func TestPassedThroughRequestIsAnsweredAfterStdinEnds(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newRawAgent(t, m)
 	a.call(1, "tools/list", `{}`)
 	a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":300}}}`)

@@ -15,12 +15,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // backendTOML is a [[backend]] running the fixture named name, with more
 // lines of its table after.
-func backendTOML(name string, lines ...string) string {
-	return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n%s\n\n", name, fixtureBin, name, strings.Join(lines, "\n"))
+func backendTOML(t testing.TB, name string, lines ...string) string {
+	t.Helper()
+	return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n%s\n\n", name, testkit.FixtureBin(t), name, strings.Join(lines, "\n"))
 }
 
 func parseTOML(t *testing.T, text string) *config.File {
@@ -33,24 +36,24 @@ func parseTOML(t *testing.T, text string) *config.File {
 }
 
 func TestDiffConfigSortsEachBackendIntoOneChange(t *testing.T) {
-	old := parseTOML(t, backendTOML("same")+
-		backendTOML("args")+
-		backendTOML("env", `env = { A = "1" }`)+
-		backendTOML("timeout")+
-		backendTOML("prefix")+
-		backendTOML("filter")+
-		backendTOML("gone")+
-		backendTOML("disabled", "disabled = true")+
-		backendTOML("spelled", `prefix = "spelled"`))
-	next := parseTOML(t, backendTOML("same")+
-		strings.Replace(backendTOML("args"), `"-name", "args"`, `"-name", "args", "-tools", "x"`, 1)+
-		backendTOML("env", `env = { A = "2" }`)+
-		backendTOML("timeout", `request_timeout = "5s"`)+
-		backendTOML("prefix", `prefix = "p"`)+
-		backendTOML("filter", `exclude_tools = ["echo"]`)+
-		backendTOML("disabled")+
-		backendTOML("new")+
-		backendTOML("spelled"))
+	old := parseTOML(t, backendTOML(t, "same")+
+		backendTOML(t, "args")+
+		backendTOML(t, "env", `env = { A = "1" }`)+
+		backendTOML(t, "timeout")+
+		backendTOML(t, "prefix")+
+		backendTOML(t, "filter")+
+		backendTOML(t, "gone")+
+		backendTOML(t, "disabled", "disabled = true")+
+		backendTOML(t, "spelled", `prefix = "spelled"`))
+	next := parseTOML(t, backendTOML(t, "same")+
+		strings.Replace(backendTOML(t, "args"), `"-name", "args"`, `"-name", "args", "-tools", "x"`, 1)+
+		backendTOML(t, "env", `env = { A = "2" }`)+
+		backendTOML(t, "timeout", `request_timeout = "5s"`)+
+		backendTOML(t, "prefix", `prefix = "p"`)+
+		backendTOML(t, "filter", `exclude_tools = ["echo"]`)+
+		backendTOML(t, "disabled")+
+		backendTOML(t, "new")+
+		backendTOML(t, "spelled"))
 	p := diffConfig(old, next)
 	check := func(what string, got, want []string) {
 		t.Helper()
@@ -68,28 +71,28 @@ func TestDiffConfigSortsEachBackendIntoOneChange(t *testing.T) {
 }
 
 func TestDiffConfigOfAnEquivalentFileChangesNothing(t *testing.T) {
-	text := "[mux]\nlog_level = \"info\"\n" + backendTOML("a", `env = {}`) + backendTOML("b")
+	text := "[mux]\nlog_level = \"info\"\n" + backendTOML(t, "a", `env = {}`) + backendTOML(t, "b")
 	// The defaults written out, an empty table for a missing one.
-	same := "[mux]\nrequest_timeout = \"60s\"\n" + backendTOML("a", `prefix = "a"`) + backendTOML("b")
+	same := "[mux]\nrequest_timeout = \"60s\"\n" + backendTOML(t, "a", `prefix = "a"`) + backendTOML(t, "b")
 	if p := diffConfig(parseTOML(t, text), parseTOML(t, same)); p.changes() || len(p.needsRestart) > 0 {
 		t.Errorf("plan: %+v", p)
 	}
 }
 
 func TestDiffConfigSeesANewPrecedenceOrder(t *testing.T) {
-	p := diffConfig(parseTOML(t, backendTOML("a")+backendTOML("b")+backendTOML("c")),
-		parseTOML(t, backendTOML("c")+backendTOML("b")))
+	p := diffConfig(parseTOML(t, backendTOML(t, "a")+backendTOML(t, "b")+backendTOML(t, "c")),
+		parseTOML(t, backendTOML(t, "c")+backendTOML(t, "b")))
 	if !p.reorder || !slices.Equal(p.remove, []string{"a"}) || len(p.add)+len(p.restart)+len(p.expose) > 0 {
 		t.Errorf("plan: %+v", p)
 	}
-	p = diffConfig(parseTOML(t, backendTOML("a")+backendTOML("b")), parseTOML(t, backendTOML("new")+backendTOML("a")+backendTOML("b")))
+	p = diffConfig(parseTOML(t, backendTOML(t, "a")+backendTOML(t, "b")), parseTOML(t, backendTOML(t, "new")+backendTOML(t, "a")+backendTOML(t, "b")))
 	if p.reorder {
 		t.Errorf("adding a backend first is not a new order of the others: %+v", p)
 	}
 }
 
 func TestDiffConfigSortsMuxSettingsIntoLiveAndNeedsRestart(t *testing.T) {
-	old := parseTOML(t, "[mux]\n"+backendTOML("a"))
+	old := parseTOML(t, "[mux]\n"+backendTOML(t, "a"))
 	next := parseTOML(t, `[mux]
 name = "other"
 log_level = "debug"
@@ -98,7 +101,7 @@ first_list_wait = "1s"
 tool_separator = "."
 instructions = "hi"
 max_subscriptions = 5
-`+backendTOML("a"))
+`+backendTOML(t, "a"))
 	p := diffConfig(old, next)
 	if want := []string{"log_level", "request_timeout", "first_list_wait"}; !slices.Equal(p.live, want) {
 		t.Errorf("live: %q, want %q", p.live, want)
@@ -109,10 +112,10 @@ max_subscriptions = 5
 }
 
 func TestFirstListWaitDefaultsToThreeSeconds(t *testing.T) {
-	if got := parseTOML(t, backendTOML("a")).Mux.FirstListWait.Duration; got != 3*time.Second {
+	if got := parseTOML(t, backendTOML(t, "a")).Mux.FirstListWait.Duration; got != 3*time.Second {
 		t.Errorf("first_list_wait default: %v", got)
 	}
-	if got := parseTOML(t, "[mux]\nfirst_list_wait = \"500ms\"\n"+backendTOML("a")).Mux.FirstListWait.Duration; got != 500*time.Millisecond {
+	if got := parseTOML(t, "[mux]\nfirst_list_wait = \"500ms\"\n"+backendTOML(t, "a")).Mux.FirstListWait.Duration; got != 500*time.Millisecond {
 		t.Errorf("first_list_wait: %v", got)
 	}
 }
@@ -121,7 +124,7 @@ func TestFirstListWaitDefaultsToThreeSeconds(t *testing.T) {
 type reloadable struct {
 	*Mux
 	path string
-	log  *lockedBuffer
+	log  *testkit.SyncBuffer
 }
 
 func startReloadable(t *testing.T, text string) *reloadable {
@@ -132,7 +135,7 @@ func startReloadable(t *testing.T, text string) *reloadable {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg := &lockedBuffer{}
+	lg := &testkit.SyncBuffer{}
 	logger := log.New(lg)
 	logger.SetLevel(log.DebugLevel)
 	m := New(cfg, logger, "test")
@@ -154,8 +157,8 @@ func (r *reloadable) generation() int { return r.conf.Load().generation }
 // TestReloadAppliesLiveSettingsAndLogsTheOthers: request_timeout and
 // log_level change at once; name cannot, and the log says so.
 func TestReloadAppliesLiveSettingsAndLogsTheOthers(t *testing.T) {
-	r := startReloadable(t, "[mux]\nlog_level = \"debug\"\n"+backendTOML("a"))
-	writeFile(t, r.path, "[mux]\nlog_level = \"warn\"\nrequest_timeout = \"7s\"\nname = \"renamed\"\n"+backendTOML("a"))
+	r := startReloadable(t, "[mux]\nlog_level = \"debug\"\n"+backendTOML(t, "a"))
+	writeFile(t, r.path, "[mux]\nlog_level = \"warn\"\nrequest_timeout = \"7s\"\nname = \"renamed\"\n"+backendTOML(t, "a"))
 	if err := r.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -182,16 +185,16 @@ func TestReloadAppliesLiveSettingsAndLogsTheOthers(t *testing.T) {
 // TestWatcherDebouncesABurstOfWrites: several saves in quick succession
 // are one reload, applied by the watcher on its own.
 func TestWatcherDebouncesABurstOfWrites(t *testing.T) {
-	r := startReloadable(t, backendTOML("a"))
+	r := startReloadable(t, backendTOML(t, "a"))
 	if err := r.WatchConfig(); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		writeFile(t, r.path, fmt.Sprintf("[mux]\nrequest_timeout = \"%ds\"\n", 10+i)+backendTOML("a"))
+		writeFile(t, r.path, fmt.Sprintf("[mux]\nrequest_timeout = \"%ds\"\n", 10+i)+backendTOML(t, "a"))
 		time.Sleep(30 * time.Millisecond)
 	}
-	eventually(t, 5*time.Second, "the reload", func() bool { return r.generation() == 2 })
-	time.Sleep(2 * reloadDebounce)
+	testkit.Eventually(t, 5*time.Second, "the reload", func() bool { return r.generation() == 2 })
+	testkit.Quiet(2 * reloadDebounce) // no second reload may follow: it would within one debounce
 	if g := r.generation(); g != 2 || r.settings().RequestTimeout.Duration != 14*time.Second {
 		t.Errorf("after a burst of 5 saves: generation %d, request_timeout %v; want 2 and the last save's 14s", g, r.settings().RequestTimeout.Duration)
 	}
@@ -200,7 +203,7 @@ func TestWatcherDebouncesABurstOfWrites(t *testing.T) {
 // TestCloseStopsTheWatcher: Close returns promptly with the watcher running
 // (it waits for every goroutine it owns), and a save after it does nothing.
 func TestCloseStopsTheWatcher(t *testing.T) {
-	r := startReloadable(t, backendTOML("a"))
+	r := startReloadable(t, backendTOML(t, "a"))
 	if err := r.WatchConfig(); err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +214,8 @@ func TestCloseStopsTheWatcher(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return with the watcher running")
 	}
-	writeFile(t, r.path, backendTOML("b"))
-	time.Sleep(2 * reloadDebounce)
+	writeFile(t, r.path, backendTOML(t, "b"))
+	testkit.Quiet(2 * reloadDebounce) // no reload may come after Close: it would within one debounce
 	if r.generation() != 1 {
 		t.Errorf("a reload after Close: generation %d", r.generation())
 	}
@@ -226,15 +229,15 @@ func TestCloseStopsTheWatcher(t *testing.T) {
 // answer is whole, and the last config is what is served.
 func TestReloadWhileServingIsRaceFree(t *testing.T) {
 	configs := []string{
-		backendTOML("a") + backendTOML("b"),
-		backendTOML("b") + backendTOML("a", `prefix = "x"`),
-		backendTOML("a", `exclude_tools = ["echo"]`) + backendTOML("c"),
-		backendTOML("c") + backendTOML("a"),
+		backendTOML(t, "a") + backendTOML(t, "b"),
+		backendTOML(t, "b") + backendTOML(t, "a", `prefix = "x"`),
+		backendTOML(t, "a", `exclude_tools = ["echo"]`) + backendTOML(t, "c"),
+		backendTOML(t, "c") + backendTOML(t, "a"),
 	}
 	r := startReloadable(t, configs[0])
 	cs := connect(t, r.Mux, nil)
 	toolNames(t, cs)
-	ctx, cancel := context.WithCancel(ctxT(t))
+	ctx, cancel := context.WithCancel(testkit.CtxT(t))
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Add(1)
@@ -262,7 +265,7 @@ func TestReloadWhileServingIsRaceFree(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	eventually(t, 10*time.Second, "the last config's backends ready", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the last config's backends ready", func() bool {
 		st := r.Status()
 		return len(st) == 2 && st[0].Name == "a" && st[1].Name == "b" && st[0].Ready() && st[1].Ready()
 	})

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // Multi-round-trip translation (rounds.go) beyond one round: several
@@ -62,7 +64,7 @@ func callInRounds(t *testing.T, cs *mcp.ClientSession, tool string, args map[str
 	var rounds [][]string
 	var states []string
 	for range 10 {
-		res, err := cs.CallTool(ctxT(t), p)
+		res, err := cs.CallTool(testkit.CtxT(t), p)
 		if err != nil {
 			t.Fatalf("%s: %v", tool, err)
 		}
@@ -79,9 +81,9 @@ func callInRounds(t *testing.T, cs *mcp.ClientSession, tool string, args map[str
 }
 
 func TestSeveralRoundsOfInputInOneCall(t *testing.T) {
-	auto := fixture("be", "-mrtr")
+	auto := fixture(t, "be", "-mrtr")
 	auto.Protocol = "auto"
-	m := startMux(t, fixture("old", "-mrtr"), auto)
+	m := startMux(t, fixture(t, "old", "-mrtr"), auto)
 
 	t.Run("handshake backend, current agent", func(t *testing.T) {
 		cs := connectWith(t, m, manualAgent(t, "a"), currentEraV)
@@ -138,18 +140,18 @@ func fmtRounds(r [][]string) string {
 // until max_request_time; then the backend's elicitation fails and its
 // call is cancelled.
 func TestARetryThatNeverComesEndsTheBackendsRequest(t *testing.T) {
-	cfg := testConfig(fixture("old", "-mrtr"))
+	cfg := testConfig(fixture(t, "old", "-mrtr"))
 	cfg.Mux.RequestTimeout.Duration = 300 * time.Millisecond
 	cfg.Mux.MaxRequestTime.Duration = time.Second
 	m := startMuxConfig(t, cfg)
 	cs := connectWith(t, m, manualAgent(t, "a"), currentEraV)
-	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "old__mrtr_elicit"})
+	res, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "old__mrtr_elicit"})
 	if err != nil || !res.NeedsInput() {
 		t.Fatalf("first call: %v, needs input %v", err, res != nil && res.NeedsInput())
 	}
 	// The request_timeout (300 ms) is paused while the agent is asked; the
 	// whole request is bounded by max_request_time (1 s).
-	eventually(t, 5*time.Second, "the backend's request to be cancelled", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the backend's request to be cancelled", func() bool {
 		var st struct {
 			CancelReasons []string `json:"cancel_reasons"`
 		}
@@ -158,7 +160,7 @@ func TestARetryThatNeverComesEndsTheBackendsRequest(t *testing.T) {
 		}
 		return len(st.CancelReasons) > 0
 	})
-	_, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "old__mrtr_elicit",
+	_, err = cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "old__mrtr_elicit",
 		InputResponses: mcp.InputResponseMap{"mcp-mux-1": &mcp.ElicitResult{Action: "accept"}}, RequestState: res.RequestState})
 	if err == nil || !strings.Contains(err.Error(), "timed out") {
 		t.Errorf("late retry: %v, want the backend's request timed out", err)
@@ -170,10 +172,10 @@ func TestARetryThatNeverComesEndsTheBackendsRequest(t *testing.T) {
 // order: each gets its own answer, and neither can use the other's
 // requestState.
 func TestInputRoundsOfTwoHTTPAgentsNeverCross(t *testing.T) {
-	m := startMux(t, fixture("old", "-mrtr"))
+	m := startMux(t, fixture(t, "old", "-mrtr"))
 	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute, MaxBody: 1 << 20})
 	connect := func(name string) *mcp.ClientSession {
-		cs, err := manualAgent(t, name).Connect(ctxT(t), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		cs, err := manualAgent(t, name).Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: url}, nil)
 		if err != nil {
 			t.Fatalf("%s: connect: %v", name, err)
 		}
@@ -185,7 +187,7 @@ func TestInputRoundsOfTwoHTTPAgentsNeverCross(t *testing.T) {
 	}
 	a, b := connect("agent-a"), connect("agent-b")
 	first := func(cs *mcp.ClientSession) *mcp.CallToolResult {
-		res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "old__mrtr_elicit"})
+		res, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "old__mrtr_elicit"})
 		if err != nil || !res.NeedsInput() {
 			t.Fatalf("first call: %v", err)
 		}
@@ -197,7 +199,7 @@ func TestInputRoundsOfTwoHTTPAgentsNeverCross(t *testing.T) {
 	}
 	retry := func(cs *mcp.ClientSession, r *mcp.CallToolResult, state, name string) (string, error) {
 		responses, _ := answers(name, r.InputRequests)
-		res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "old__mrtr_elicit", InputResponses: responses, RequestState: state})
+		res, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "old__mrtr_elicit", InputResponses: responses, RequestState: state})
 		if err != nil {
 			return "", err
 		}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // TestSoakKillsUnderLoad: several clients send requests while backends are
@@ -38,7 +40,7 @@ func TestSoakKillsUnderLoad(t *testing.T) {
 		soakDuration = d
 	}
 
-	cfg := testConfig(fixture("notes"), fixture("tasks"), fixture("plain", "-subscribe=false"), fixture("rogue"))
+	cfg := testConfig(fixture(t, "notes"), fixture(t, "tasks"), fixture(t, "plain", "-subscribe=false"), fixture(t, "rogue"))
 	cfg.Mux.RestartMax = 1 << 20 // keep restarting: this is about recovery, not giving up
 	cfg.Mux.RequestTimeout.Duration = 5 * time.Second
 	m := New(cfg, testLogger(t), "test")
@@ -60,7 +62,7 @@ func TestSoakKillsUnderLoad(t *testing.T) {
 		sessions[i] = cs
 		for _, b := range []string{"notes", "tasks", "plain"} {
 			uri := fmt.Sprintf("fixture://%s/res/%d", b, i%3+1)
-			if err := cs.Subscribe(ctxT(t), &mcp.SubscribeParams{URI: uri}); err != nil {
+			if err := cs.Subscribe(testkit.CtxT(t), &mcp.SubscribeParams{URI: uri}); err != nil {
 				t.Fatal(err)
 			}
 			held[b] = append(held[b], uri)
@@ -295,7 +297,7 @@ func (s *stalled) resume(t *testing.T) int {
 		break
 	}
 	s.in.Close() // stdin EOF ends the session
-	eventually(t, 5*time.Second, "the stalled session to end", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the stalled session to end", func() bool {
 		s.m.mu.Lock()
 		defer s.m.mu.Unlock()
 		return len(s.m.sessions) == 4

@@ -10,6 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // updates records the notifications/resources/updated a client received.
@@ -53,7 +55,7 @@ func (u *updates) count(uri string) int {
 // waitFor waits until uri was received n times in all.
 func (u *updates) waitFor(t testing.TB, uri string, n int) {
 	t.Helper()
-	eventually(t, 5*time.Second, "resources/updated for "+uri, func() bool { return u.count(uri) >= n })
+	testkit.Eventually(t, 5*time.Second, "resources/updated for "+uri, func() bool { return u.count(uri) >= n })
 }
 
 // quiet asserts nothing more arrives for a while: notifications are
@@ -61,7 +63,7 @@ func (u *updates) waitFor(t testing.TB, uri string, n int) {
 func (u *updates) quiet(t testing.TB, d time.Duration) {
 	t.Helper()
 	before := len(u.uris())
-	time.Sleep(d)
+	testkit.Quiet(d) // see above: absence is shown only by waiting
 	if after := u.uris(); len(after) != before {
 		t.Errorf("unexpected updates: %v", after[before:])
 	}
@@ -69,14 +71,14 @@ func (u *updates) quiet(t testing.TB, d time.Duration) {
 
 func subscribe(t testing.TB, cs *mcp.ClientSession, uri string) {
 	t.Helper()
-	if err := cs.Subscribe(ctxT(t), &mcp.SubscribeParams{URI: uri}); err != nil {
+	if err := cs.Subscribe(testkit.CtxT(t), &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatalf("subscribe %s: %v", uri, err)
 	}
 }
 
 func unsubscribe(t testing.TB, cs *mcp.ClientSession, uri string) {
 	t.Helper()
-	if err := cs.Unsubscribe(ctxT(t), &mcp.UnsubscribeParams{URI: uri}); err != nil {
+	if err := cs.Unsubscribe(testkit.CtxT(t), &mcp.UnsubscribeParams{URI: uri}); err != nil {
 		t.Fatalf("unsubscribe %s: %v", uri, err)
 	}
 }
@@ -84,7 +86,7 @@ func unsubscribe(t testing.TB, cs *mcp.ClientSession, uri string) {
 const res1 = "fixture://notes/res/1"
 
 func TestSubscribeForwardsOnceToSubscribingBackend(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	cs := connect(t, m, nil)
 	subscribe(t, cs, res1)
 	subscribe(t, cs, res1) // idempotent
@@ -97,7 +99,7 @@ func TestSubscribeForwardsOnceToSubscribingBackend(t *testing.T) {
 }
 
 func TestTwoSessionsShareOneBackendSubscription(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	u1, u2 := newUpdates(), newUpdates()
 	cs1 := connect(t, m, u1.opts())
 	cs2 := connect(t, m, u2.opts())
@@ -129,7 +131,7 @@ func TestTwoSessionsShareOneBackendSubscription(t *testing.T) {
 }
 
 func TestUpdateWithoutSubscriberReachesNoSession(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	u1, u2 := newUpdates(), newUpdates()
 	cs1 := connect(t, m, u1.opts())
 	connect(t, m, u2.opts())
@@ -145,7 +147,7 @@ func TestUpdateWithoutSubscriberReachesNoSession(t *testing.T) {
 }
 
 func TestSubResourceUpdateReachesParentSubscriber(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	u := newUpdates()
 	cs := connect(t, m, u.opts())
 	subscribe(t, cs, res1)
@@ -161,7 +163,7 @@ func TestSubResourceUpdateReachesParentSubscriber(t *testing.T) {
 }
 
 func TestUpdatePassesParamsAndMetaThrough(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	u := newUpdates()
 	cs := connect(t, m, u.opts())
 	subscribe(t, cs, res1)
@@ -176,9 +178,9 @@ func TestUpdatePassesParamsAndMetaThrough(t *testing.T) {
 }
 
 func TestSubscribeUnknownURIIsInvalidParams(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	cs := connect(t, m, nil)
-	err := cs.Subscribe(ctxT(t), &mcp.SubscribeParams{URI: "nowhere://x"})
+	err := cs.Subscribe(testkit.CtxT(t), &mcp.SubscribeParams{URI: "nowhere://x"})
 	je := rpcCode(t, err)
 	if je.Code != jsonrpc.CodeInvalidParams || !strings.Contains(je.Message, "nowhere://x") {
 		t.Errorf("got %d %q, want -32602 naming the URI", je.Code, je.Message)
@@ -189,7 +191,7 @@ func TestSubscribeUnknownURIIsInvalidParams(t *testing.T) {
 }
 
 func TestSubscribeTemplateURIRoutesToTemplateBackend(t *testing.T) {
-	m := startMux(t, fixture("notes"), fixture("tasks"))
+	m := startMux(t, fixture(t, "notes"), fixture(t, "tasks"))
 	cs := connect(t, m, nil)
 	uri := "fixture://tasks/items/7"
 	subscribe(t, cs, uri)
@@ -205,14 +207,14 @@ func TestSubscribeTemplateURIRoutesToTemplateBackend(t *testing.T) {
 }
 
 func TestSubscriptionLimit(t *testing.T) {
-	cfg := testConfig(fixture("notes", "-resources", "5"))
+	cfg := testConfig(fixture(t, "notes", "-resources", "5"))
 	cfg.Mux.MaxSubscriptions = 3
 	m := startMuxConfig(t, cfg)
 	cs := connect(t, m, nil)
 	for i := 1; i <= 3; i++ {
 		subscribe(t, cs, "fixture://notes/res/"+string(rune('0'+i)))
 	}
-	err := cs.Subscribe(ctxT(t), &mcp.SubscribeParams{URI: "fixture://notes/res/4"})
+	err := cs.Subscribe(testkit.CtxT(t), &mcp.SubscribeParams{URI: "fixture://notes/res/4"})
 	je := rpcCode(t, err)
 	if je.Code != CodeLimitExceeded || !strings.Contains(je.Message, "3") {
 		t.Errorf("4th subscribe: %d %q, want -32029 stating the limit 3", je.Code, je.Message)
@@ -227,7 +229,7 @@ func TestSubscriptionLimit(t *testing.T) {
 }
 
 func TestLocalOnlySubscriptionForBackendWithoutSubscribe(t *testing.T) {
-	m := startMux(t, fixture("plain", "-subscribe=false"))
+	m := startMux(t, fixture(t, "plain", "-subscribe=false"))
 	u := newUpdates()
 	cs := connect(t, m, u.opts())
 	uri := "fixture://plain/res/1"
@@ -249,7 +251,7 @@ func TestLocalOnlySubscriptionForBackendWithoutSubscribe(t *testing.T) {
 }
 
 func TestPollingLocalOnlySubscription(t *testing.T) {
-	spec := fixture("plain", "-subscribe=false")
+	spec := fixture(t, "plain", "-subscribe=false")
 	spec.PollInterval.Duration = 200 * time.Millisecond
 	m := startMux(t, spec)
 	u := newUpdates()
@@ -277,7 +279,7 @@ func TestPollingLocalOnlySubscription(t *testing.T) {
 }
 
 func TestUnsubscribeNotHeldSucceeds(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	cs := connect(t, m, nil)
 	unsubscribe(t, cs, "fixture://notes/res/3")
 	unsubscribe(t, cs, "nowhere://at/all")
@@ -287,16 +289,16 @@ func TestUnsubscribeNotHeldSucceeds(t *testing.T) {
 }
 
 func TestSessionEndUnsubscribesAtBackend(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	keeper := connect(t, m, nil)
 	leaver := connect(t, m, nil)
 	subscribe(t, leaver, res1)
 	subscribe(t, leaver, "fixture://notes/res/2")
 	subscribe(t, keeper, "fixture://notes/res/2")
 	leaver.Close()
-	eventually(t, 5*time.Second, "the session's subscriptions to go", func() bool { return m.subs.Len() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the session's subscriptions to go", func() bool { return m.subs.Len() == 1 })
 	// The records go first, the unsubscribe to the backend follows.
-	eventually(t, 5*time.Second, "res/1 (held by the leaver only) to be unsubscribed", func() bool {
+	testkit.Eventually(t, 5*time.Second, "res/1 (held by the leaver only) to be unsubscribed", func() bool {
 		return fixtureStats(t, keeper, "notes__stats").Unsubscribe[res1] == 1
 	})
 	st := fixtureStats(t, keeper, "notes__stats")
@@ -306,13 +308,13 @@ func TestSessionEndUnsubscribesAtBackend(t *testing.T) {
 }
 
 func TestSubscriptionsResourceReflectsAndNotifies(t *testing.T) {
-	m := startMux(t, fixture("notes"), fixture("plain", "-subscribe=false"))
+	m := startMux(t, fixture(t, "notes"), fixture(t, "plain", "-subscribe=false"))
 	u := newUpdates()
 	cs := connect(t, m, u.opts())
 	subscribe(t, cs, uriSubscriptions)
 
 	read := func() []map[string]any {
-		res, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: uriSubscriptions})
+		res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: uriSubscriptions})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,10 +352,10 @@ func TestSubscriptionsResourceReflectsAndNotifies(t *testing.T) {
 }
 
 func TestBackendsResourceShowsState(t *testing.T) {
-	m := startMux(t, fixture("notes"), fixture("broken", "-fail-start"))
+	m := startMux(t, fixture(t, "notes"), fixture(t, "broken", "-fail-start"))
 	cs := connect(t, m, nil)
 	toolNames(t, cs) // waits for the starts: mcp-mux://backends itself shows "starting" until then
-	res, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: uriBackends})
+	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: uriBackends})
 	if err != nil {
 		t.Fatal(err)
 	}

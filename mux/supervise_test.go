@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // waitReady waits until backend i is ready with a process other than
@@ -22,7 +24,7 @@ import (
 func waitReady(t *testing.T, m *Mux, i, notPID int) int {
 	t.Helper()
 	var pid int
-	eventually(t, 10*time.Second, "backend to be ready again", func() bool {
+	testkit.Eventually(t, 10*time.Second, "backend to be ready again", func() bool {
 		st := m.Status()[i]
 		pid = st.PID
 		if st.State != stateReady || st.PID <= 0 || st.PID == notPID || m.agent.stale(m.members()[i]) {
@@ -40,7 +42,7 @@ func waitReady(t *testing.T, m *Mux, i, notPID int) int {
 }
 
 func TestKilledBackendRestartsAndRestoresSubscriptions(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	u := newUpdates()
 	var listChanged atomic.Int32
 	opts := u.opts()
@@ -62,7 +64,7 @@ func TestKilledBackendRestartsAndRestoresSubscriptions(t *testing.T) {
 	u.waitFor(t, res1, 1)
 	u.waitFor(t, "fixture://notes/items/9", 1)
 	// ...and the catalog came and went with it.
-	eventually(t, 5*time.Second, "tools/list_changed", func() bool { return listChanged.Load() >= 1 })
+	testkit.Eventually(t, 5*time.Second, "tools/list_changed", func() bool { return listChanged.Load() >= 1 })
 	if s := m.Status()[0]; s.Restarts != 1 || !strings.Contains(s.LastError, "killed by signal killed") {
 		t.Errorf("status after restart: %+v", s)
 	}
@@ -72,12 +74,12 @@ func TestKilledBackendRestartsAndRestoresSubscriptions(t *testing.T) {
 }
 
 func TestInFlightRequestFailsPromptlyWhenBackendDies(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	cs := connect(t, m, nil)
 	pid := waitReady(t, m, 0, 0)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__sleep", Arguments: map[string]any{"ms": 30000}})
+		_, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__sleep", Arguments: map[string]any{"ms": 30000}})
 		errc <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
@@ -96,15 +98,15 @@ func TestInFlightRequestFailsPromptlyWhenBackendDies(t *testing.T) {
 }
 
 func TestRequestToDownBackendFailsAtOnceNamingIt(t *testing.T) {
-	spec := fixture("notes")
+	spec := fixture(t, "notes")
 	spec.Restart = config.RestartNever
-	m := startMux(t, spec, fixture("other"))
+	m := startMux(t, spec, fixture(t, "other"))
 	cs := connect(t, m, nil)
 	killProcess(waitReady(t, m, 0, 0))
-	eventually(t, 5*time.Second, "notes to be failed", func() bool { return m.Status()[0].State == stateFailed })
+	testkit.Eventually(t, 5*time.Second, "notes to be failed", func() bool { return m.Status()[0].State == stateFailed })
 
 	begin := time.Now()
-	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__echo"})
+	_, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__echo"})
 	je := rpcCode(t, err)
 	if !strings.Contains(je.Message, `"notes" is failed`) {
 		t.Errorf("error %q does not name the backend and its state", je.Message)
@@ -112,7 +114,7 @@ func TestRequestToDownBackendFailsAtOnceNamingIt(t *testing.T) {
 	if d := time.Since(begin); d > time.Second {
 		t.Errorf("took %v", d)
 	}
-	_, err = cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: res1})
+	_, err = cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: res1})
 	if je := rpcCode(t, err); !strings.Contains(je.Message, `"notes" is failed`) {
 		t.Errorf("read: %q", je.Message)
 	}
@@ -122,26 +124,26 @@ func TestRequestToDownBackendFailsAtOnceNamingIt(t *testing.T) {
 }
 
 func TestCrashLoopEndsFailed(t *testing.T) {
-	cfg := testConfig(fixture("notes"))
+	cfg := testConfig(fixture(t, "notes"))
 	cfg.Mux.RestartMax = 3
 	m := startMuxConfig(t, cfg)
 	cs := connect(t, m, nil)
 	pid := 0
 	for i := 0; i < 2; i++ {
 		pid = waitReady(t, m, 0, pid)
-		cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__crash", Arguments: map[string]any{"code": 3}})
+		cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__crash", Arguments: map[string]any{"code": 3}})
 	}
 	waitReady(t, m, 0, pid)
-	cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__crash", Arguments: map[string]any{"code": 3}})
-	eventually(t, 5*time.Second, "failed after 3 crashes", func() bool { return m.Status()[0].State == stateFailed })
-	time.Sleep(200 * time.Millisecond)
+	cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__crash", Arguments: map[string]any{"code": 3}})
+	testkit.Eventually(t, 5*time.Second, "failed after 3 crashes", func() bool { return m.Status()[0].State == stateFailed })
+	testkit.Quiet(200 * time.Millisecond) // no restart may follow the failure (backoff is 10 ms here)
 	if s := m.Status()[0]; s.State != stateFailed || s.Restarts != 2 || !strings.Contains(s.LastError, "exit status 3") {
 		t.Errorf("status = %+v, want failed after 2 restarts with the exit status", s)
 	}
 }
 
 func TestGarbageOnBackendStdoutDoesNotBreakIt(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	cs := connect(t, m, nil)
 	callText(t, cs, "notes__noise", map[string]any{"text": "DEBUG: not json {"})
 	if got := callText(t, cs, "notes__echo", map[string]any{"ok": true}); got != `{"ok":true}` {
@@ -153,12 +155,12 @@ func TestGarbageOnBackendStdoutDoesNotBreakIt(t *testing.T) {
 }
 
 func TestTimedOutRequestIsCancelledAtBackend(t *testing.T) {
-	spec := fixture("notes")
+	spec := fixture(t, "notes")
 	spec.RequestTimeout.Duration = 300 * time.Millisecond
 	m := startMux(t, spec)
 	cs := connect(t, m, nil)
 	begin := time.Now()
-	_, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__sleep", Arguments: map[string]any{"ms": 5000}})
+	_, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__sleep", Arguments: map[string]any{"ms": 5000}})
 	je := rpcCode(t, err)
 	if !strings.Contains(je.Message, `backend "notes" timed out after 300ms`) {
 		t.Errorf("error = %q", je.Message)
@@ -166,24 +168,24 @@ func TestTimedOutRequestIsCancelledAtBackend(t *testing.T) {
 	if d := time.Since(begin); d > 2*time.Second {
 		t.Errorf("timed out after %v, want about 300ms", d)
 	}
-	eventually(t, 3*time.Second, "the backend to see notifications/cancelled", func() bool {
+	testkit.Eventually(t, 3*time.Second, "the backend to see notifications/cancelled", func() bool {
 		return fixtureStats(t, cs, "notes__stats").Cancelled == 1
 	})
 	// It answered ping: slow, not hung, so it was not restarted.
-	time.Sleep(pingTimeout / 2)
+	testkit.Quiet(pingTimeout / 2) // no restart may come for a backend that answers ping
 	if s := m.Status()[0]; s.Restarts != 0 {
 		t.Errorf("a slow backend was restarted: %+v", s)
 	}
 }
 
 func TestHungBackendIsRestarted(t *testing.T) {
-	spec := fixture("notes")
+	spec := fixture(t, "notes")
 	spec.RequestTimeout.Duration = 300 * time.Millisecond
 	m := startMux(t, spec)
 	cs := connect(t, m, nil)
 	pid := waitReady(t, m, 0, 0)
 	freezeProcess(t, pid) // answers nothing any more, not even ping
-	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__echo"})
+	res, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__echo"})
 	if err == nil {
 		// Seen once in CI under load (1 run of 3): say what answered.
 		state, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -200,7 +202,7 @@ func TestHungBackendIsRestarted(t *testing.T) {
 }
 
 func TestProgressExtendsDeadlineUpToMaxRequestTime(t *testing.T) {
-	spec := fixture("notes")
+	spec := fixture(t, "notes")
 	spec.RequestTimeout.Duration = 300 * time.Millisecond
 	cfg := testConfig(spec)
 	cfg.Mux.MaxRequestTime.Duration = 2 * time.Second
@@ -210,7 +212,7 @@ func TestProgressExtendsDeadlineUpToMaxRequestTime(t *testing.T) {
 	call := func(steps int) error {
 		p := &mcp.CallToolParams{Name: "notes__progress", Arguments: map[string]any{"steps": steps, "delay_ms": 150}}
 		p.SetProgressToken("t1")
-		_, err := cs.CallTool(ctxT(t), p)
+		_, err := cs.CallTool(testkit.CtxT(t), p)
 		return err
 	}
 	// 8 × 150 ms = 1.2 s, four times the timeout, kept alive by progress.
@@ -224,7 +226,7 @@ func TestProgressExtendsDeadlineUpToMaxRequestTime(t *testing.T) {
 }
 
 func TestLargeMessageWithinLimitPassesThrough(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	cs := connect(t, m, nil)
 	const size = 4 << 20
 	if got := callText(t, cs, "notes__big", map[string]any{"bytes": size}); len(got) != size {

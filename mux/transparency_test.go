@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // Tests that mcp-mux is invisible to the agent except by what it adds:
@@ -40,7 +42,7 @@ func (l *progressLog) all() []string {
 // token on one backend at once must each get exactly their own progress,
 // under their own token.
 func TestSameProgressTokenInTwoSessionsDoesNotCross(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	var logs [2]progressLog
 	var sessions [2]*mcp.ClientSession
 	for i := range sessions {
@@ -53,7 +55,7 @@ func TestSameProgressTokenInTwoSessionsDoesNotCross(t *testing.T) {
 			defer wg.Done()
 			params := &mcp.CallToolParams{Name: "notes__progress", Arguments: map[string]any{"steps": 3 + 2*i, "delay_ms": 20}}
 			params.SetProgressToken("same")
-			if _, err := cs.CallTool(ctxT(t), params); err != nil {
+			if _, err := cs.CallTool(testkit.CtxT(t), params); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -61,8 +63,8 @@ func TestSameProgressTokenInTwoSessionsDoesNotCross(t *testing.T) {
 	wg.Wait()
 	for i := range logs {
 		steps := 3 + 2*i
-		eventually(t, 2*time.Second, fmt.Sprintf("session %d's %d progress notifications", i, steps), func() bool { return len(logs[i].all()) >= steps })
-		time.Sleep(100 * time.Millisecond) // nothing more may come
+		testkit.Eventually(t, 2*time.Second, fmt.Sprintf("session %d's %d progress notifications", i, steps), func() bool { return len(logs[i].all()) >= steps })
+		testkit.Quiet(100 * time.Millisecond) // no more notifications may come: the fixture sent them all at once
 		got := logs[i].all()
 		if len(got) != steps {
 			t.Errorf("session %d got %d progress notifications, want %d: %v", i, len(got), steps, got)
@@ -78,17 +80,17 @@ func TestSameProgressTokenInTwoSessionsDoesNotCross(t *testing.T) {
 // A request mux cancels because its request_timeout passed is cancelled at
 // the backend with that reason, not "context canceled".
 func TestTimedOutRequestIsCancelledAtBackendWithTheReason(t *testing.T) {
-	cfg := testConfig(fixture("notes"))
+	cfg := testConfig(fixture(t, "notes"))
 	cfg.Mux.RequestTimeout.Duration = 300 * time.Millisecond
 	m := startMuxConfig(t, cfg)
 	cs := connect(t, m, nil)
-	if _, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__sleep", Arguments: map[string]any{"ms": 3000}}); err == nil {
+	if _, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__sleep", Arguments: map[string]any{"ms": 3000}}); err == nil {
 		t.Fatal("a call past request_timeout succeeded")
 	}
 	var st struct {
 		CancelReasons []string `json:"cancel_reasons"`
 	}
-	eventually(t, 3*time.Second, "the backend to be told", func() bool {
+	testkit.Eventually(t, 3*time.Second, "the backend to be told", func() bool {
 		json.Unmarshal([]byte(callText(t, cs, "notes__stats", nil)), &st)
 		return len(st.CancelReasons) > 0
 	})
@@ -121,14 +123,14 @@ func (l *logLog) all() []string {
 // named after the backend; logging/setLevel reaches the backend (the most
 // verbose any session asked for), also after it restarts.
 func TestBackendLogMessagesFollowEachSessionsLevel(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	var logs [3]logLog
 	var cs [3]*mcp.ClientSession
 	for i := range cs {
 		cs[i] = connect(t, m, logs[i].opts())
 	}
 	for i, level := range []mcp.LoggingLevel{"info", "error"} { // the third sets none
-		if err := cs[i].SetLoggingLevel(ctxT(t), &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+		if err := cs[i].SetLoggingLevel(testkit.CtxT(t), &mcp.SetLoggingLevelParams{Level: level}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,15 +141,15 @@ func TestBackendLogMessagesFollowEachSessionsLevel(t *testing.T) {
 	stats := func() {
 		json.Unmarshal([]byte(callText(t, cs[2], "notes__stats", nil)), &st)
 	}
-	eventually(t, 2*time.Second, "the backend to get the level", func() bool { stats(); return st.LogLevel == "info" })
+	testkit.Eventually(t, 2*time.Second, "the backend to get the level", func() bool { stats(); return st.LogLevel == "info" })
 
 	callText(t, cs[2], "notes__log", map[string]any{"level": "warning", "logger": "db", "data": "disk slow"})
 	callText(t, cs[2], "notes__log", map[string]any{"level": "error", "data": "disk full"})
 	callText(t, cs[2], "notes__log", map[string]any{"level": "debug", "data": "noise"})
-	eventually(t, 2*time.Second, "the error to reach both sessions", func() bool {
+	testkit.Eventually(t, 2*time.Second, "the error to reach both sessions", func() bool {
 		return len(logs[0].all()) == 2 && len(logs[1].all()) == 1
 	})
-	time.Sleep(100 * time.Millisecond)
+	testkit.Quiet(100 * time.Millisecond) // no third log line may come: the fixture sent both at once
 	if got, want := logs[0].all(), []string{"warning notes/db disk slow", "error notes disk full"}; !slices.Equal(got, want) {
 		t.Errorf("the info session got %q, want %q", got, want)
 	}
@@ -160,9 +162,9 @@ func TestBackendLogMessagesFollowEachSessionsLevel(t *testing.T) {
 
 	// A restarted backend is told the level again.
 	old := st.PID
-	cs[2].CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__crash", Arguments: map[string]any{"code": 1}})
-	eventually(t, 5*time.Second, "the backend to come back told the level", func() bool {
-		_, err := cs[2].CallTool(ctxT(t), &mcp.CallToolParams{Name: "notes__stats"})
+	cs[2].CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__crash", Arguments: map[string]any{"code": 1}})
+	testkit.Eventually(t, 5*time.Second, "the backend to come back told the level", func() bool {
+		_, err := cs[2].CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__stats"})
 		if err != nil {
 			return false
 		}
@@ -176,11 +178,11 @@ func TestBackendLogMessagesFollowEachSessionsLevel(t *testing.T) {
 // resources come after every backend's.
 func TestListsCarryCacheHintsAndMuxResourcesComeLast(t *testing.T) {
 	m := startMux(t,
-		fixture("a", "-cache-ttl-ms", "5000", "-resources", "5", "-page-size", "2"),
-		fixture("b", "-cache-ttl-ms", "2000", "-cache-scope", "private"),
+		fixture(t, "a", "-cache-ttl-ms", "5000", "-resources", "5", "-page-size", "2"),
+		fixture(t, "b", "-cache-ttl-ms", "2000", "-cache-scope", "private"),
 	)
 	cs := connect(t, m, nil)
-	ctx := ctxT(t)
+	ctx := testkit.CtxT(t)
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -226,9 +228,9 @@ func TestListsCarryCacheHintsAndMuxResourcesComeLast(t *testing.T) {
 // them. serverInfo has mux's name, version and a title.
 func TestInitializeCarriesTheBackendsInstructions(t *testing.T) {
 	m := startMux(t,
-		fixture("notes", "-instructions", "Use notes for notes."),
-		fixture("plain"),
-		fixture("tasks", "-instructions", "Tasks are due on Fridays."),
+		fixture(t, "notes", "-instructions", "Use notes for notes."),
+		fixture(t, "plain"),
+		fixture(t, "tasks", "-instructions", "Tasks are due on Fridays."),
 	)
 	cs := connect(t, m, nil)
 	r := cs.InitializeResult()
@@ -248,7 +250,7 @@ func TestInitializeCarriesTheBackendsInstructions(t *testing.T) {
 		t.Errorf("serverInfo = %+v, want mcp-mux's name, version and a title", si)
 	}
 
-	cfg := testConfig(fixture("notes", "-instructions", "Use notes for notes."))
+	cfg := testConfig(fixture(t, "notes", "-instructions", "Use notes for notes."))
 	cfg.Mux.Instructions = "Only what the user wrote."
 	if got := connect(t, startMuxConfig(t, cfg), nil).InitializeResult().Instructions; got != "Only what the user wrote." {
 		t.Errorf("with [mux] instructions: %q", got)
@@ -258,7 +260,7 @@ func TestInitializeCarriesTheBackendsInstructions(t *testing.T) {
 // initialize answers at once when mux knows every backend's instructions
 // from its last run: the agent does not wait for backends to start.
 func TestInitializeAnswersAtOnceWithTheInstructionsOfTheLastRun(t *testing.T) {
-	spec := fixture("slowpoke", "-instructions", "Slow but sure.", "-start-delay", "1500ms")
+	spec := fixture(t, "slowpoke", "-instructions", "Slow but sure.", "-start-delay", "1500ms")
 	first := startMux(t, spec)
 	if got := connect(t, first, nil).InitializeResult().Instructions; !strings.Contains(got, "Slow but sure.") {
 		t.Fatalf("first run: instructions lack the backend's:\n%s", got)
@@ -281,7 +283,7 @@ func TestInitializeAnswersAtOnceWithTheInstructionsOfTheLastRun(t *testing.T) {
 // probes server/discover: a backend of the current era is then spoken to
 // in it, and serves through mux as any other (lists, calls, subscriptions).
 func TestBackendProtocolAutoSpeaksTheCurrentEra(t *testing.T) {
-	pinned, auto := fixture("pinned"), fixture("modern")
+	pinned, auto := fixture(t, "pinned"), fixture(t, "modern")
 	auto.Protocol = "auto"
 	m := startMux(t, pinned, auto)
 	u := newUpdates()
@@ -303,7 +305,7 @@ func TestBackendProtocolAutoSpeaksTheCurrentEra(t *testing.T) {
 // A read whose backend sent no cache hints gets valid defaults, not the
 // invalid scope "" (which the TypeScript SDK v2 client rejects).
 func TestReadResultHasValidCacheHints(t *testing.T) {
-	m := startMux(t, fixture("notes", "-cache-scope", "none"))
+	m := startMux(t, fixture(t, "notes", "-cache-scope", "none"))
 	cs := connect(t, m, nil)
 	// The first read comes before any list, and so takes the go-sdk's
 	// path; once a list went out, reads are passed through as bytes.
@@ -311,7 +313,7 @@ func TestReadResultHasValidCacheHints(t *testing.T) {
 		if i == 1 {
 			toolNames(t, cs)
 		}
-		res, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: uri})
+		res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: uri})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -134,30 +135,32 @@ func TestForwardCalledOnceForTwoSessionsOnSameKey(t *testing.T) {
 }
 
 func TestConcurrentSubscribesToSameKeyForwardOnce(t *testing.T) {
-	r := New(0)
-	var calls atomic.Int64
-	release := make(chan struct{})
-	forward := func() error {
-		calls.Add(1)
-		<-release // keep the forward in flight while the others arrive
-		return nil
-	}
-	const n = 20
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			mustSubscribe(t, r, fmt.Sprint("s", i), "b", "x://k", Forwarded, forward)
-		})
-	}
-	time.Sleep(20 * time.Millisecond)
-	close(release)
-	wg.Wait()
-	if got := calls.Load(); got != 1 {
-		t.Fatalf("forward called %d times, want 1", got)
-	}
-	if got := r.Count("b", "x://k"); got != n {
-		t.Fatalf("Count = %d, want %d", got, n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := New(0)
+		var calls atomic.Int64
+		release := make(chan struct{})
+		forward := func() error {
+			calls.Add(1)
+			<-release // keep the forward in flight while the others arrive
+			return nil
+		}
+		const n = 20
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				mustSubscribe(t, r, fmt.Sprint("s", i), "b", "x://k", Forwarded, forward)
+			})
+		}
+		synctest.Wait() // every Subscribe has arrived: in the forward, or waiting for it
+		close(release)
+		wg.Wait()
+		if got := calls.Load(); got != 1 {
+			t.Fatalf("forward called %d times, want 1", got)
+		}
+		if got := r.Count("b", "x://k"); got != n {
+			t.Fatalf("Count = %d, want %d", got, n)
+		}
+	})
 }
 
 func TestForwardErrorRecordsNothingAndIsReturned(t *testing.T) {
@@ -180,41 +183,43 @@ func TestForwardErrorRecordsNothingAndIsReturned(t *testing.T) {
 }
 
 func TestForwardFailureLetsWaiterRetry(t *testing.T) {
-	r := New(0)
-	started := make(chan struct{})
-	release := make(chan struct{})
-	boom := errors.New("boom")
-	errc := make(chan error, 1)
-	go func() {
-		_, err := r.Subscribe("s1", "b", "x://k", Forwarded, func() error {
-			close(started)
-			<-release
-			return boom
-		})
-		errc <- err
-	}()
-	<-started
-	var second atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		mustSubscribe(t, r, "s2", "b", "x://k", Forwarded, func() error { second.Add(1); return nil })
-	}()
-	time.Sleep(10 * time.Millisecond)
-	if second.Load() != 0 {
-		t.Fatal("second forward ran while the first was in flight")
-	}
-	close(release)
-	if err := <-errc; err != boom {
-		t.Fatalf("first Subscribe err = %v", err)
-	}
-	<-done
-	if second.Load() != 1 {
-		t.Fatalf("waiter forwarded %d times after failure, want 1", second.Load())
-	}
-	if got := r.Subscribers("b", "x://k"); !slices.Equal(got, []string{"s2"}) {
-		t.Fatalf("Subscribers = %v", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := New(0)
+		started := make(chan struct{})
+		release := make(chan struct{})
+		boom := errors.New("boom")
+		errc := make(chan error, 1)
+		go func() {
+			_, err := r.Subscribe("s1", "b", "x://k", Forwarded, func() error {
+				close(started)
+				<-release
+				return boom
+			})
+			errc <- err
+		}()
+		<-started
+		var second atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			mustSubscribe(t, r, "s2", "b", "x://k", Forwarded, func() error { second.Add(1); return nil })
+		}()
+		synctest.Wait() // the second Subscribe is blocked, waiting for the first
+		if second.Load() != 0 {
+			t.Fatal("second forward ran while the first was in flight")
+		}
+		close(release)
+		if err := <-errc; err != boom {
+			t.Fatalf("first Subscribe err = %v", err)
+		}
+		<-done
+		if second.Load() != 1 {
+			t.Fatalf("waiter forwarded %d times after failure, want 1", second.Load())
+		}
+		if got := r.Subscribers("b", "x://k"); !slices.Equal(got, []string{"s2"}) {
+			t.Fatalf("Subscribers = %v", got)
+		}
+	})
 }
 
 func TestUnsubscribeByOneOfTwoHoldersDoesNotUnforward(t *testing.T) {
@@ -468,39 +473,41 @@ func TestEndSessionUnforwardsOnlyZeroCountKeysAndKeepsOtherSessions(t *testing.T
 }
 
 func TestResubscribeDuringUnforwardForwardsAgain(t *testing.T) {
-	r := New(0)
-	mustSubscribe(t, r, "s1", "b", "x://k", Forwarded, nil)
-	inUnforward := make(chan struct{})
-	release := make(chan struct{})
-	var forwards atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.Unsubscribe("s1", "x://k", func(string) error {
-			close(inUnforward)
-			<-release
-			return nil
-		})
-	}()
-	<-inUnforward
-	subDone := make(chan struct{})
-	go func() {
-		defer close(subDone)
-		mustSubscribe(t, r, "s2", "b", "x://k", Forwarded, func() error { forwards.Add(1); return nil })
-	}()
-	time.Sleep(10 * time.Millisecond)
-	if forwards.Load() != 0 {
-		t.Fatal("forward ran concurrently with unforward")
-	}
-	close(release)
-	<-done
-	<-subDone
-	if forwards.Load() != 1 {
-		t.Fatalf("re-subscribe forwarded %d times, want 1", forwards.Load())
-	}
-	if got := r.ForwardedURIs("b"); !slices.Equal(got, []string{"x://k"}) {
-		t.Fatalf("ForwardedURIs = %v", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := New(0)
+		mustSubscribe(t, r, "s1", "b", "x://k", Forwarded, nil)
+		inUnforward := make(chan struct{})
+		release := make(chan struct{})
+		var forwards atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.Unsubscribe("s1", "x://k", func(string) error {
+				close(inUnforward)
+				<-release
+				return nil
+			})
+		}()
+		<-inUnforward
+		subDone := make(chan struct{})
+		go func() {
+			defer close(subDone)
+			mustSubscribe(t, r, "s2", "b", "x://k", Forwarded, func() error { forwards.Add(1); return nil })
+		}()
+		synctest.Wait() // the re-subscribe is blocked, waiting for the unforward
+		if forwards.Load() != 0 {
+			t.Fatal("forward ran concurrently with unforward")
+		}
+		close(release)
+		<-done
+		<-subDone
+		if forwards.Load() != 1 {
+			t.Fatalf("re-subscribe forwarded %d times, want 1", forwards.Load())
+		}
+		if got := r.ForwardedURIs("b"); !slices.Equal(got, []string{"x://k"}) {
+			t.Fatalf("ForwardedURIs = %v", got)
+		}
+	})
 }
 
 func TestQueriesAreSorted(t *testing.T) {
@@ -717,67 +724,71 @@ func TestMapsEmptyAfterEverythingRemoved(t *testing.T) {
 }
 
 func TestUnsubscribeWaitsForPendingSubscribe(t *testing.T) {
-	r := New(0)
-	started := make(chan struct{})
-	release := make(chan struct{})
-	go func() {
-		mustSubscribe(t, r, "s", "b", "x://k", Forwarded, func() error {
-			close(started)
-			<-release
-			return nil
-		})
-	}()
-	<-started
-	var removed bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		removed, _ = r.Unsubscribe("s", "x://k", nil)
-	}()
-	time.Sleep(10 * time.Millisecond)
-	close(release)
-	<-done
-	if !removed {
-		t.Fatal("Unsubscribe during a pending Subscribe did not remove it")
-	}
-	assertEmpty(t, r)
+	synctest.Test(t, func(t *testing.T) {
+		r := New(0)
+		started := make(chan struct{})
+		release := make(chan struct{})
+		go func() {
+			mustSubscribe(t, r, "s", "b", "x://k", Forwarded, func() error {
+				close(started)
+				<-release
+				return nil
+			})
+		}()
+		<-started
+		var removed bool
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			removed, _ = r.Unsubscribe("s", "x://k", nil)
+		}()
+		synctest.Wait() // the Unsubscribe is blocked, waiting for the Subscribe
+		close(release)
+		<-done
+		if !removed {
+			t.Fatal("Unsubscribe during a pending Subscribe did not remove it")
+		}
+		assertEmpty(t, r)
+	})
 }
 
 func TestPendingSubscribesCountAgainstLimit(t *testing.T) {
-	r := New(1)
-	started := make(chan struct{})
-	release := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		mustSubscribe(t, r, "s", "b", "x://1", Forwarded, func() error {
-			close(started)
-			<-release
-			return nil
-		})
-	}()
-	<-started
-	if _, err := r.Subscribe("s", "b", "x://2", LocalOnly, nil); !errors.Is(err, ErrLimit) {
-		t.Fatalf("err = %v, want ErrLimit while another subscribe is pending", err)
-	}
-	// A duplicate of the pending URI waits and then reports "already held".
-	dup := make(chan error, 1)
-	go func() {
-		added, err := r.Subscribe("s", "b", "x://1", Forwarded, nil)
-		if added {
-			err = errors.New("duplicate added")
+	synctest.Test(t, func(t *testing.T) {
+		r := New(1)
+		started := make(chan struct{})
+		release := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			mustSubscribe(t, r, "s", "b", "x://1", Forwarded, func() error {
+				close(started)
+				<-release
+				return nil
+			})
+		}()
+		<-started
+		if _, err := r.Subscribe("s", "b", "x://2", LocalOnly, nil); !errors.Is(err, ErrLimit) {
+			t.Fatalf("err = %v, want ErrLimit while another subscribe is pending", err)
 		}
-		dup <- err
-	}()
-	time.Sleep(10 * time.Millisecond)
-	close(release)
-	<-done
-	if err := <-dup; err != nil {
-		t.Fatal(err)
-	}
-	if r.Len() != 1 {
-		t.Fatalf("Len = %d", r.Len())
-	}
+		// A duplicate of the pending URI waits and then reports "already held".
+		dup := make(chan error, 1)
+		go func() {
+			added, err := r.Subscribe("s", "b", "x://1", Forwarded, nil)
+			if added {
+				err = errors.New("duplicate added")
+			}
+			dup <- err
+		}()
+		synctest.Wait() // the duplicate is blocked, waiting for the pending one
+		close(release)
+		<-done
+		if err := <-dup; err != nil {
+			t.Fatal(err)
+		}
+		if r.Len() != 1 {
+			t.Fatalf("Len = %d", r.Len())
+		}
+	})
 }
 
 // A URI of a subscribed prefix followed by a million '/' cost 58 s under the

@@ -43,7 +43,7 @@ func sample(t *testing.T, rel, fixture, project string) string {
 }
 
 // sampleAddrs stand for the remote servers of the samples: the end-to-end
-// test (import_e2e_test.go) puts the addresses of real ones there.
+// test (mux/e2e/import_e2e_test.go) puts the addresses of real ones there.
 var sampleAddrs = map[string]string{
 	"@SSE_ADDR@": "sse.test", "@HTTP_ADDR@": "http.test:8080", "@SEARCH_ADDR@": "search.test", "@DOCS_ADDR@": "docs.test",
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // End-to-end tests of what changes while the agent's session goes on: a
@@ -116,7 +118,7 @@ func hasPrefixed(names []string, prefix string) bool {
 // default); the list has the fast backend's tools, and list_changed comes
 // when the slow one is ready, with its tools in the next list.
 func TestFirstListDoesNotWaitForASlowBackend(t *testing.T) {
-	cfg := writeConfig(t, "",
+	cfg := testkit.WriteConfig(t, "",
 		[]string{"slow", "-name", "slow", "-start-delay", "8s"},
 		[]string{"fast", "-name", "fast"},
 	)
@@ -133,7 +135,7 @@ func TestFirstListDoesNotWaitForASlowBackend(t *testing.T) {
 	}
 	// The line is logged before the list is answered, but comes on
 	// another pipe: it may reach us after the answer.
-	eventually(t, "the log to say which backend was late", 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, "the log to say which backend was late", func() bool {
 		log := a.stderr.String()
 		return strings.Contains(log, "late") && strings.Contains(log, "slow")
 	})
@@ -153,7 +155,8 @@ func TestFirstListDoesNotWaitForASlowBackend(t *testing.T) {
 // configText is a config whose backends run the fixture with args (the
 // first element is the name); extra goes in [mux], lines after a "|" in a
 // backend's args go in its [[backend]] table.
-func configText(extra string, backends ...[]string) string {
+func configText(t testing.TB, extra string, backends ...[]string) string {
+	t.Helper()
 	var sb strings.Builder
 	sb.WriteString("[mux]\nshutdown_grace = \"1s\"\n" + extra + "\n")
 	for _, args := range backends {
@@ -165,7 +168,7 @@ func configText(extra string, backends ...[]string) string {
 			}
 			q = append(q, strconv.Quote(a))
 		}
-		fmt.Fprintf(&sb, "[[backend]]\nname = %q\ncommand = %q\nargs = [%s]\n%s\n\n", args[0], fixtureBin, strings.Join(q, ", "), strings.Join(lines, "\n"))
+		fmt.Fprintf(&sb, "[[backend]]\nname = %q\ncommand = %q\nargs = [%s]\n%s\n\n", args[0], testkit.FixtureBin(t), strings.Join(q, ", "), strings.Join(lines, "\n"))
 	}
 	return sb.String()
 }
@@ -190,27 +193,14 @@ func saveInPlace(t *testing.T, path, text string) {
 	}
 }
 
-func writeConfigText(t *testing.T, text string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
-	saveInPlace(t, path, text)
-	return path
-}
-
 // waitStatus polls mcp-mux://backends until cond holds.
 func (a *agent) waitStatus(t *testing.T, what string, cond func(backendsStatus) bool) backendsStatus {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		st := a.status(t)
-		if cond(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; mcp-mux://backends: %+v\nstderr:\n%s", what, st, a.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var st backendsStatus
+	if !testkit.Poll(15*time.Second, func() bool { st = a.status(t); return cond(st) }) {
+		t.Fatalf("timed out waiting for %s; mcp-mux://backends: %+v\nstderr:\n%s", what, st, a.stderr)
 	}
+	return st
 }
 
 // pids maps each ready backend to its pid.
@@ -290,7 +280,7 @@ func drain[T any](ch chan T) {
 // starts while the session goes on; its tools appear, announced with
 // list_changed; the generation in mcp-mux://backends goes up.
 func TestReloadAddsABackend(t *testing.T) {
-	path := writeConfigText(t, configText("", []string{"one", "-name", "one"}))
+	path := testkit.WriteRawConfig(t, configText(t, "", []string{"one", "-name", "one"}))
 	a := runAgent(t, path)
 	if names := a.toolNames(t); !hasPrefixed(names, "one__") {
 		t.Fatalf("tools: %v", names)
@@ -301,7 +291,7 @@ func TestReloadAddsABackend(t *testing.T) {
 	}
 	pid := st.pids()["one"]
 
-	saveInPlace(t, path, configText("", []string{"one", "-name", "one"}, []string{"two", "-name", "two"}))
+	saveInPlace(t, path, configText(t, "", []string{"one", "-name", "one"}, []string{"two", "-name", "two"}))
 	waitFor(t, a, a.toolsChanged, "tools/list_changed after adding a backend", 15*time.Second)
 	names := a.toolNames(t)
 	if !hasPrefixed(names, "one__") || !hasPrefixed(names, "two__") {
@@ -321,7 +311,7 @@ func TestReloadAddsABackend(t *testing.T) {
 // the agent gets list_changed, the backend's process is gone, and the other
 // backend's subscription keeps delivering.
 func TestReloadRemovingABackendEndsItsSubscriptions(t *testing.T) {
-	path := writeConfigText(t, configText("", []string{"keep", "-name", "keep"}, []string{"gone", "-name", "gone"}))
+	path := testkit.WriteRawConfig(t, configText(t, "", []string{"keep", "-name", "keep"}, []string{"gone", "-name", "gone"}))
 	a := runAgent(t, path)
 	a.toolNames(t)
 	pids := a.waitStatus(t, "both ready", allReady(2)).pids()
@@ -330,7 +320,7 @@ func TestReloadRemovingABackendEndsItsSubscriptions(t *testing.T) {
 	drain(a.toolsChanged)
 	drain(a.resourcesChanged)
 
-	saveByRename(t, path, configText("", []string{"keep", "-name", "keep"}))
+	saveByRename(t, path, configText(t, "", []string{"keep", "-name", "keep"}))
 	waitFor(t, a, a.resourcesChanged, "resources/list_changed after removing a backend", 15*time.Second)
 	waitFor(t, a, a.toolsChanged, "tools/list_changed after removing a backend", 5*time.Second)
 	st := a.waitStatus(t, "one backend left", func(s backendsStatus) bool { return len(s.Backends) == 1 })
@@ -353,14 +343,14 @@ func TestReloadRemovingABackendEndsItsSubscriptions(t *testing.T) {
 // restarts (new pid) with its subscription restored; the unchanged one
 // keeps its process, and its subscription keeps delivering updates.
 func TestReloadRestartsOnlyTheChangedBackend(t *testing.T) {
-	path := writeConfigText(t, configText("", []string{"same", "-name", "same"}, []string{"changed", "-name", "changed"}))
+	path := testkit.WriteRawConfig(t, configText(t, "", []string{"same", "-name", "same"}, []string{"changed", "-name", "changed"}))
 	a := runAgent(t, path)
 	a.toolNames(t)
 	before := a.waitStatus(t, "both ready", allReady(2)).pids()
 	a.subscribe(t, "fixture://same/res/1")
 	a.subscribe(t, "fixture://changed/res/1")
 
-	saveByRename(t, path, configText("", []string{"same", "-name", "same"}, []string{"changed", "-name", "changed", "-tools", "echo,extra"}))
+	saveByRename(t, path, configText(t, "", []string{"same", "-name", "same"}, []string{"changed", "-name", "changed", "-tools", "echo,extra"}))
 	after := a.waitStatus(t, "changed restarted", func(s backendsStatus) bool {
 		p := s.pids()
 		return s.Generation == 2 && len(p) == 2 && p["changed"] != before["changed"]
@@ -388,7 +378,7 @@ func TestReloadRestartsOnlyTheChangedBackend(t *testing.T) {
 // exclude_tools apply at once to the running backend: names change, the
 // filtered tool is gone, list_changed is sent, the pid stays.
 func TestReloadOfPrefixAndFiltersRestartsNothing(t *testing.T) {
-	path := writeConfigText(t, configText("", []string{"fx", "-name", "fx"}))
+	path := testkit.WriteRawConfig(t, configText(t, "", []string{"fx", "-name", "fx"}))
 	a := runAgent(t, path)
 	if names := a.toolNames(t); !slices.Contains(names, "fx__echo") {
 		t.Fatalf("tools: %v", names)
@@ -396,7 +386,7 @@ func TestReloadOfPrefixAndFiltersRestartsNothing(t *testing.T) {
 	pid := a.waitStatus(t, "ready", allReady(1)).pids()["fx"]
 	drain(a.toolsChanged)
 
-	saveByRename(t, path, configText("", []string{"fx", "-name", "fx", "|", `prefix = "renamed"`, `exclude_tools = ["echo"]`}))
+	saveByRename(t, path, configText(t, "", []string{"fx", "-name", "fx", "|", `prefix = "renamed"`, `exclude_tools = ["echo"]`}))
 	waitFor(t, a, a.toolsChanged, "tools/list_changed after a prefix change", 15*time.Second)
 	names := a.toolNames(t)
 	if hasPrefixed(names, "fx__") || !slices.Contains(names, "renamed__stats") || slices.Contains(names, "renamed__echo") {
@@ -413,22 +403,18 @@ func TestReloadOfPrefixAndFiltersRestartsNothing(t *testing.T) {
 // TestReloadOfAnInvalidConfigChangesNothing: a config with mistakes is
 // logged, every problem on its own line, and the running config stays.
 func TestReloadOfAnInvalidConfigChangesNothing(t *testing.T) {
-	good := configText("", []string{"one", "-name", "one"})
-	path := writeConfigText(t, good)
+	good := configText(t, "", []string{"one", "-name", "one"})
+	path := testkit.WriteRawConfig(t, good)
 	a := runAgent(t, path)
 	before := a.toolNames(t)
 	pid := a.waitStatus(t, "ready", allReady(1)).pids()["one"]
 
-	bad := configText("request_timout = \"5s\"", []string{"one", "-name", "one", "|", `restart = "always"`}, []string{"two", "-name", "two"})
+	bad := configText(t, "request_timout = \"5s\"", []string{"one", "-name", "one", "|", `restart = "always"`}, []string{"two", "-name", "two"})
 	saveByRename(t, path, bad)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(a.stderr.String(), "not applied") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the invalid config was not logged:\n%s", a.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testkit.Poll(10*time.Second, func() bool { return strings.Contains(a.stderr.String(), "not applied") }) {
+		t.Fatalf("the invalid config was not logged:\n%s", a.stderr)
 	}
-	time.Sleep(300 * time.Millisecond) // anything it might wrongly do
+	testkit.Quiet(300 * time.Millisecond) // a reload of the invalid config must not follow its log line
 	log := a.stderr.String()
 	for _, want := range []string{"request_timout", "restart"} {
 		if !strings.Contains(log, want) {
@@ -449,7 +435,7 @@ func TestReloadOfAnInvalidConfigChangesNothing(t *testing.T) {
 // hard link to the file, which the watcher (on the config's directory) does
 // not see, so only the signal can apply it.
 func TestSIGHUPReloadsAndKeepsTheSession(t *testing.T) {
-	path := writeConfigText(t, configText("", []string{"one", "-name", "one"}))
+	path := testkit.WriteRawConfig(t, configText(t, "", []string{"one", "-name", "one"}))
 	other := filepath.Join(t.TempDir(), "link.toml")
 	if err := os.Link(path, other); err != nil {
 		t.Skipf("no hard links here: %v", err)
@@ -458,8 +444,8 @@ func TestSIGHUPReloadsAndKeepsTheSession(t *testing.T) {
 	a.toolNames(t)
 	pid := a.waitStatus(t, "ready", allReady(1)).pids()["one"]
 
-	saveInPlace(t, other, configText("", []string{"one", "-name", "one"}, []string{"two", "-name", "two"}))
-	time.Sleep(500 * time.Millisecond)
+	saveInPlace(t, other, configText(t, "", []string{"one", "-name", "one"}, []string{"two", "-name", "two"}))
+	testkit.Quiet(500 * time.Millisecond) // a reload for another file must not come (debounce 200 ms)
 	if st := a.status(t); st.Generation > 1 {
 		t.Fatalf("the watcher saw the edit through the other link (generation %d): the test proves nothing", st.Generation)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // walkResources reads every page of resources/list.
@@ -37,10 +39,10 @@ func walkResources(t *testing.T, cs *mcp.ClientSession) []*mcp.ListResourcesResu
 // entries left out, a URI an earlier backend owns left out, and mcp-mux's
 // own resources last.
 func TestResourcesListIsTheSameOverStdioAndHTTP(t *testing.T) {
-	web := startRemoteFixture(t, "-http", "-name", "web", "-resources", "3", "-cache-ttl-ms", "700",
+	web := testkit.StartRemoteFixture(t, "-http", "-name", "web", "-resources", "3", "-cache-ttl-ms", "700",
 		"-list-uris", "fixture://local/res/2,other://web/x")
-	cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+
-		fmt.Sprintf("[[backend]]\nname = \"local\"\ncommand = %q\nargs = [\"-name\", \"local\", \"-resources\", \"5\", \"-page-size\", \"2\", \"-null-entries\", \"-cache-ttl-ms\", \"300\", \"-cache-scope\", \"private\"]\n\n", fixtureBin)+
+	cfg := testkit.WriteRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+
+		fmt.Sprintf("[[backend]]\nname = \"local\"\ncommand = %q\nargs = [\"-name\", \"local\", \"-resources\", \"5\", \"-page-size\", \"2\", \"-null-entries\", \"-cache-ttl-ms\", \"300\", \"-cache-scope\", \"private\"]\n\n", testkit.FixtureBin(t))+
 		remoteBackend("web", web, ""))
 
 	stdio := walkResources(t, runMux(t, cfg).cs)

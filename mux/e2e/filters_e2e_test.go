@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // TestFilteredToolIsAbsentFromTheListAndUnknownToCall runs mcp-mux as an
@@ -26,7 +28,7 @@ args = ["-name", "notes", "-prompts", "alpha"]
 tools = ["echo", "s*"]
 exclude_tools = ["sleep"]
 exclude_prompts = ["greet"]
-`, fixtureBin)
+`, testkit.FixtureBin(t))
 	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -102,20 +104,20 @@ exclude_prompts = ["greet"]
 // TestCheckConnectWarnsAboutAPatternThatMatchesNothing: the warnings of
 // `check --connect` reach the user, in the text report and in --json.
 func TestCheckConnectWarnsAboutAPatternThatMatchesNothing(t *testing.T) {
-	src := fmt.Sprintf("[[backend]]\nname = \"notes\"\ncommand = %q\nargs = [\"-name\", \"notes\"]\ntools = [\"echo\", \"ehco\"]\n", fixtureBin)
+	src := fmt.Sprintf("[[backend]]\nname = \"notes\"\ncommand = %q\nargs = [\"-name\", \"notes\"]\ntools = [\"echo\", \"ehco\"]\n", testkit.FixtureBin(t))
 	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	want := `backend "notes": tools pattern "ehco" matches none of its tools`
-	out, err := exec.Command(muxBin, "check", "--connect", "--config", path).Output()
+	out, err := exec.Command(testkit.MuxBin(t), "check", "--connect", "--config", path).Output()
 	if err != nil {
 		t.Fatalf("check --connect: %v\n%s", err, out)
 	}
 	if !strings.Contains(string(out), "warning: "+want) {
 		t.Errorf("check --connect output lacks the warning %q:\n%s", want, out)
 	}
-	out, err = exec.Command(muxBin, "check", "--connect", "--json", "--config", path).Output()
+	out, err = exec.Command(testkit.MuxBin(t), "check", "--connect", "--json", "--config", path).Output()
 	if err != nil {
 		t.Fatalf("check --connect --json: %v\n%s", err, out)
 	}

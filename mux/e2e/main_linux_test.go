@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"io"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // An agent that closed mcp-mux's stdout (its reading end) is gone: the
@@ -16,12 +18,12 @@ import (
 // SIGPIPE. (Linux: elsewhere stdout is an os.File, whose write on a broken
 // stdout still raises SIGPIPE.)
 func TestAgentThatClosedStdoutEndsTheSession(t *testing.T) {
-	w := startWire(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	w := startWire(t, testkit.WriteConfig(t, "", []string{"f", "-name", "f"}))
 	var kids []int
-	for deadline := time.Now().Add(10 * time.Second); len(kids) < 2 && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
+	testkit.Poll(10*time.Second, func() bool {
 		kids = descendantsOf(w.cmd.Process.Pid) // the supervisor and the backend
-	}
+		return len(kids) >= 2
+	})
 	w.stdout.Close()
 	io.WriteString(w.stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"gone","version":"1"}}}`+"\n")
 	select {
@@ -66,14 +68,14 @@ func cmdlineOf(pid int) string {
 // still initializing; the first backend starts under it, the others under
 // supervisors of their own (see backends/internal/supervisor).
 func TestFirstBackendStartsUnderTheStandby(t *testing.T) {
-	r := runMux(t, writeConfig(t, "", []string{"a", "-name", "a"}, []string{"b", "-name", "b"}))
+	r := runMux(t, testkit.WriteConfig(t, "", []string{"a", "-name", "a"}, []string{"b", "-name", "b"}))
 	r.backendPIDs(t)
 	var standby, own int
 	for _, sup := range childrenOf(r.cmd.Process.Pid) {
 		switch cmd := cmdlineOf(sup); {
 		case cmd == "mcp-mux-supervisor standby ":
 			standby++
-		case strings.HasPrefix(cmd, "mcp-mux-supervisor "+fixtureBin):
+		case strings.HasPrefix(cmd, "mcp-mux-supervisor "+testkit.FixtureBin(t)):
 			own++
 		default:
 			t.Errorf("mcp-mux's child %d: %q", sup, cmd)
@@ -90,19 +92,12 @@ func TestFirstBackendStartsUnderTheStandby(t *testing.T) {
 // With no backend process to start (only a remote backend, here one that
 // refuses), the standby goes at once: it would only wait.
 func TestStandbyGoesWhenNoBackendNeedsIt(t *testing.T) {
-	w := startWire(t, writeConfigText(t, "[[backend]]\nname = \"web\"\nurl = \"http://127.0.0.1:9/mcp\"\n"))
+	w := startWire(t, testkit.WriteRawConfig(t, "[[backend]]\nname = \"web\"\nurl = \"http://127.0.0.1:9/mcp\"\n"))
 	// Answered: mcp-mux is past its start, and so past its backends' start.
 	w.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	w.until("the initialize response", isResponse(1))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		kids := childrenOf(w.cmd.Process.Pid)
-		if len(kids) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mcp-mux, with no backend, still has children %v: %q", kids, cmdlineOf(kids[0]))
-		}
-		time.Sleep(20 * time.Millisecond)
+	var kids []int
+	if !testkit.Poll(5*time.Second, func() bool { kids = childrenOf(w.cmd.Process.Pid); return len(kids) == 0 }) {
+		t.Fatalf("mcp-mux, with no backend, still has children %v: %q", kids, cmdlineOf(kids[0]))
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // The bounded load test of `serve --http`: 20 agents at once doing reads
@@ -102,7 +104,7 @@ func TestHTTPLoadTwentySessionsWhileABackendIsKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 25 s load test")
 	}
-	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f", "-resources", "30"}, []string{"g", "-name", "g", "-resources", "30"}))
+	h := startHTTPMux(t, testkit.WriteConfig(t, "", []string{"f", "-name", "f", "-resources", "30"}, []string{"g", "-name", "g", "-resources", "30"}))
 	pid := h.cmd.Process.Pid
 	// The agents' connections are the test's own, to close at the end.
 	tr := &http.Transport{MaxIdleConnsPerHost: loadSessions}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // The agent's capabilities reach the backends of mcp-mux run as the agent
@@ -16,8 +18,8 @@ import (
 // tools/list already shows what the backend offers such a client; the
 // backend's requests come back over stdio.
 func TestAgentCapabilitiesReachBackendsThroughTheBinary(t *testing.T) {
-	cfg := writeConfig(t, "", []string{"ev", "-name", "ev", "-client-requests"})
-	cmd := exec.Command(muxBin, "--config", cfg)
+	cfg := testkit.WriteConfig(t, "", []string{"ev", "-name", "ev", "-client-requests"})
+	cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +28,7 @@ func TestAgentCapabilitiesReachBackendsThroughTheBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := newLockedBuf()
+	stderr := &testkit.SyncBuffer{}
 	cmd.Stderr = stderr
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -73,7 +75,7 @@ func TestAgentCapabilitiesReachBackendsThroughTheBinary(t *testing.T) {
 }
 
 func TestCheckConnectTellsBackendsNoClientCapabilities(t *testing.T) {
-	cfg := writeConfig(t, "", []string{"ev", "-name", "ev", "-client-requests"})
+	cfg := testkit.WriteConfig(t, "", []string{"ev", "-name", "ev", "-client-requests"})
 	start := time.Now()
 	out, code := runCheck(t, "--connect", "--json", "--config", cfg)
 	took := time.Since(start)
@@ -89,7 +91,7 @@ func TestCheckConnectTellsBackendsNoClientCapabilities(t *testing.T) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(fixtureBin, "-name", "ev", "-client-requests")}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(testkit.FixtureBin(t), "-name", "ev", "-client-requests")}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

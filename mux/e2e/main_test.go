@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -20,53 +20,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
-
-// End-to-end tests: mcp-mux built and run as the agent runs it, over real
-// pipes, with real fixture backends.
-
-var muxBin, fixtureBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcp-mux-e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	muxBin = filepath.Join(dir, "mcp-mux")
-	// What mcp-mux remembers across runs (initialize's instructions) goes
-	// to the tests' own cache directory, not the user's.
-	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
-	fixtureBin = filepath.Join(dir, "fixture")
-	for _, b := range [][2]string{{muxBin, "."}, {fixtureBin, "./testdata/fixture"}} {
-		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b[1], err, out)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// writeConfig writes a config whose backends run the fixture with args.
-func writeConfig(t *testing.T, extra string, backends ...[]string) string {
-	t.Helper()
-	var sb strings.Builder
-	sb.WriteString("[mux]\nshutdown_grace = \"1s\"\n" + extra + "\n")
-	for _, args := range backends {
-		q := make([]string, len(args)-1)
-		for i, a := range args[1:] {
-			q[i] = strconv.Quote(a)
-		}
-		fmt.Fprintf(&sb, "[[backend]]\nname = %q\ncommand = %q\nargs = [%s]\n\n", args[0], fixtureBin, strings.Join(q, ", "))
-	}
-	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
-	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // running is mcp-mux started as an agent starts it (see startWire), with an
 // MCP session on its pipes.
@@ -100,32 +56,31 @@ func (r *running) backendPIDs(t *testing.T) []int {
 	if _, err := r.cs.ListTools(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var pids []int
+	var text string
+	if !testkit.Poll(10*time.Second, func() bool {
 		res, err := r.cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "mcp-mux://backends"})
 		if err != nil {
 			t.Fatal(err)
 		}
+		text = res.Contents[0].Text
 		var v struct {
 			Backends []struct {
 				PID int `json:"pid"`
 			} `json:"backends"`
 		}
-		json.Unmarshal([]byte(res.Contents[0].Text), &v)
-		var pids []int
+		json.Unmarshal([]byte(text), &v)
+		pids = nil
 		for _, b := range v.Backends {
 			if b.PID != 0 {
 				pids = append(pids, b.PID)
 			}
 		}
-		if len(pids) == len(v.Backends) {
-			return pids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backend without pid: %s", res.Contents[0].Text)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return len(pids) == len(v.Backends)
+	}) {
+		t.Fatalf("backend without pid: %s", text)
 	}
+	return pids
 }
 
 // alive reports whether pid is a live process (a zombie waiting for a
@@ -140,38 +95,34 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
+// waitGone fails t for each of pids still alive d from now.
 func waitGone(t *testing.T, pids []int, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	testkit.Poll(d, func() bool { return !slices.ContainsFunc(pids, alive) })
 	for _, pid := range pids {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				t.Errorf("process %d still alive after %v", pid, d)
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		if alive(pid) {
+			t.Errorf("process %d still alive after %v", pid, d)
 		}
 	}
 }
 
+// readPidfile waits for the pidfile at path and returns the pids in it.
 func readPidfile(t *testing.T, path string) []int {
 	t.Helper()
-	var pids []int
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		data, err := os.ReadFile(path)
-		if err == nil {
-			for _, f := range strings.Fields(string(data)) {
-				n, _ := strconv.Atoi(f)
-				pids = append(pids, n)
-			}
-			return pids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pidfile %s", path)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var data []byte
+	if !testkit.Poll(5*time.Second, func() bool {
+		var err error
+		data, err = os.ReadFile(path)
+		return err == nil
+	}) {
+		t.Fatalf("no pidfile %s", path)
 	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		n, _ := strconv.Atoi(f)
+		pids = append(pids, n)
+	}
+	return pids
 }
 
 // TestStdinEOFStopsEveryBackendAndGrandchild: the agent closes mcp-mux's
@@ -180,7 +131,7 @@ func readPidfile(t *testing.T, path string) []int {
 // grandchild (like node under npx).
 func TestStdinEOFStopsEveryBackendAndGrandchild(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pids")
-	cfg := writeConfig(t, "",
+	cfg := testkit.WriteConfig(t, "",
 		[]string{"notes", "-name", "notes", "-grandchild-pidfile", pidfile},
 		[]string{"stubborn", "-name", "stubborn", "-ignore-eof"},
 	)
@@ -210,7 +161,7 @@ func TestStdinEOFStopsEveryBackendAndGrandchild(t *testing.T) {
 }
 
 func TestSIGTERMStopsEverything(t *testing.T) {
-	cfg := writeConfig(t, "", []string{"notes", "-name", "notes"})
+	cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"})
 	r := runMux(t, cfg)
 	pids := r.backendPIDs(t)
 	r.cmd.Process.Signal(syscall.SIGTERM)
@@ -229,7 +180,7 @@ func TestSIGTERMStopsEverything(t *testing.T) {
 func TestSIGINTStopsEverything(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
-			cfg := writeConfig(t, "", []string{"notes", "-name", "notes"})
+			cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"})
 			r := runMux(t, cfg)
 			pids := r.backendPIDs(t)
 			r.cmd.Process.Signal(sig)
@@ -249,7 +200,7 @@ func TestSIGINTStopsEverything(t *testing.T) {
 // TestSIGKILLOfMuxLeavesNoBackend: the kernel's parent-death signal ends
 // the backends when mcp-mux cannot.
 func TestSIGKILLOfMuxLeavesNoBackend(t *testing.T) {
-	cfg := writeConfig(t, "", []string{"notes", "-name", "notes"}, []string{"stubborn", "-name", "stubborn", "-ignore-eof"})
+	cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}, []string{"stubborn", "-name", "stubborn", "-ignore-eof"})
 	r := runMux(t, cfg)
 	pids := r.backendPIDs(t)
 	r.cmd.Process.Kill()
@@ -258,8 +209,8 @@ func TestSIGKILLOfMuxLeavesNoBackend(t *testing.T) {
 }
 
 func TestStdoutCarriesOnlyJSONRPC(t *testing.T) {
-	cfg := writeConfig(t, `log_level = "debug"`, []string{"notes", "-name", "notes"})
-	cmd := exec.Command(muxBin, "--config", cfg)
+	cfg := testkit.WriteConfig(t, `log_level = "debug"`, []string{"notes", "-name", "notes"})
+	cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	var stderr bytes.Buffer
@@ -308,8 +259,8 @@ func TestStdoutCarriesOnlyJSONRPC(t *testing.T) {
 // TestMalformedFramesOnStdinGetErrorsAndServingGoesOn: the go-sdk alone
 // would end the session at the first undecodable line.
 func TestMalformedFramesOnStdinGetErrorsAndServingGoesOn(t *testing.T) {
-	cfg := writeConfig(t, "", []string{"notes", "-name", "notes"})
-	cmd := exec.Command(muxBin, "--config", cfg)
+	cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"})
+	cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -367,7 +318,7 @@ func TestMalformedFramesOnStdinGetErrorsAndServingGoesOn(t *testing.T) {
 
 func runCheck(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(muxBin, append([]string{"check"}, args...)...)
+	cmd := exec.Command(testkit.MuxBin(t), append([]string{"check"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -383,7 +334,7 @@ func runCheck(t *testing.T, args ...string) (string, int) {
 }
 
 func TestCheckReportsConfigMistakesWithFileAndLine(t *testing.T) {
-	bad, _ := filepath.Glob("testdata/config/*.toml")
+	bad, _ := filepath.Glob("../../testdata/config/*.toml")
 	n := 0
 	for _, path := range bad {
 		if filepath.Base(path) == "good.toml" {
@@ -406,16 +357,16 @@ func TestCheckReportsConfigMistakesWithFileAndLine(t *testing.T) {
 	if n < 9 {
 		t.Errorf("only %d bad fixture configs", n)
 	}
-	if out, code := runCheck(t, "--config", "testdata/config/good.toml"); code != 0 {
+	if out, code := runCheck(t, "--config", "../../testdata/config/good.toml"); code != 0 {
 		t.Errorf("good.toml: exit %d\n%s", code, out)
 	}
-	if out, code := runCheck(t, "--config", "mcp-mux.toml.example"); code != 0 {
+	if out, code := runCheck(t, "--config", "../../mcp-mux.toml.example"); code != 0 {
 		t.Errorf("the example: exit %d\n%s", code, out)
 	}
 }
 
 func TestCheckConnectReportsBackendsAndCollisions(t *testing.T) {
-	cfg := writeConfig(t, "",
+	cfg := testkit.WriteConfig(t, "",
 		[]string{"notes", "-name", "notes", "-resources", "2"},
 		[]string{"copy", "-name", "copy", "-uri-base", "fixture://notes/", "-resources", "1", "-subscribe=false"},
 	)
@@ -438,7 +389,7 @@ func TestCheckConnectReportsBackendsAndCollisions(t *testing.T) {
 		}
 	}
 
-	jcmd := exec.Command(muxBin, "check", "--connect", "--json", "--config", cfg)
+	jcmd := exec.Command(testkit.MuxBin(t), "check", "--connect", "--json", "--config", cfg)
 	jout, _ := jcmd.Output()
 	code = jcmd.ProcessState.ExitCode()
 	var rep struct {
@@ -455,7 +406,7 @@ func TestCheckConnectReportsBackendsAndCollisions(t *testing.T) {
 }
 
 func TestCheckConnectFailsWhenABackendCannotStart(t *testing.T) {
-	cfg := writeConfig(t, "", []string{"notes", "-name", "notes"}, []string{"broken", "-fail-start"})
+	cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}, []string{"broken", "-fail-start"})
 	out, code := runCheck(t, "--connect", "--config", cfg)
 	if code != 1 || !strings.Contains(out, "failing on purpose") {
 		t.Errorf("exit %d, want 1 with the backend's reason:\n%s", code, out)
@@ -476,7 +427,7 @@ func leaks(out, secret string) bool {
 // stderr and exit code.
 func runWith(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(muxBin, args...)
+	cmd := exec.Command(testkit.MuxBin(t), args...)
 	cmd.Dir = dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -511,7 +462,7 @@ func TestCheckAndServeNeverPrintEnvSecrets(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.want+"/"+c.secret[:4], func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "mcp-mux.toml")
-			src := fmt.Sprintf("[[backend]]\nname = \"api\"\ncommand = %q\nenv = { %s }\n", fixtureBin, c.entry)
+			src := fmt.Sprintf("[[backend]]\nname = \"api\"\ncommand = %q\nenv = { %s }\n", testkit.FixtureBin(t), c.entry)
 			if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -550,7 +501,7 @@ func TestLogFileThatIsStdoutIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, lf := range []string{"/dev/stdout", "/proc/self/fd/1", "/dev/fd/1", link} {
-		cfg := writeConfig(t, "log_file = "+strconv.Quote(lf), []string{"notes", "-name", "notes"})
+		cfg := testkit.WriteConfig(t, "log_file = "+strconv.Quote(lf), []string{"notes", "-name", "notes"})
 		out, code := runCheck(t, "--config", cfg)
 		if code != 1 || !strings.Contains(out, cfg+":3: mux.log_file: ") || !strings.Contains(out, "stdout") {
 			t.Errorf("check, log_file %s: exit %d, want 1 and %s:3: mux.log_file: ... stdout:\n%s", lf, code, cfg, out)
@@ -573,8 +524,8 @@ func TestLogFileThatIsStdoutIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := writeConfig(t, "log_file = "+strconv.Quote(lf), []string{"notes", "-name", "notes"})
-		cmd := exec.Command(muxBin, "--config", cfg)
+		cfg := testkit.WriteConfig(t, "log_file = "+strconv.Quote(lf), []string{"notes", "-name", "notes"})
+		cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
 		var stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = f, &stderr
 		err = cmd.Run()
@@ -602,8 +553,8 @@ func TestNewLogFileIs0600AndAnExistingOneKeepsItsMode(t *testing.T) {
 		file string
 		mode os.FileMode
 	}{{filepath.Join(dir, "new.log"), 0o600}, {existing, 0o640}} {
-		cfg := writeConfig(t, "log_file = "+strconv.Quote(c.file), []string{"notes", "-name", "notes"})
-		cmd := exec.Command(muxBin, "--config", cfg) // stdin empty: serve, then exit
+		cfg := testkit.WriteConfig(t, "log_file = "+strconv.Quote(c.file), []string{"notes", "-name", "notes"})
+		cmd := exec.Command(testkit.MuxBin(t), "--config", cfg) // stdin empty: serve, then exit
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		restore := clearUmask(t) // inherited by the child at fork
@@ -643,7 +594,7 @@ func TestRelativePathsInConfigAreRelativeToItsDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink(fixtureBin, filepath.Join(dir, "bin", "fixture")); err != nil {
+	if err := os.Symlink(testkit.FixtureBin(t), filepath.Join(dir, "bin", "fixture")); err != nil {
 		t.Fatal(err)
 	}
 	elsewhere := t.TempDir()
@@ -678,7 +629,7 @@ args = ["-name", "b", "-grandchild-pidfile", %q]
 
 	// serve, from elsewhere: the backends run, b in conf/data, and the log
 	// lands in conf/logs.
-	cmd := exec.Command(muxBin, "--config", cfg)
+	cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
 	cmd.Dir = elsewhere
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -752,11 +703,11 @@ args = ["-name", "stubborn", "-ignore-eof", "-grandchild-pidfile", %[3]q]
 name = "notes"
 command = %[1]q
 args = ["-name", "notes"]
-`, fixtureBin, slowPids, stubbornPids)
+`, testkit.FixtureBin(t), slowPids, stubbornPids)
 			if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(muxBin, "check", "--connect", "--config", cfg)
+			cmd := exec.Command(testkit.MuxBin(t), "check", "--connect", "--config", cfg)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			started := time.Now()
@@ -866,10 +817,10 @@ func TestEveryDescendantDiesWithMux(t *testing.T) {
 			}
 			for _, s := range scripts {
 				fmt.Fprintf(&cfg, "[[backend]]\nname = %q\ncommand = \"/bin/sh\"\nargs = [\"-c\", %q, \"sh\", %q, %q]\n\n",
-					s.name, s.script, filepath.Join(dir, s.name), fixtureBin)
+					s.name, s.script, filepath.Join(dir, s.name), testkit.FixtureBin(t))
 			}
 			fmt.Fprintf(&cfg, "[[backend]]\nname = \"grandchild\"\ncommand = %q\nargs = [\"-name\", \"grandchild\", \"-grandchild-pidfile\", %q]\n",
-				fixtureBin, filepath.Join(dir, "grandchild"))
+				testkit.FixtureBin(t), filepath.Join(dir, "grandchild"))
 			path := filepath.Join(dir, "mcp-mux.toml")
 			if err := os.WriteFile(path, []byte(cfg.String()), 0o644); err != nil {
 				t.Fatal(err)
@@ -906,7 +857,6 @@ func TestEveryDescendantDiesWithMux(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("mcp-mux still running 10 s later")
 			}
-			deadline := time.Now().Add(2 * time.Second)
 			left := func() []int {
 				var out []int
 				for _, pid := range all {
@@ -916,9 +866,7 @@ func TestEveryDescendantDiesWithMux(t *testing.T) {
 				}
 				return out
 			}
-			for len(left()) > 0 && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
+			testkit.Poll(2*time.Second, func() bool { return len(left()) == 0 })
 			survivors := left()
 			t.Logf("%d of %d processes left 2 s after %s of mcp-mux", len(survivors), len(all), end.name)
 			for name, pid := range escapees {
@@ -945,7 +893,7 @@ func TestBackendsGetAMinimalEnvironment(t *testing.T) {
 	t.Setenv("TZ", "UTC")
 	dir := t.TempDir()
 	backend := func(name, extra string) string {
-		return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n%s\n\n", name, fixtureBin, name, extra)
+		return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n%s\n\n", name, testkit.FixtureBin(t), name, extra)
 	}
 	cfg := "[mux]\nshutdown_grace = \"1s\"\n\n" +
 		backend("plain", `env = { OWN = "own-value", LANG = "fr_FR.UTF-8" }`) +
@@ -1049,11 +997,11 @@ func TestCheckConnectCtrlCWhileStoppingEndsAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	pidfile := filepath.Join(dir, "stubborn.pids")
 	cfg := filepath.Join(dir, "mcp-mux.toml")
-	src := fmt.Sprintf("[mux]\nshutdown_grace = \"5s\"\n\n[[backend]]\nname = \"stubborn\"\ncommand = %q\nargs = [\"-name\", \"stubborn\", \"-ignore-eof\", \"-grandchild-pidfile\", %q]\n", fixtureBin, pidfile)
+	src := fmt.Sprintf("[mux]\nshutdown_grace = \"5s\"\n\n[[backend]]\nname = \"stubborn\"\ncommand = %q\nargs = [\"-name\", \"stubborn\", \"-ignore-eof\", \"-grandchild-pidfile\", %q]\n", testkit.FixtureBin(t), pidfile)
 	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(muxBin, "check", "--connect", "--config", cfg)
+	cmd := exec.Command(testkit.MuxBin(t), "check", "--connect", "--config", cfg)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package e2e
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // processExists reports whether pid exists (a zombie counts).
@@ -65,7 +67,7 @@ func TestStdioPipesAreBlockingAgainAfterExit(t *testing.T) {
 	defer inR.Close()
 	defer outW.Close()
 	defer outR.Close()
-	cmd := exec.Command(muxBin, "--config", writeConfig(t, "", []string{"notes", "-name", "notes"}))
+	cmd := exec.Command(testkit.MuxBin(t), "--config", testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}))
 	cmd.Stdin, cmd.Stdout = inR, outW
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // End-to-end tests of `mcp-mux import` and `mcp-mux init`: the samples of
@@ -37,7 +40,7 @@ var sampleRemotes = []string{"@SSE_ADDR@", "@HTTP_ADDR@", "@SEARCH_ADDR@", "@DOC
 // replaced by addrs (HOST:PORT).
 func importSampleWith(t *testing.T, dir, rel, project string, addrs map[string]string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata/import", rel))
+	data, err := os.ReadFile(filepath.Join("../../testdata/import", rel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +48,7 @@ func importSampleWith(t *testing.T, dir, rel, project string, addrs map[string]s
 		b, _ := json.Marshal(s)
 		return b[1 : len(b)-1]
 	}
-	data = bytes.ReplaceAll(data, []byte("@FIXTURE@"), quoted(fixtureBin))
+	data = bytes.ReplaceAll(data, []byte("@FIXTURE@"), quoted(testkit.FixtureBin(t)))
 	data = bytes.ReplaceAll(data, []byte("@PROJECT@"), quoted(project))
 	for _, placeholder := range sampleRemotes {
 		addr, ok := addrs[placeholder]
@@ -60,7 +63,7 @@ func importSampleWith(t *testing.T, dir, rel, project string, addrs map[string]s
 		t.Fatal(err)
 	}
 	if filepath.Base(filepath.Dir(rel)) == ".vscode" {
-		env, err := os.ReadFile(filepath.Join("testdata/import", filepath.Dir(filepath.Dir(rel)), ".env"))
+		env, err := os.ReadFile(filepath.Join("../../testdata/import", filepath.Dir(filepath.Dir(rel)), ".env"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +75,7 @@ func importSampleWith(t *testing.T, dir, rel, project string, addrs map[string]s
 // runEnv runs mcp-mux with args in dir with env (nil: the test's own).
 func runEnv(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(muxBin, args...)
+	cmd := exec.Command(testkit.MuxBin(t), args...)
 	cmd.Dir, cmd.Env = dir, env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -97,20 +100,20 @@ func runEnv(t *testing.T, dir string, env []string, args ...string) (stdout, std
 // fixtureTools lists the tools of the fixture run alone with args.
 func fixtureTools(t *testing.T, args ...string) []string {
 	t.Helper()
-	return toolNames(t, &mcp.CommandTransport{Command: exec.Command(fixtureBin, args...)})
+	return toolNames(t, &mcp.CommandTransport{Command: exec.Command(testkit.FixtureBin(t), args...)})
 }
 
 // remoteTools lists the tools of a remote fixture, asked directly with
 // Authorization: Bearer token (when not "").
-func remoteTools(t *testing.T, f *remoteFixture, token string) []string {
+func remoteTools(t *testing.T, f *testkit.RemoteFixture, token string) []string {
 	t.Helper()
 	var client *http.Client
 	if token != "" {
 		client = &http.Client{Transport: withBearer{token}}
 	}
-	var transport mcp.Transport = &mcp.StreamableClientTransport{Endpoint: f.url(), HTTPClient: client}
-	if f.mode == "-sse" {
-		transport = &mcp.SSEClientTransport{Endpoint: f.url(), HTTPClient: client}
+	var transport mcp.Transport = &mcp.StreamableClientTransport{Endpoint: f.URL(), HTTPClient: client}
+	if f.Mode == "-sse" {
+		transport = &mcp.SSEClientTransport{Endpoint: f.URL(), HTTPClient: client}
 	}
 	return toolNames(t, transport)
 }
@@ -159,14 +162,14 @@ func TestImportedConfigOfEachClientPassesCheckAndServesTheSameToolsPrefixed(t *t
 		t.Setenv(k, v)
 	}
 	type remote struct {
-		f     *remoteFixture
+		f     *testkit.RemoteFixture
 		token string
 	}
-	search := remote{startRemoteFixture(t, "-http", "-name", "search", "-require-token", searchToken), searchToken}
-	docs := remote{startRemoteFixture(t, "-http", "-name", "docs", "-require-token", docsToken), docsToken}
-	web := remote{startRemoteFixture(t, "-http", "-name", "web"), ""}
-	events := remote{startRemoteFixture(t, "-sse", "-name", "events"), ""}
-	addrs := map[string]string{"@SEARCH_ADDR@": search.f.addr, "@DOCS_ADDR@": docs.f.addr, "@HTTP_ADDR@": web.f.addr, "@SSE_ADDR@": events.f.addr}
+	search := remote{testkit.StartRemoteFixture(t, "-http", "-name", "search", "-require-token", searchToken), searchToken}
+	docs := remote{testkit.StartRemoteFixture(t, "-http", "-name", "docs", "-require-token", docsToken), docsToken}
+	web := remote{testkit.StartRemoteFixture(t, "-http", "-name", "web"), ""}
+	events := remote{testkit.StartRemoteFixture(t, "-sse", "-name", "events"), ""}
+	addrs := map[string]string{"@SEARCH_ADDR@": search.f.Addr, "@DOCS_ADDR@": docs.f.Addr, "@HTTP_ADDR@": web.f.Addr, "@SSE_ADDR@": events.f.Addr}
 
 	project := t.TempDir()
 	notes := []string{"-name", "notes", "-tools", "add,list"}
@@ -338,7 +341,7 @@ func TestImportPrintsTheBlockThatRegistersMcpMuxAlone(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	exe, _ := filepath.EvalSymlinks(muxBin)
+	exe, _ := filepath.EvalSymlinks(testkit.MuxBin(t))
 	block := func(after string) map[string]map[string]struct {
 		Type, Command string
 		Args          []string

@@ -1,14 +1,10 @@
-package main
+package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,93 +12,22 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // Remote backends through the binary: the fixture serving over HTTP in a
 // process of its own, next to a stdio one, as an agent sees them.
 
-// remoteFixture is the fixture serving over HTTP: "-http" (Streamable HTTP
-// at /mcp) or "-sse" (HTTP+SSE at /sse).
-type remoteFixture struct {
-	t    *testing.T
-	mode string
-	args []string
-	addr string // host:port it listens on; kept across restarts
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startRemoteFixture(t *testing.T, mode string, args ...string) *remoteFixture {
-	t.Helper()
-	f := &remoteFixture{t: t, mode: mode, args: args, addr: "127.0.0.1:0"}
-	f.start()
-	t.Cleanup(f.kill)
-	return f
-}
-
-// start runs the fixture on f.addr and waits for its "listening on" line.
-func (f *remoteFixture) start() {
-	f.t.Helper()
-	cmd := exec.Command(fixtureBin, append([]string{f.mode, f.addr}, f.args...)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		f.t.Fatal(err)
-	}
-	f.cmd, f.done = cmd, make(chan struct{})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				addr <- a
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		cmd.Wait()
-		close(f.done)
-	}()
-	select {
-	case f.addr = <-addr:
-	case <-f.done:
-		f.t.Fatalf("fixture %s %s exited before listening", f.mode, f.addr)
-	case <-time.After(10 * time.Second):
-		f.t.Fatalf("fixture %s %s did not listen within 10s", f.mode, f.addr)
-	}
-}
-
-func (f *remoteFixture) kill() {
-	f.cmd.Process.Kill()
-	<-f.done
-}
-
-func (f *remoteFixture) url() string {
-	if f.mode == "-sse" {
-		return "http://" + f.addr + "/sse"
-	}
-	return "http://" + f.addr + "/mcp"
-}
-
-// writeRawConfig writes src as a config file.
-func writeRawConfig(t *testing.T, src string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // stdioBackend is a [[backend]] running the fixture over stdio.
-func stdioBackend(name string) string {
-	return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n\n", name, fixtureBin, name)
+func stdioBackend(t testing.TB, name string) string {
+	t.Helper()
+	return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n\n", name, testkit.FixtureBin(t), name)
 }
 
 // remoteBackend is a [[backend]] for a remote fixture; extra is more keys.
-func remoteBackend(name string, f *remoteFixture, extra string) string {
-	return fmt.Sprintf("[[backend]]\nname = %q\nurl = %q\n%s\n\n", name, f.url(), extra)
+func remoteBackend(name string, f *testkit.RemoteFixture, extra string) string {
+	return fmt.Sprintf("[[backend]]\nname = %q\nurl = %q\n%s\n\n", name, f.URL(), extra)
 }
 
 type backendsDoc struct {
@@ -143,9 +68,9 @@ func callText(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]
 }
 
 func TestRemoteBackendsMergeWithAStdioOne(t *testing.T) {
-	web := startRemoteFixture(t, "-http", "-name", "web")
-	old := startRemoteFixture(t, "-sse", "-name", "old")
-	cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+stdioBackend("local")+
+	web := testkit.StartRemoteFixture(t, "-http", "-name", "web")
+	old := testkit.StartRemoteFixture(t, "-sse", "-name", "old")
+	cfg := testkit.WriteRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+stdioBackend(t, "local")+
 		remoteBackend("web", web, "")+
 		remoteBackend("old", old, `transport = "auto"`)) // falls back to HTTP+SSE
 	r := runMux(t, cfg)
@@ -187,7 +112,7 @@ func TestRemoteBackendsMergeWithAStdioOne(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("check --connect: exit %d\n%s", code, out)
 	}
-	for _, want := range []string{`transport\s+streamable`, `transport\s+sse`, `transport\s+stdio`, `url\s+` + regexp.QuoteMeta(web.url()), `protocol\s+2025-11-25`} {
+	for _, want := range []string{`transport\s+streamable`, `transport\s+sse`, `transport\s+stdio`, `url\s+` + regexp.QuoteMeta(web.URL()), `protocol\s+2025-11-25`} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("check --connect lacks %s:\n%s", want, out)
 		}
@@ -200,8 +125,8 @@ func TestRemoteBackendsMergeWithAStdioOne(t *testing.T) {
 func TestRemoteSubscriptionSurvivesTheRemoteRestarting(t *testing.T) {
 	for _, mode := range []string{"-http", "-sse"} {
 		t.Run(mode, func(t *testing.T) {
-			fx := startRemoteFixture(t, mode, "-name", "web")
-			cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+stdioBackend("local")+remoteBackend("web", fx, ""))
+			fx := testkit.StartRemoteFixture(t, mode, "-name", "web")
+			cfg := testkit.WriteRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+stdioBackend(t, "local")+remoteBackend("web", fx, ""))
 			w := startWire(t, cfg)
 			updates := make(chan string, 100)
 			c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
@@ -229,18 +154,14 @@ func TestRemoteSubscriptionSurvivesTheRemoteRestarting(t *testing.T) {
 			}
 			expectUpdate("before the restart")
 
-			fx.kill()
-			fx.start() // the same port
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				b := readBackends(t, cs).Backends[1]
-				if b.State == "ready" && b.Restarts >= 1 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("web not reconnected within 20s: %+v\nstderr:\n%s", b, w.stderr)
-				}
-				time.Sleep(50 * time.Millisecond)
+			fx.Restart() // the same port
+			var b any
+			if !testkit.Poll(20*time.Second, func() bool {
+				web := readBackends(t, cs).Backends[1]
+				b = web
+				return web.State == "ready" && web.Restarts >= 1
+			}) {
+				t.Fatalf("web not reconnected within 20s: %+v\nstderr:\n%s", b, w.stderr)
 			}
 			var st struct {
 				Subscribe map[string]int `json:"subscribe"`
@@ -263,28 +184,23 @@ func TestRemoteSubscriptionSurvivesTheRemoteRestarting(t *testing.T) {
 func TestRemoteUnauthorizedBackendFailsWithoutRetrying(t *testing.T) {
 	const token = "wr0ng-t0ken-e2e-4242"
 	t.Setenv("E2E_REMOTE_TOKEN", token)
-	fx := startRemoteFixture(t, "-http", "-name", "web", "-require-token", "right")
-	cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\nlog_level = \"debug\"\n\n"+stdioBackend("local")+
+	fx := testkit.StartRemoteFixture(t, "-http", "-name", "web", "-require-token", "right")
+	cfg := testkit.WriteRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\nlog_level = \"debug\"\n\n"+stdioBackend(t, "local")+
 		remoteBackend("web", fx, `headers = { Authorization = "Bearer ${E2E_REMOTE_TOKEN}" }`))
 	r := runMux(t, cfg)
-	want := "401 Unauthorized from " + fx.url() + ": check the headers (token)"
+	want := "401 Unauthorized from " + fx.URL() + ": check the headers (token)"
 	var web any
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testkit.Poll(10*time.Second, func() bool {
 		b := readBackends(t, r.cs).Backends[1]
 		web = b
-		if b.State == "failed" {
-			if !strings.Contains(b.LastError, want) || b.Restarts != 0 {
-				t.Errorf("web: %+v, want the 401 and no restart", b)
-			}
-			break
+		if b.State == "failed" && (!strings.Contains(b.LastError, want) || b.Restarts != 0) {
+			t.Errorf("web: %+v, want the 401 and no restart", b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("web not failed within 10s: %+v", b)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return b.State == "failed"
+	}) {
+		t.Fatalf("web not failed within 10s: %+v", web)
 	}
-	time.Sleep(1500 * time.Millisecond) // a retry would have come by now (backoff 0.5 s)
+	testkit.Quiet(1500 * time.Millisecond) // a retry must not come; it would by now (backoff 0.5 s)
 	if b := readBackends(t, r.cs).Backends[1]; b.State != "failed" || b.Restarts != 0 {
 		t.Errorf("web retried after a 401: %+v (was %+v)", b, web)
 	}
@@ -304,8 +220,8 @@ func TestRemoteUnauthorizedBackendFailsWithoutRetrying(t *testing.T) {
 func TestRemoteHeaderValueNeverInTheDebugLog(t *testing.T) {
 	const token = "r1ght-t0ken-e2e-7777"
 	t.Setenv("E2E_REMOTE_TOKEN", token)
-	fx := startRemoteFixture(t, "-http", "-name", "web", "-require-token", token)
-	cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\nlog_level = \"debug\"\n\n"+
+	fx := testkit.StartRemoteFixture(t, "-http", "-name", "web", "-require-token", token)
+	cfg := testkit.WriteRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\nlog_level = \"debug\"\n\n"+
 		remoteBackend("web", fx, `headers = { Authorization = "Bearer ${E2E_REMOTE_TOKEN}", X-Trace = "t" }`))
 	r := runMux(t, cfg)
 	if got := callText(t, r.cs, "web__echo", map[string]any{"text": "hi"}); !strings.Contains(got, "hi") {
@@ -330,29 +246,26 @@ func TestRemoteHeaderValueNeverInTheDebugLog(t *testing.T) {
 // A remote that stays away is reconnected to as a crashed child is
 // restarted: with backoff, until restart_max, then failed.
 func TestRemoteThatStaysGoneFailsAtTheCrashLoopLimit(t *testing.T) {
-	fx := startRemoteFixture(t, "-http", "-name", "web")
-	cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\nrestart_max = 3\n\n"+stdioBackend("local")+remoteBackend("web", fx, ""))
+	fx := testkit.StartRemoteFixture(t, "-http", "-name", "web")
+	cfg := testkit.WriteRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\nrestart_max = 3\n\n"+stdioBackend(t, "local")+remoteBackend("web", fx, ""))
 	r := runMux(t, cfg)
 	callText(t, r.cs, "web__echo", map[string]any{"text": "x"})
-	fx.kill()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	fx.Kill()
+	var web any
+	if !testkit.Poll(30*time.Second, func() bool {
 		b := readBackends(t, r.cs).Backends[1]
-		if b.State == "failed" {
-			if b.Restarts != 2 || !strings.Contains(b.LastError, "connection refused") {
-				t.Errorf("web: %+v, want 2 reconnects, then failed for the refused connection", b)
-			}
-			break
+		web = b
+		if b.State == "failed" && (b.Restarts != 2 || !strings.Contains(b.LastError, "connection refused")) {
+			t.Errorf("web: %+v, want 2 reconnects, then failed for the refused connection", b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("web not failed within 30s: %+v\nstderr:\n%s", b, r.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return b.State == "failed"
+	}) {
+		t.Fatalf("web not failed within 30s: %+v\nstderr:\n%s", web, r.stderr)
 	}
 	// The log line comes before the state, but reaches this test's copy
 	// of stderr through a pipe of its own.
 	for _, want := range []string{"connection lost", "backend down; restarting", "too many crashes"} {
-		eventually(t, "stderr to say "+want, 5*time.Second, func() bool { return strings.Contains(r.stderr.String(), want) })
+		testkit.Eventually(t, 5*time.Second, "stderr to say "+want, func() bool { return strings.Contains(r.stderr.String(), want) })
 	}
 }
 
@@ -361,8 +274,8 @@ func TestRemoteThatStaysGoneFailsAtTheCrashLoopLimit(t *testing.T) {
 func TestRemoteBackendRequestsAndProgressReachTheAgent(t *testing.T) {
 	for _, mode := range []string{"-http", "-sse"} {
 		t.Run(mode, func(t *testing.T) {
-			fx := startRemoteFixture(t, mode, "-name", "web", "-client-requests")
-			cfg := writeRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+remoteBackend("web", fx, ""))
+			fx := testkit.StartRemoteFixture(t, mode, "-name", "web", "-client-requests")
+			cfg := testkit.WriteRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+remoteBackend("web", fx, ""))
 			w := startWire(t, cfg)
 			progress := make(chan float64, 100)
 			c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{

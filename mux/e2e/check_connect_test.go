@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -16,8 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/mux"
-	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // What `check --connect` shows while backends come up and in its report,
@@ -26,17 +25,17 @@ import (
 // TestCheckConnectReportsABackendThatExitsAsFailed: a command that exits 0
 // at once is failed (check restarts nothing) and says why.
 func TestCheckConnectReportsABackendThatExitsAsFailed(t *testing.T) {
-	cfg := writeConfig(t, "", []string{"notes", "-name", "notes"})
+	cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"})
 	data, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, append(data, []byte("[[backend]]\nname = \"quits\"\ncommand = \"/bin/true\"\n")...), 0o644)
-	out, errOut, code := runBin(t, muxBin, "check", "--connect", "--config", cfg)
+	out, errOut, code := runBin(t, testkit.MuxBin(t), "check", "--connect", "--config", cfg)
 	if code != 1 || !regexp.MustCompile(`backend quits\n  state +failed\n  error +.*exited during initialize: exit status 0`).MatchString(out) || strings.Contains(out, "restarting") {
 		t.Errorf("exit %d, want 1 and quits failed with its exit status:\n%s", code, out)
 	}
 	if !strings.Contains(errOut, "backend quits: failed: ") {
 		t.Errorf("no progress line for quits on stderr:\n%s", errOut)
 	}
-	jout, _, _ := runBin(t, muxBin, "check", "--connect", "--json", "--config", cfg)
+	jout, _, _ := runBin(t, testkit.MuxBin(t), "check", "--connect", "--json", "--config", cfg)
 	var rep struct {
 		Backends []struct{ Name, State string } `json:"backends"`
 	}
@@ -49,12 +48,12 @@ func TestCheckConnectReportsABackendThatExitsAsFailed(t *testing.T) {
 // TestCheckConnectPrintsEachBackendAsItComesUp: piped, one plain line per
 // backend as soon as it is ready or has failed, not when the slowest is.
 func TestCheckConnectPrintsEachBackendAsItComesUp(t *testing.T) {
-	cfg := writeConfig(t, "",
+	cfg := testkit.WriteConfig(t, "",
 		[]string{"slow", "-name", "slow", "-start-delay", "2500ms"},
 		[]string{"fast", "-name", "fast", "-tools", "a,b"},
 		[]string{"broken", "-fail-start"},
 	)
-	cmd := exec.Command(muxBin, "check", "--connect", "--config", cfg)
+	cmd := exec.Command(testkit.MuxBin(t), "check", "--connect", "--config", cfg)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +109,7 @@ func TestCheckConnectPrintsEachBackendAsItComesUp(t *testing.T) {
 // TestCheckConnectListShowsTheNamesTheAgentSees: prefixed, and without the
 // names a backend lost to a collision.
 func TestCheckConnectListShowsTheNamesTheAgentSees(t *testing.T) {
-	cfg := writeConfig(t, "",
+	cfg := testkit.WriteConfig(t, "",
 		[]string{"notes", "-name", "notes", "-tools", "", "-prompts", "hello"},
 		// Unprefixed, and one of its tools has a name notes has taken.
 		[]string{"copy", "-name", "copy", "-uri-base", "fixture://copy/", "-tools", "notes__stats,extra"},
@@ -118,7 +117,7 @@ func TestCheckConnectListShowsTheNamesTheAgentSees(t *testing.T) {
 	data, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, bytes.Replace(data, []byte(`name = "copy"`), []byte("name = \"copy\"\nprefix = \"\""), 1), 0o644)
 
-	out, errOut, code := runBin(t, muxBin, "check", "--connect", "--list", "--config", cfg)
+	out, errOut, code := runBin(t, testkit.MuxBin(t), "check", "--connect", "--list", "--config", cfg)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
@@ -137,11 +136,11 @@ func TestCheckConnectListShowsTheNamesTheAgentSees(t *testing.T) {
 	if strings.Contains(copyPart, "notes__stats") {
 		t.Errorf("copy lists the name notes took:\n%s", copyPart)
 	}
-	if plain, _, _ := runBin(t, muxBin, "check", "--connect", "--config", cfg); strings.Contains(plain, "tool names") {
+	if plain, _, _ := runBin(t, testkit.MuxBin(t), "check", "--connect", "--config", cfg); strings.Contains(plain, "tool names") {
 		t.Errorf("names listed without --list:\n%s", plain)
 	}
 
-	jout, _, _ := runBin(t, muxBin, "check", "--list", "--json", "--config", cfg)
+	jout, _, _ := runBin(t, testkit.MuxBin(t), "check", "--list", "--json", "--config", cfg)
 	var rep struct {
 		Offered []struct {
 			Backend        string
@@ -187,10 +186,10 @@ func snakeKeys(t *testing.T, doc []byte) []string {
 // TestJSONKeysAreSnakeCase: check --json (a broken config, a good one,
 // --connect --list) and mcp-mux://backends use one key style.
 func TestJSONKeysAreSnakeCase(t *testing.T) {
-	good := writeConfig(t, "", []string{"notes", "-name", "notes"})
-	bad := writeConfig(t, "bogus_key = 1", []string{"notes", "-name", "notes"})
+	good := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"})
+	bad := testkit.WriteConfig(t, "bogus_key = 1", []string{"notes", "-name", "notes"})
 	for _, args := range [][]string{{"--config", bad}, {"--config", good}, {"--connect", "--list", "--config", good}} {
-		out, errOut, _ := runBin(t, muxBin, append([]string{"check", "--json"}, args...)...)
+		out, errOut, _ := runBin(t, testkit.MuxBin(t), append([]string{"check", "--json"}, args...)...)
 		if keys := snakeKeys(t, []byte(out)); len(keys) > 0 {
 			t.Errorf("check --json %v: keys not in snake_case: %v\n%s%s", args, keys, out, errOut)
 		}
@@ -210,7 +209,7 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 // subscription logs the config, the backend coming up and mux's own
 // events, not the go-sdk's connect/initialize/subscribe chatter.
 func TestSessionLogsNoSDKChatter(t *testing.T) {
-	cfg := writeConfig(t, `log_level = "info"`, []string{"notes", "-name", "notes"})
+	cfg := testkit.WriteConfig(t, `log_level = "info"`, []string{"notes", "-name", "notes"})
 	r := runMux(t, cfg)
 	if _, err := r.cs.ListTools(context.Background(), nil); err != nil {
 		t.Fatal(err)
@@ -235,27 +234,5 @@ func TestSessionLogsNoSDKChatter(t *testing.T) {
 		if !strings.Contains(log, w) {
 			t.Errorf("missing %q", w)
 		}
-	}
-}
-
-// TestLiveProgressRedrawsItsStatusLine: on a terminal, the backends still
-// starting are one line rewritten in place, under the lines of those that
-// settled, and it is erased at the end.
-func TestLiveProgressRedrawsItsStatusLine(t *testing.T) {
-	out := newLockedBuf()
-	cfg := &config.File{Backends: []config.Backend{{Name: "a"}, {Name: "off", Disabled: true}, {Name: "b"}}}
-	p := newProgress(out, true, cfg)
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), "starting a, b…"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no status line after 5 s: %q", out.String())
-		}
-	}
-	p.settled(mux.BackendStatus{Name: "a", State: "ready", Tools: 1, Prompts: 2})
-	p.settled(mux.BackendStatus{Name: "b", State: "failed", LastError: "exit status 1"})
-	p.close()
-	got := out.String()
-	want := regexp.MustCompile(`^(\r\x1b\[Kstarting a, b… \d+\.\ds)+\r\x1b\[Kbackend a: ready \(1 tool, 2 prompts, 0 resources, 0 templates\) after \d+\.\ds\n\r\x1b\[Kstarting b… \d+\.\ds\r\x1b\[Kbackend b: failed: exit status 1\n\r\x1b\[K\r\x1b\[K$`)
-	if !want.MatchString(got) {
-		t.Errorf("got %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // The interop suite: the official TypeScript SDK client (testdata/interop,
@@ -142,7 +144,7 @@ func interopSetup(t *testing.T) *interop {
 	if err != nil {
 		t.Skipf("interop suite skipped: node is not on PATH (install Node.js 20 or later, then run: %s)", fix)
 	}
-	dir, err := filepath.Abs(filepath.Join("testdata", "interop"))
+	dir, err := filepath.Abs(filepath.Join("..", "..", "testdata", "interop"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +176,7 @@ func (ix *interop) bare(t *testing.T, s refServer) interopTarget {
 func (ix *interop) mux(t *testing.T, s refServer) interopTarget {
 	t.Helper()
 	cfg := ix.muxConfig(t, ix.backendTOML(t, s, ""))
-	return interopTarget{Name: "mux", Command: muxBin, Args: []string{"--config", cfg}, Prefix: s.backend + "__", TimeoutMs: interopCheckTimeout.Milliseconds()}
+	return interopTarget{Name: "mux", Command: testkit.MuxBin(t), Args: []string{"--config", cfg}, Prefix: s.backend + "__", TimeoutMs: interopCheckTimeout.Milliseconds()}
 }
 
 // backendTOML is s as a [[backend]] of mcp-mux; with spyLog, run behind

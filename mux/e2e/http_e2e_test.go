@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // serving over HTTP (`serve --http`): several agents share one mcp-mux.
@@ -30,7 +32,7 @@ import (
 type httpMux struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *lockedBuf
+	stderr *testkit.SyncBuffer
 }
 
 // The line that says where mcp-mux serves: a remote backend's "connecting" line
@@ -39,8 +41,8 @@ var listeningRe = regexp.MustCompile(`serving over HTTP url=(http://\S+/mcp)`)
 
 func startHTTPMux(t *testing.T, config string, env ...string) *httpMux {
 	t.Helper()
-	cmd := exec.Command(muxBin, "serve", "--config", config, "--http", "127.0.0.1:0")
-	stderr := newLockedBuf()
+	cmd := exec.Command(testkit.MuxBin(t), "serve", "--config", config, "--http", "127.0.0.1:0")
+	stderr := &testkit.SyncBuffer{}
 	cmd.Stderr = stderr
 	cmd.Env = append(cmd.Environ(), env...)
 	if err := cmd.Start(); err != nil {
@@ -58,16 +60,16 @@ func startHTTPMux(t *testing.T, config string, env ...string) *httpMux {
 			t.Errorf("mcp-mux did not exit 10 s after SIGTERM; stderr:\n%s", stderr)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := listeningRe.FindStringSubmatch(stderr.String()); m != nil {
+	if !testkit.Poll(10*time.Second, func() bool {
+		m := listeningRe.FindStringSubmatch(stderr.String())
+		if m != nil {
 			h.url = m[1]
-			return h
 		}
-		time.Sleep(10 * time.Millisecond)
+		return m != nil
+	}) {
+		t.Fatalf("mcp-mux did not say where it listens; stderr:\n%s", stderr)
 	}
-	t.Fatalf("mcp-mux did not say where it listens; stderr:\n%s", stderr)
-	return nil
+	return h
 }
 
 // httpClient is one agent session over HTTP, recording what it is sent.
@@ -145,23 +147,12 @@ func (hc *httpClient) fixtureStats(t *testing.T) (sub, unsub map[string]int) {
 	return st.Subscribe, st.Unsubscribe
 }
 
-func eventually(t *testing.T, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // The gateway scenario with real clients: two sessions on one URI make one
 // backend subscribe; one unsubscribing leaves the other its updates; the
 // last to leave makes one backend unsubscribe. Progress and updates reach
 // only the session they belong to.
 func TestHTTPSessionsShareBackendsButNotState(t *testing.T) {
-	h := startHTTPMux(t, writeConfig(t, `log_level = "debug"`, []string{"f", "-name", "f"}))
+	h := startHTTPMux(t, testkit.WriteConfig(t, `log_level = "debug"`, []string{"f", "-name", "f"}))
 	a := connectHTTP(t, h.url, "")
 	b := connectHTTP(t, h.url, "")
 	const uri = "fixture://f/res/2"
@@ -175,7 +166,7 @@ func TestHTTPSessionsShareBackendsButNotState(t *testing.T) {
 		t.Fatalf("backend got %d subscribes for two sessions on one URI, want 1", sub[uri])
 	}
 	a.call(t, "f__update", map[string]any{"uri": uri})
-	eventually(t, "both sessions get the update", 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, "both sessions get the update", func() bool {
 		return len(a.updates()) == 1 && len(b.updates()) == 1
 	})
 
@@ -186,8 +177,8 @@ func TestHTTPSessionsShareBackendsButNotState(t *testing.T) {
 		t.Fatalf("backend unsubscribed while session A still holds %s", uri)
 	}
 	a.call(t, "f__update", map[string]any{"uri": uri})
-	eventually(t, "A gets the second update", 5*time.Second, func() bool { return len(a.updates()) == 2 })
-	time.Sleep(200 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "A gets the second update", func() bool { return len(a.updates()) == 2 })
+	testkit.Quiet(200 * time.Millisecond) // B, unsubscribed, must not get it; it would by now, with A's
 	if got := b.updates(); len(got) != 1 {
 		t.Fatalf("B unsubscribed but got %d updates", len(got))
 	}
@@ -197,14 +188,14 @@ func TestHTTPSessionsShareBackendsButNotState(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("progress: %v %+v", err, res)
 	}
-	eventually(t, "A gets its 3 progress notifications", 5*time.Second, func() bool { return a.progressSeen() == 3 })
+	testkit.Eventually(t, 5*time.Second, "A gets its 3 progress notifications", func() bool { return a.progressSeen() == 3 })
 	if n := b.progressSeen(); n != 0 {
 		t.Fatalf("B got %d progress notifications of A's request", n)
 	}
 
 	// A leaves (DELETE): the last holder, so the backend unsubscribes.
 	a.cs.Close()
-	eventually(t, "the backend is unsubscribed once the last holder left", 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, "the backend is unsubscribed once the last holder left", func() bool {
 		_, unsub := b.fixtureStats(t)
 		return unsub[uri] == 1
 	})
@@ -213,7 +204,7 @@ func TestHTTPSessionsShareBackendsButNotState(t *testing.T) {
 // A session idle past http_session_idle is ended and cleaned up like a
 // stdio session whose agent went away.
 func TestHTTPIdleSessionIsCleanedUp(t *testing.T) {
-	h := startHTTPMux(t, writeConfig(t, `http_session_idle = "1s"`, []string{"f", "-name", "f"}))
+	h := startHTTPMux(t, testkit.WriteConfig(t, `http_session_idle = "1s"`, []string{"f", "-name", "f"}))
 	a := connectHTTP(t, h.url, "")
 	const uri = "fixture://f/res/1"
 	if err := a.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err != nil {
@@ -221,7 +212,7 @@ func TestHTTPIdleSessionIsCleanedUp(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond) // a goes idle
 	b := connectHTTP(t, h.url, "")
-	eventually(t, "the idle session's subscription is released at the backend", 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, "the idle session's subscription is released at the backend", func() bool {
 		_, unsub := b.fixtureStats(t)
 		return unsub[uri] == 1
 	})
@@ -245,7 +236,7 @@ func post(t *testing.T, url string, hdr map[string]string) int {
 }
 
 func TestHTTPRefusesForeignOrigins(t *testing.T) {
-	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	h := startHTTPMux(t, testkit.WriteConfig(t, "", []string{"f", "-name", "f"}))
 	for _, tc := range []struct {
 		origin string
 		want   int
@@ -267,7 +258,7 @@ func TestHTTPRefusesForeignOrigins(t *testing.T) {
 }
 
 func TestHTTPTokenIsRequiredAndChecked(t *testing.T) {
-	h := startHTTPMux(t, writeConfig(t, `http_token = "${MUX_TEST_TOKEN}"`, []string{"f", "-name", "f"}), "MUX_TEST_TOKEN=s3cret-token")
+	h := startHTTPMux(t, testkit.WriteConfig(t, `http_token = "${MUX_TEST_TOKEN}"`, []string{"f", "-name", "f"}), "MUX_TEST_TOKEN=s3cret-token")
 	for _, tc := range []struct {
 		auth string
 		want int
@@ -295,7 +286,7 @@ func TestHTTPTokenIsRequiredAndChecked(t *testing.T) {
 }
 
 func TestHTTPOnANonLoopbackAddressNeedsAToken(t *testing.T) {
-	cmd := exec.Command(muxBin, "serve", "--config", writeConfig(t, "", []string{"f", "-name", "f"}), "--http", "0.0.0.0:0")
+	cmd := exec.Command(testkit.MuxBin(t), "serve", "--config", testkit.WriteConfig(t, "", []string{"f", "-name", "f"}), "--http", "0.0.0.0:0")
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatal("served 0.0.0.0 without a token")
@@ -310,7 +301,7 @@ var _ = fmt.Sprintf
 // A client of the current era (2026-07-28: server/discover, no session)
 // is served statelessly, each request on its own.
 func TestHTTPCurrentEraClient(t *testing.T) {
-	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	h := startHTTPMux(t, testkit.WriteConfig(t, "", []string{"f", "-name", "f"}))
 	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.url}, nil)
 	if err != nil {
@@ -445,7 +436,7 @@ func vmRSS(pid int) int64 {
 // own updates and answers within a second, and mcp-mux's memory stays
 // bounded.
 func TestHTTPStalledAgentDoesNotDelayOtherSessions(t *testing.T) {
-	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	h := startHTTPMux(t, testkit.WriteConfig(t, "", []string{"f", "-name", "f"}))
 	stalled := rawInitialize(t, h.url)
 	if body := stalled.request(t, "resources/subscribe", map[string]any{"uri": "fixture://f/res/1"}); !strings.Contains(body, `"result"`) {
 		t.Fatalf("subscribe: %s", body)
@@ -530,7 +521,7 @@ func TestHTTPStalledAgentDoesNotDelayOtherSessions(t *testing.T) {
 // reading session's own subscriptions, and a cancellation names only the
 // sender's own requests.
 func TestHTTPSessionsCannotReadOrCancelEachOthersState(t *testing.T) {
-	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	h := startHTTPMux(t, testkit.WriteConfig(t, "", []string{"f", "-name", "f"}))
 	a := connectHTTP(t, h.url, "")
 	b := connectHTTP(t, h.url, "")
 	ctx := context.Background()
@@ -579,7 +570,7 @@ func TestHTTPSessionsCannotReadOrCancelEachOthersState(t *testing.T) {
 // long as the subscriptions/listen request that carries it. Its update
 // arrives on that stream; ending the stream releases it at the backend.
 func TestHTTPCurrentEraSubscriptionLivesAsLongAsItsListen(t *testing.T) {
-	h := startHTTPMux(t, writeConfig(t, "", []string{"f", "-name", "f"}))
+	h := startHTTPMux(t, testkit.WriteConfig(t, "", []string{"f", "-name", "f"}))
 	updated := make(chan string, 16)
 	c := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
@@ -595,7 +586,7 @@ func TestHTTPCurrentEraSubscriptionLivesAsLongAsItsListen(t *testing.T) {
 	listening := make(chan error, 1)
 	go func() { listening <- cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}) }()
 	hc := &httpClient{cs: cs}
-	eventually(t, "the backend is subscribed through the listen stream", 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, "the backend is subscribed through the listen stream", func() bool {
 		sub, _ := hc.fixtureStats(t)
 		return sub[uri] == 1
 	})
@@ -611,7 +602,7 @@ func TestHTTPCurrentEraSubscriptionLivesAsLongAsItsListen(t *testing.T) {
 	if err := cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ending the listen stream releases the subscription at the backend", 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, "ending the listen stream releases the subscription at the backend", func() bool {
 		_, unsub := hc.fixtureStats(t)
 		return unsub[uri] == 1
 	})

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -9,10 +9,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // End-to-end tests of the agent's side over raw pipes: what an agent that
@@ -26,35 +27,14 @@ type wire struct {
 	stdin  io.WriteCloser
 	stdout io.ReadCloser // under out: closing it is the agent closing its end
 	out    *bufio.Reader
-	stderr *lockedBuf
+	stderr *testkit.SyncBuffer
 	exited chan struct{}
 	err    error
 }
 
-// lockedBuf collects a process's stderr, written by exec's copying
-// goroutine while the test reads it.
-type lockedBuf struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func newLockedBuf() *lockedBuf { return &lockedBuf{} }
-
-func (b *lockedBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func startWire(t *testing.T, config string) *wire {
 	t.Helper()
-	return startWireCmd(t, muxBin, "--config", config)
+	return startWireCmd(t, testkit.MuxBin(t), "--config", config)
 }
 
 // startWireCmd runs any stdio MCP server with raw pipes (a backend alone,
@@ -70,7 +50,7 @@ func startWireCmd(t *testing.T, name string, args ...string) *wire {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wire{t: t, cmd: cmd, stdin: stdin, stdout: stdout, out: bufio.NewReaderSize(stdout, 1<<20), stderr: newLockedBuf(), exited: make(chan struct{})}
+	w := &wire{t: t, cmd: cmd, stdin: stdin, stdout: stdout, out: bufio.NewReaderSize(stdout, 1<<20), stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = w.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -170,7 +150,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 }
 
 func TestStdinEOFAnswersRequestsAlreadyRead(t *testing.T) {
-	w := startWire(t, writeConfig(t, "", []string{"notes", "-name", "notes"}))
+	w := startWire(t, testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}))
 	w.send(initLine, initializedLine,
 		`{"jsonrpc":"2.0","id":2,"method":"ping"}`,
 		call(3, "tools/call", `{"name":"notes__sleep","arguments":{"ms":300}}`))
@@ -196,7 +176,7 @@ func TestStdinEOFAnswersRequestsAlreadyRead(t *testing.T) {
 // Error code 0 must never reach the agent: the go-sdk answers some of its
 // own checks with code 0 (a second initialize, params of the wrong type).
 func TestErrorCodeIsNeverZero(t *testing.T) {
-	w := startWire(t, writeConfig(t, "", []string{"notes", "-name", "notes"}))
+	w := startWire(t, testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}))
 	w.send(call(1, "initialize", `{"protocolVersion":5,"capabilities":[],"clientInfo":"x"}`))
 	if m := w.response(1); m.Error == nil || m.Error.Code != -32602 {
 		t.Errorf("initialize with wrongly typed params: %+v, want -32602", m.Error)
@@ -258,7 +238,7 @@ func TestErrorCodeIsNeverZero(t *testing.T) {
 // floodConfig is one backend that can flood notifications, with three
 // listed resources.
 func floodConfig(t *testing.T) string {
-	return writeConfig(t, "", []string{"notes", "-name", "notes", "-resources", "3"})
+	return testkit.WriteConfig(t, "", []string{"notes", "-name", "notes", "-resources", "3"})
 }
 
 // stall subscribes to the three resources, asks the backend for count
@@ -354,12 +334,12 @@ func TestShutdownWithBlockedStdout(t *testing.T) {
 // A request the agent cancels gets no response (MCP: the receiver should
 // not answer it), and the backend is told the agent's reason.
 func TestCancelledRequestGetsNoResponseAndBackendGetsTheReason(t *testing.T) {
-	w := startWire(t, writeConfig(t, "", []string{"notes", "-name", "notes"}))
+	w := startWire(t, testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}))
 	w.initialize()
 	w.send(call(5, "tools/call", `{"name":"notes__sleep","arguments":{"ms":5000}}`))
 	time.Sleep(200 * time.Millisecond)
 	w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"the user pressed stop"}}`)
-	time.Sleep(300 * time.Millisecond) // time for a response that must not come
+	testkit.Quiet(300 * time.Millisecond) // a response to the cancelled call must not come
 	w.send(call(6, "tools/call", `{"name":"notes__stats","arguments":{}}`))
 	for {
 		m, ok := w.next()
@@ -430,9 +410,9 @@ func byName(t *testing.T, list any, field, prefix string) map[string]map[string]
 // compared on the wire with the backend alone, apart from the prefix; and
 // so do a tool's structured result and a completion's total and hasMore.
 func TestListedItemsReachTheAgentFieldForField(t *testing.T) {
-	bare := startWireCmd(t, fixtureBin, "-name", "notes", "-rich")
+	bare := startWireCmd(t, testkit.FixtureBin(t), "-name", "notes", "-rich")
 	bare.initialize()
-	mux := startWire(t, writeConfig(t, "", []string{"notes", "-name", "notes", "-rich"}))
+	mux := startWire(t, testkit.WriteConfig(t, "", []string{"notes", "-name", "notes", "-rich"}))
 	mux.initialize()
 	for _, l := range []struct{ method, key, field, prefix string }{
 		{"tools/list", "tools", "name", "notes__"},
@@ -534,7 +514,7 @@ func subscriptionID(m rawMsg) any {
 // because it asked, and cancelling the stream releases its subscriptions
 // at the backends.
 func TestCurrentEraClient(t *testing.T) {
-	w := startWire(t, writeConfig(t, "", []string{"notes", "-name", "notes"}, []string{"plain", "-name", "plain", "-subscribe=false"}))
+	w := startWire(t, testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}, []string{"plain", "-name", "plain", "-subscribe=false"}))
 	req := func(id int, method, params string) {
 		if params == "" {
 			params = "{" + modernMeta + "}"
@@ -609,22 +589,17 @@ func TestCurrentEraClient(t *testing.T) {
 
 	// Cancelling the stream releases the backend subscription.
 	w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4,"reason":"done"}}`)
-	deadline := time.Now().Add(5 * time.Second)
-	for id := 10; ; id++ {
-		if fmt.Sprint(stats(id, "notes")["unsubscribe"]) == "map[fixture://notes/res/1:1]" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("cancelling the listen did not unsubscribe the backend")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	id := 9
+	testkit.Eventually(t, 5*time.Second, "cancelling the listen to unsubscribe the backend", func() bool {
+		id++
+		return fmt.Sprint(stats(id, "notes")["unsubscribe"]) == "map[fixture://notes/res/1:1]"
+	})
 }
 
 // subscriptions/listen counts against max_subscriptions like
 // resources/subscribe: over it, the listen fails with -32029.
 func TestCurrentEraListenHonoursTheSubscriptionLimit(t *testing.T) {
-	w := startWire(t, writeConfig(t, "max_subscriptions = 1", []string{"notes", "-name", "notes"}))
+	w := startWire(t, testkit.WriteConfig(t, "max_subscriptions = 1", []string{"notes", "-name", "notes"}))
 	w.send(`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["fixture://notes/res/1","fixture://notes/res/2"]},` + modernMeta + `}}`)
 	start := time.Now()
 	m := w.until("the listen's answer", isResponse(1))

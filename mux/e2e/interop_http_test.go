@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // The interop suite over HTTP, both ways: server-everything serving
@@ -43,7 +45,7 @@ func (ix *interop) everythingHTTP(t *testing.T) string {
 			t.Fatal(err)
 		}
 		listening, done := make(chan struct{}), make(chan struct{})
-		log := newLockedBuf()
+		log := &testkit.SyncBuffer{}
 		go func() {
 			defer close(done)
 			sc := bufio.NewScanner(stderr)
@@ -93,7 +95,7 @@ func freePort(t *testing.T) int {
 func (ix *interop) muxOfRemote(t *testing.T, s refServer, url string) interopTarget {
 	t.Helper()
 	backend := fmt.Sprintf("[[backend]]\nname = %q\nurl = %q\nrestart = \"never\"\n", s.backend, url)
-	return interopTarget{Name: "mux", Command: muxBin, Args: []string{"--config", ix.muxConfig(t, backend)}, Prefix: s.backend + "__", TimeoutMs: interopCheckTimeout.Milliseconds()}
+	return interopTarget{Name: "mux", Command: testkit.MuxBin(t), Args: []string{"--config", ix.muxConfig(t, backend)}, Prefix: s.backend + "__", TimeoutMs: interopCheckTimeout.Milliseconds()}
 }
 
 // TestInteropStreamableHTTPBackendThroughMuxMatchesBareServer: with

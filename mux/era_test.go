@@ -9,6 +9,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // modernMeta is the _meta every request of the current era (2026-07-28)
@@ -47,7 +49,7 @@ const muxServerInfo = `"io.modelcontextprotocol/serverInfo":{"name":"mcp-mux"`
 // result, whichever backend served it and by whichever path. Before, a
 // result from a backend on the go-sdk named that backend ("notes").
 func TestCurrentEraResultsNameMcpMux(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newModernRawAgent(t, m)
 	a.modernCall(1, "tools/list", `{}`)
 	for i, c := range []struct{ method, params string }{
@@ -73,7 +75,7 @@ func TestCurrentEraResultsNameMcpMux(t *testing.T) {
 // client, pinned to 2026-07-28, refused every tools/call through mcp-mux:
 // "missing required resultType".
 func TestCurrentEraResultsSayTheyAreComplete(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newModernRawAgent(t, m)
 	a.modernCall(1, "tools/list", `{}`)
 	for i, c := range []struct{ method, params string }{
@@ -96,7 +98,7 @@ func TestCurrentEraResultsSayTheyAreComplete(t *testing.T) {
 // a current-era agent as mux reads their absence: ttl 0, scope public.
 // A handshake-era agent still gets the result as the backend sent it.
 func TestCurrentEraReadHasCacheHints(t *testing.T) {
-	spec := config.Backend{Name: "raw", Command: rawServerBin,
+	spec := config.Backend{Name: "raw", Command: testkit.RawServerBin(t),
 		Env: map[string]string{"RAWSERVER_RESOURCES": `{"resources":[{"uri":"raw://r/1","name":"one"}]}`}}
 	m := startMux(t, spec)
 	a := newModernRawAgent(t, m)
@@ -116,7 +118,7 @@ func TestCurrentEraReadHasCacheHints(t *testing.T) {
 // Progress of a current-era request reaches the agent under its own
 // token, and the result keeps _meta the backend sent beside mux's name.
 func TestCurrentEraProgressUsesTheAgentsToken(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newModernRawAgent(t, m)
 	a.modernCall(1, "tools/list", `{}`)
 	got := a.modernCall(2, "tools/call", `{"name":"notes__progress","arguments":{"steps":3,"delay_ms":1}}`, `"progressToken":"agent-7"`)
@@ -141,7 +143,7 @@ func TestCurrentEraProgressUsesTheAgentsToken(t *testing.T) {
 // refuses it: capabilities that are not an object, a clientInfo that is
 // not one, a version mux does not speak.
 func TestCurrentEraMalformedMetaIsRefusedAsBefore(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newModernRawAgent(t, m)
 	a.modernCall(1, "tools/list", `{}`)
 	for i, meta := range []string{
@@ -222,7 +224,7 @@ func FuzzEraResult(f *testing.F) {
 // looking there for a backend's server name killed mcp-mux (found by the
 // cancellation test's current-era case).
 func TestCurrentEraPingIsAnswered(t *testing.T) {
-	m := startMux(t, fixture("notes"))
+	m := startMux(t, fixture(t, "notes"))
 	a := newModernRawAgent(t, m)
 	if got := string(a.call(1, "ping", `{}`)); !strings.Contains(got, `"result":{}`) {
 		t.Errorf("ping: %s, want the empty result", got)

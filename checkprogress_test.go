@@ -1,0 +1,39 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/mux"
+	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
+)
+
+// TestLiveProgressRedrawsItsStatusLine: on a terminal, the backends still
+// starting are one line rewritten in place, under the lines of those that
+// settled, and it is erased at the end.
+func TestLiveProgressRedrawsItsStatusLine(t *testing.T) {
+	// In a bubble, the redraw ticker runs on the fake clock: one
+	// redrawEvery later the status line is there, without polling for it.
+	synctest.Test(t, func(t *testing.T) {
+		out := &testkit.SyncBuffer{}
+		cfg := &config.File{Backends: []config.Backend{{Name: "a"}, {Name: "off", Disabled: true}, {Name: "b"}}}
+		p := newProgress(out, true, cfg)
+		time.Sleep(redrawEvery)
+		synctest.Wait()
+		if !strings.Contains(out.String(), "starting a, b…") {
+			t.Fatalf("no status line after %v: %q", redrawEvery, out.String())
+		}
+		p.settled(mux.BackendStatus{Name: "a", State: "ready", Tools: 1, Prompts: 2})
+		p.settled(mux.BackendStatus{Name: "b", State: "failed", LastError: "exit status 1"})
+		p.close()
+		got := out.String()
+		want := regexp.MustCompile(`^(\r\x1b\[Kstarting a, b… \d+\.\ds)+\r\x1b\[Kbackend a: ready \(1 tool, 2 prompts, 0 resources, 0 templates\) after \d+\.\ds\n\r\x1b\[Kstarting b… \d+\.\ds\r\x1b\[Kbackend b: failed: exit status 1\n\r\x1b\[K\r\x1b\[K$`)
+		if !want.MatchString(got) {
+			t.Errorf("got %q", got)
+		}
+	})
+}

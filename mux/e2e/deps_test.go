@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
+)
+
+// The layering rules of the module's packages, checked on what `go list
+// -deps` says each one imports, directly or not, on each platform mcp-mux
+// runs on (some imports are in files for one platform only).
+
+const module = "github.com/mcp-mux/mcp-mux"
+
+// depRule is one package's rule: allowed says, of each of its
+// dependencies, whether it may import it, or why not.
+type depRule struct {
+	pkg     string // relative to the module
+	allowed func(dep depInfo) (ok bool, why string)
+}
+
+type depInfo struct {
+	path     string
+	standard bool
+}
+
+// ours is p's path inside the module ("backends/wire"), or "" if p is not
+// the module's.
+func ours(p string) string {
+	if p == module {
+		return "."
+	}
+	rel, ok := strings.CutPrefix(p, module+"/")
+	if !ok {
+		return ""
+	}
+	return rel
+}
+
+// under reports whether rel is dir or below it.
+func under(rel, dir string) bool { return rel == dir || strings.HasPrefix(rel, dir+"/") }
+
+var depRules = []depRule{
+	// The supervisor is the process every backend runs under, started
+	// again from mcp-mux's binary: it must stay small and self-contained.
+	{"backends/internal/supervisor", func(d depInfo) (bool, string) {
+		return d.standard, "the supervisor imports only the standard library"
+	}},
+	// The config is read by mcp-mux's CLI and by the client-config
+	// import; it knows backends' specs, nothing of the mux.
+	{"mux/config", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/config" || under(rel, "backends"), "mux/config imports nothing of ours but backends"
+	}},
+	{"mux/clientimport", func(d depInfo) (bool, string) {
+		return ours(d.path) != "mux", "mux/clientimport does not import mux"
+	}},
+	{"subs", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "subs", "subs imports nothing of ours"
+	}},
+	{"backends/wire", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "backends/wire", "backends/wire imports nothing of ours"
+	}},
+	{"backends", func(d depInfo) (bool, string) {
+		return !under(ours(d.path), "mux"), "backends does not import mux"
+	}},
+}
+
+func TestPackageDependencies(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command:", err)
+	}
+	root, err := testkit.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, goos := range []string{"linux", "darwin", "windows"} {
+		for _, r := range depRules {
+			t.Run(goos+"/"+r.pkg, func(t *testing.T) {
+				cmd := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{.Standard}}{{range .Imports}} {{.}}{{end}}`, "./"+r.pkg)
+				cmd.Dir = root
+				cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH=amd64", "CGO_ENABLED=0")
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("go list: %v\n%s", err, exitStderr(err))
+				}
+				self := module + "/" + r.pkg
+				var order []string
+				imports := map[string][]string{}
+				why := map[string]string{} // the packages it may not import, and why
+				for line := range strings.Lines(string(out)) {
+					f := strings.Fields(line)
+					if len(f) < 2 {
+						continue
+					}
+					order = append(order, f[0])
+					imports[f[0]] = f[2:]
+					if f[0] == self {
+						continue
+					}
+					if ok, w := r.allowed(depInfo{path: f[0], standard: f[1] == "true"}); !ok {
+						why[f[0]] = w
+					}
+				}
+				if _, ok := imports[self]; !ok {
+					t.Fatalf("go list -deps ./%s does not list the package itself:\n%s", r.pkg, out)
+				}
+				// Name where the rule is broken: a package it may not
+				// import, imported by one it may (what that one imports
+				// in turn only follows).
+				for _, p := range order {
+					if _, bad := why[p]; bad {
+						continue
+					}
+					via := "directly"
+					if p != self {
+						via = "through " + p
+					}
+					for _, dep := range imports[p] {
+						if w, bad := why[dep]; bad {
+							t.Errorf("%s imports %s (%s, GOOS=%s): %s", r.pkg, dep, via, goos, w)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func exitStderr(err error) []byte {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.Stderr
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+// Package testkit is what the tests of more than one package share: the
+// binaries they run (mcp-mux, the fixture MCP server, the raw server),
+// each built once per test process; the fixture serving over HTTP in a
+// process of its own; config files; and the small helpers every package
+// had a copy of (Eventually, SyncBuffer, CtxT).
+//
+// It lives under testdata so that `go build ./...` and `go vet ./...` do
+// not see it (.ci/run vets it by name), and so that the tests of backends
+// can import it too, which they could not under mux/internal.
+//
+// A package whose tests use it runs them through Main:
+//
+//	func TestMain(m *testing.M) { testkit.Main(m) }
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Main runs the tests of m and exits with their result. Before, it pins
+// GOCACHE (so the builds below, and any `go` a test runs, use the usual
+// build cache) and then points XDG_CACHE_HOME at a directory of the test
+// process's own, so that what mcp-mux remembers across runs (initialize's
+// instructions) never reaches the user's cache. After, it removes that
+// directory and the binaries built into it.
+func Main(m *testing.M) {
+	if err := pinGOCACHE(); err != nil {
+		fmt.Fprintln(os.Stderr, "testkit:", err)
+		os.Exit(1)
+	}
+	d, err := dir()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testkit:", err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(d, "cache"))
+	code := m.Run()
+	os.RemoveAll(d)
+	os.Exit(code)
+}
+
+// pinGOCACHE sets GOCACHE to where `go` keeps its build cache now: GOCACHE
+// follows XDG_CACHE_HOME where it is not set, and a build into an empty
+// cache takes a minute on a small machine.
+func pinGOCACHE() error {
+	if os.Getenv("GOCACHE") != "" {
+		return nil
+	}
+	out, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOCACHE: %v", err)
+	}
+	if c := strings.TrimSpace(string(out)); c != "" && c != "off" {
+		os.Setenv("GOCACHE", c)
+	}
+	return nil
+}
+
+var (
+	dirOnce sync.Once
+	tmpDir  string
+	dirErr  error
+)
+
+// dir is the test process's own temporary directory, made on first use.
+func dir() (string, error) {
+	dirOnce.Do(func() { tmpDir, dirErr = os.MkdirTemp("", "mcp-mux-testkit") })
+	return tmpDir, dirErr
+}
+
+// binary is a main package of this module, built on first use.
+type binary struct {
+	name, pkg string // pkg relative to the module root
+	once      sync.Once
+	path      string
+	err       error
+}
+
+var (
+	muxBin       = &binary{name: "mcp-mux", pkg: "."}
+	fixtureBin   = &binary{name: "fixture", pkg: "./testdata/fixture"}
+	rawServerBin = &binary{name: "rawserver", pkg: "./backends/testdata/rawserver"}
+)
+
+// MuxBin is mcp-mux itself, built from the module root.
+func MuxBin(t testing.TB) string { t.Helper(); return muxBin.get(t) }
+
+// FixtureBin is testdata/fixture, the MCP server the tests run as a
+// backend (see its flags in testdata/fixture/main.go).
+func FixtureBin(t testing.TB) string { t.Helper(); return fixtureBin.get(t) }
+
+// RawServerBin is backends/testdata/rawserver, which writes exactly the
+// bytes a test gives it.
+func RawServerBin(t testing.TB) string { t.Helper(); return rawServerBin.get(t) }
+
+func (b *binary) get(t testing.TB) string {
+	t.Helper()
+	b.once.Do(b.build)
+	if b.err != nil {
+		t.Fatalf("testkit: %v", b.err)
+	}
+	return b.path
+}
+
+func (b *binary) build() {
+	d, err := dir()
+	if err != nil {
+		b.err = err
+		return
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		b.err = err
+		return
+	}
+	path := filepath.Join(d, b.name)
+	if runtime.GOOS == "windows" {
+		path += ".exe" // without it, exec looks for name.exe, .com, ...
+	}
+	cmd := exec.Command("go", "build", "-o", path, b.pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.err = fmt.Errorf("building %s: %v\n%s", b.pkg, err, out)
+		return
+	}
+	b.path = path
+}
+
+var (
+	rootOnce sync.Once
+	root     string
+	rootErr  error
+)
+
+// ModuleRoot is the directory of the module's go.mod.
+func ModuleRoot() (string, error) {
+	rootOnce.Do(func() {
+		// This file is testdata/testkit/testkit.go under the root; with
+		// -trimpath the path is not a file's, so ask go.
+		if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+			root = filepath.Dir(filepath.Dir(filepath.Dir(file)))
+			if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+				return
+			}
+		}
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil || strings.TrimSpace(string(out)) == "" {
+			rootErr = fmt.Errorf("no module root: go env GOMOD: %v", err)
+			return
+		}
+		root = filepath.Dir(strings.TrimSpace(string(out)))
+	})
+	return root, rootErr
+}
+
+// Eventually polls cond until it holds, failing t with what if d passes
+// first.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !Poll(d, cond) {
+		t.Fatalf("after %v, still waiting for %s", d, what)
+	}
+}
+
+// Poll polls cond until it holds (true) or d passes (false), for a test
+// that says more than Eventually would when it does not hold, or goes on.
+func Poll(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pollEvery)
+	}
+	return true
+}
+
+// pollEvery is how often Poll asks again.
+const pollEvery = 10 * time.Millisecond
+
+// Quiet lets d of real time pass, in which something must not happen: a
+// response to a cancelled request, a second reload, a retry. There is no
+// event to wait for, only a window after which it would have come; each
+// caller says what must not come and why d is long enough. (Code with no
+// process or network in it tests this in a synctest bubble instead.)
+func Quiet(d time.Duration) { time.Sleep(d) }
+
+// CtxT is a context for one call of a test: it ends after 20 s, or with
+// the test.
+func CtxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// SyncBuffer is a bytes.Buffer safe for one writer (a log, a process's
+// stderr copied by exec) and a test reading it meanwhile.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String is what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Bytes is a copy of what was written so far.
+func (s *SyncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
