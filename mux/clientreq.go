@@ -227,6 +227,9 @@ func (mem *member) forwardRoots(ctx context.Context, p *mcp.ListRootsParams) (*m
 	if p == nil {
 		p = &mcp.ListRootsParams{}
 	}
+	if mem.m.rootsOutsideRequests(mem) {
+		return mem.m.learnedRoots(ctx, mem) // roots.go
+	}
 	_, res, err := forwardToAgent[*mcp.ListRootsResult](ctx, mem, "roots/list", "roots", hasRoots, p)
 	return res, err
 }
@@ -340,6 +343,9 @@ func forwardToAgent[R mcp.Result, P mcp.Params](ctx context.Context, mem *member
 		res, err := pc.ask(ctx, ir)
 		if err != nil {
 			return s, zero, agentError(method, s, err)
+		}
+		if roots, ok := res.(*mcp.ListRootsResult); ok {
+			mem.m.learnRoots(roots) // the agent's roots, for when it is not asked (roots.go)
 		}
 		r, ok := res.(R)
 		if !ok {
@@ -463,6 +469,12 @@ func (m *Mux) agentFor(mem *member, capName string, has func(*mcp.ClientCapabili
 	return best, nil, nil
 }
 
+// declared reports whether the agent of s declared what has looks for.
+func (s *session) declared(has func(*mcp.ClientCapabilities) bool) bool {
+	p := s.ss.InitializeParams()
+	return p != nil && p.Capabilities != nil && has(p.Capabilities)
+}
+
 // canTake says why session s cannot take a request needing capName.
 func canTake(s *session, capName string, has func(*mcp.ClientCapabilities) bool) error {
 	p := s.ss.InitializeParams()
@@ -480,23 +492,29 @@ func canTake(s *session, capName string, has func(*mcp.ClientCapabilities) bool)
 // rootsListChanged passes the agent's notifications/roots/list_changed to
 // every backend that was told roots.listChanged. It runs in the session's
 // dispatch: the sends run apart.
-func (m *Mux) rootsListChanged(_ context.Context, _ *mcp.RootsListChangedRequest) {
+func (m *Mux) rootsListChanged(context.Context, *mcp.RootsListChangedRequest) {
 	for _, mem := range m.members() {
-		mem.mu.Lock()
-		b := mem.b
-		mem.mu.Unlock()
-		if b == nil {
-			continue // a backend that starts later asks for the roots anew
-		}
-		if c := b.ClientCapabilities(); c == nil || c.RootsV2 == nil || !c.RootsV2.ListChanged {
-			continue
-		}
-		m.goOwned(func() {
-			ctx, cancel := context.WithTimeout(m.ctx, notifyTimeout)
-			defer cancel()
-			if err := b.NotifyRootsListChanged(ctx); err != nil {
-				mem.log.Debug("roots/list_changed not delivered", "err", err)
-			}
-		})
+		m.notifyRootsChanged(mem)
 	}
+}
+
+// notifyRootsChanged sends mem's backend notifications/roots/list_changed,
+// if it was told roots.listChanged, apart.
+func (m *Mux) notifyRootsChanged(mem *member) {
+	mem.mu.Lock()
+	b := mem.b
+	mem.mu.Unlock()
+	if b == nil {
+		return // a backend that starts later asks for the roots anew
+	}
+	if c := b.ClientCapabilities(); c == nil || c.RootsV2 == nil || !c.RootsV2.ListChanged {
+		return
+	}
+	m.goOwned(func() {
+		ctx, cancel := context.WithTimeout(m.ctx, notifyTimeout)
+		defer cancel()
+		if err := b.NotifyRootsListChanged(ctx); err != nil {
+			mem.log.Debug("roots/list_changed not delivered", "err", err)
+		}
+	})
 }

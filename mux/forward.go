@@ -74,7 +74,12 @@ func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 		// The backend may ask the agent for input while it serves the
 		// request, which the agent's era has no way for: the request is
 		// parked, so that it can go on across the agent's retries.
+		askRoots := m.roots.wantedBy(mem) && s.declared(hasRoots)
 		pc, err := m.park(ctx, in, func(ctx context.Context, pc *parkedCall) (any, error) {
+			if askRoots {
+				// The backend asked for roots outside any request (roots.go).
+				m.askRoots(ctx, pc)
+			}
 			return run(ctx, m, mem, b, in, pc, call)
 		})
 		if err != nil {

@@ -148,8 +148,7 @@ func (mem *member) parkedCallFor(capName string, has func(*mcp.ClientCapabilitie
 	in.mu.Unlock()
 	var idle, busy *inflightCall
 	for _, c := range calls {
-		p := c.s.ss.InitializeParams()
-		if p == nil || p.Capabilities == nil || !has(p.Capabilities) {
+		if !c.s.declared(has) {
 			continue
 		}
 		c.pc.mu.Lock()

@@ -85,6 +85,9 @@ type Mux struct {
 	// parked is the requests of handshake-era backends that wait for a
 	// current-era agent's input (rounds.go).
 	parked parking
+	// roots is the roots of the agent of the current era, as mux learned
+	// them (roots.go).
+	roots agentRoots
 	// instr remembers the backends' instructions across runs (instrcache.go).
 	instr *instructionMemory
 
