@@ -84,6 +84,12 @@ func TestCurrentEraResultsSayTheyAreComplete(t *testing.T) {
 		{"resources/read", `{"uri":"fixture://notes/res/1"}`},
 		{"prompts/get", `{"name":"notes__greet","arguments":{"name":"Zed"}}`},
 		{"tools/list", `{}`},
+		{"prompts/list", `{}`},
+		{"resources/list", `{}`},
+		{"resources/templates/list", `{}`},
+		{"resources/read", `{"uri":"mcp-mux://backends"}`},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"notes__greet"},"argument":{"name":"name","value":"Z"}}`},
+		{"server/discover", `{}`},
 	} {
 		got := string(a.modernCall(10+i, c.method, c.params))
 		if !strings.Contains(got, `"resultType":"complete"`) || strings.Count(got, `"resultType"`) != 1 {
@@ -234,5 +240,41 @@ func TestCurrentEraPingIsAnswered(t *testing.T) {
 	}
 	if got := string(a.modernCall(3, "tools/list", `{}`)); !strings.Contains(got, "notes__echo") {
 		t.Errorf("tools/list after the pings: %.200s", got)
+	}
+}
+
+// Resource not found is -32002 in the handshake era and -32602 in the
+// current one. A backend may send either: the agent gets its own era's,
+// on the go-sdk's path (before the first list) and as bytes (after).
+func TestResourceNotFoundHasTheAgentsErasCode(t *testing.T) {
+	m := startMux(t,
+		fixture(t, "old", "-list-missing", "fixture://old/gone"),                              // -32002
+		fixture(t, "new", "-list-missing", "fixture://new/gone", "-not-found-code", "-32602")) // the go-sdk's default
+	legacy, modern := newRawAgent(t, m), newModernRawAgent(t, m)
+	read := func(a *rawAgent, id int, uri string) string {
+		params := `{"uri":"` + uri + `"}`
+		if a == modern {
+			return string(a.modernCall(id, "resources/read", params))
+		}
+		return string(a.call(id, "resources/read", params))
+	}
+	id := 100
+	for _, path := range []string{"typed", "bytes"} {
+		if path == "bytes" {
+			legacy.call(1, "tools/list", `{}`) // from now on reads pass through
+			modern.modernCall(1, "tools/list", `{}`)
+		}
+		for _, uri := range []string{"fixture://old/gone", "fixture://new/gone"} {
+			for _, a := range []*rawAgent{legacy, modern} {
+				id++
+				want := `"code":-32002`
+				if a == modern {
+					want = `"code":-32602`
+				}
+				if got := read(a, id, uri); !strings.Contains(got, want) || !strings.Contains(got, "Resource not found") {
+					t.Errorf("%s, %s, modern %v: %s, want %s", path, uri, a == modern, got, want)
+				}
+			}
+		}
 	}
 }

@@ -130,10 +130,34 @@ func run[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend, i
 		res, err = call(ctx, b, meta, &round{responses: responses, state: state})
 	}
 	if err != nil {
-		return zero, m.backendError(ctx, mem, b, err)
+		err = m.backendError(ctx, mem, b, err)
+		if in.method == "resources/read" {
+			err = notFoundInEra(err, s)
+		}
+		return zero, err
 	}
 	m.settle(ctx, b)
 	return res, nil
+}
+
+// notFoundInEra is err, a backend's error for a read, with the code of
+// "resource not found" the agent's era has (-32002 in the handshake era,
+// -32602 in the current one), whichever the backend sent.
+func notFoundInEra(err error, s *session) error {
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) {
+		return err
+	}
+	notFound := je.Code == CodeResourceNotFound ||
+		(je.Code == jsonrpc.CodeInvalidParams && strings.Contains(strings.ToLower(je.Message), "not found"))
+	if !notFound {
+		return err
+	}
+	code := int64(CodeResourceNotFound)
+	if s != nil && s.isModern() {
+		code = jsonrpc.CodeInvalidParams
+	}
+	return &jsonrpc.Error{Code: code, Message: je.Message, Data: je.Data}
 }
 
 // reservedMetaPrefix starts the _meta keys the protocol reserves for
