@@ -25,10 +25,6 @@ import (
 // sees them. Everything else the backend sends (progress, requests to the
 // client, notifications) still goes through the SDK's session.
 
-// ErrNoRawCalls is CallRaw's error for a backend that does not take raw
-// calls (a remote one, whose transport the go-sdk owns).
-var ErrNoRawCalls = errors.New("backend takes no raw calls")
-
 // rawIDPrefix starts the id of every raw call.
 const rawIDPrefix = "mcp-mux-raw-"
 
@@ -40,7 +36,9 @@ type rawCalls struct {
 	down    error // set once the connection ended: no call is sent or waits any more
 }
 
-// RawCalls reports whether CallRaw can be used (a stdio backend).
+// RawCalls reports whether CallRaw goes as bytes (a stdio backend); to a
+// remote one, whose transport the go-sdk owns, it goes through the go-sdk's
+// types.
 func (b *Backend) RawCalls() bool { return b.remote == nil }
 
 // CallRaw sends the backend the request method with params (a JSON object,
@@ -48,11 +46,52 @@ func (b *Backend) RawCalls() bool { return b.remote == nil }
 // from the backend is returned as a *jsonrpc.Error; if ctx ends first, the
 // backend is sent notifications/cancelled (with the reason ctx carries, see
 // WithCancelReason) and ctx's error is returned, as the go-sdk's calls do.
+// A remote backend is called through the go-sdk's session (typedCall): its
+// result is what the go-sdk's types keep of it.
 func (b *Backend) CallRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if b.remote != nil {
-		return nil, ErrNoRawCalls
+		return b.typedCall(ctx, method, params)
 	}
 	return b.conn.callRaw(ctx, method, params)
+}
+
+// typedCall is CallRaw through the go-sdk's session, for the methods mux
+// forwards.
+func (b *Backend) typedCall(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	cs := b.session
+	var res any
+	var err error
+	switch method {
+	case "tools/call":
+		res, err = typed(params, func(p *mcp.CallToolParams) (*mcp.CallToolResult, error) { return cs.CallTool(ctx, p) })
+	case "prompts/get":
+		res, err = typed(params, func(p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) { return cs.GetPrompt(ctx, p) })
+	case "resources/read":
+		res, err = typed(params, func(p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) { return cs.ReadResource(ctx, p) })
+	case "resources/list":
+		res, err = typed(params, func(p *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) { return cs.ListResources(ctx, p) })
+	case "completion/complete":
+		res, err = typed(params, func(p *mcp.CompleteParams) (*mcp.CompleteResult, error) { return cs.Complete(ctx, p) })
+	default:
+		return nil, fmt.Errorf("backend %s: mcp-mux has no typed call for %s", b.Spec.Name, method)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// typed decodes params into P and calls f with them.
+func typed[P any, R any](params json.RawMessage, f func(*P) (R, error)) (R, error) {
+	p := new(P)
+	if err := json.Unmarshal(params, p); err != nil {
+		var zero R
+		return zero, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	return f(p)
 }
 
 func (c *childConn) callRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"encoding/json"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ type exposed[T any] struct {
 	item     *T // a copy, with the exposed name
 	original string
 	mem      *member
+	raw      json.RawMessage // the item as its backend sent it, with the exposed name (rawlist.go)
 }
 
 // named is a list of tools or prompts indexed by exposed name.
@@ -103,28 +105,32 @@ func (h *catalogHolder) rebuild(m *Mux) {
 		}
 		parts++
 		tf, pf := mem.filters()
-		for _, t := range part.tools {
+		for i, t := range part.tools {
 			if !tf.admits(t.Name) {
 				continue
 			}
 			cp := *t
 			cp.Name = m.exposedName(mem, t.Name)
-			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem}); w != nil {
+			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem, renamed(part.rawAt(0, i), cp.Name, &cp)}); w != nil {
 				collide("tool", cp.Name, w, mem)
 			}
 		}
-		for _, p := range part.prompts {
+		for i, p := range part.prompts {
 			if !pf.admits(p.Name) {
 				continue
 			}
 			cp := *p
 			cp.Name = m.exposedName(mem, p.Name)
-			if w := c.prompts.add(cp.Name, exposed[mcp.Prompt]{&cp, p.Name, mem}); w != nil {
+			if w := c.prompts.add(cp.Name, exposed[mcp.Prompt]{&cp, p.Name, mem, renamed(part.rawAt(1, i), cp.Name, &cp)}); w != nil {
 				collide("prompt", cp.Name, w, mem)
 			}
 		}
-		for _, t := range part.templates {
-			c.templates = append(c.templates, exposed[mcp.ResourceTemplate]{t, t.URITemplate, mem})
+		for i, t := range part.templates {
+			raw := part.rawAt(2, i)
+			if raw == nil {
+				raw, _ = json.Marshal(t)
+			}
+			c.templates = append(c.templates, exposed[mcp.ResourceTemplate]{t, t.URITemplate, mem, raw})
 		}
 	}
 	if parts == 0 {

@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -198,6 +199,50 @@ func (m *Mux) backendMeta(b *backends.Backend, s *session, meta mcp.Meta) mcp.Me
 		out[mcp.MetaKeyLogLevel] = level
 	}
 	return out
+}
+
+// forwardBytes is forward for the requests whose results reach the agent
+// as the backend sent them, from either door: tools/call, prompts/get,
+// resources/read. rawMeta is the agent's _meta as sent, if it was not
+// decoded into in.meta (then the backend gets it as sent: see
+// passThrough.plainMeta), fields the rest of the backend's params.
+func forwardBytes(ctx context.Context, m *Mux, mem *member, in inbound, rawMeta json.RawMessage, fields []param) (json.RawMessage, error) {
+	return forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, fwd mcp.Meta, rd *round) (json.RawMessage, error) {
+		sendMeta := rawMeta
+		if in.meta != nil || len(fwd) > 0 {
+			sendMeta = nil
+			if len(fwd) > 0 {
+				sendMeta, _ = json.Marshal(fwd) // the backend's own: backendMeta, and mux's progress token
+			}
+		}
+		params := fields
+		if rd != nil { // a round of answers: the agent's own, or collected by mux (rounds.go)
+			responses, err := json.Marshal(rd.responses)
+			if err != nil {
+				return nil, err
+			}
+			state, _ := json.Marshal(rd.state)
+			params = append(append([]param{}, fields...), param{"inputResponses", responses}, param{"requestState", state})
+		}
+		return b.CallRaw(ctx, in.method, paramsObject(sendMeta, params))
+	})
+}
+
+// finishResult is res, the backend's result for method as it sent it, as
+// the agent of s gets it: a tool result's resource links are learned (reads
+// of them route to mem), a read's invalid cache hints mended, and for an
+// agent of the current era what the era requires added (era.go).
+func (m *Mux) finishResult(s *session, mem *member, method string, res json.RawMessage) json.RawMessage {
+	switch method {
+	case "tools/call":
+		mem.learnRaw(res)
+	case "resources/read":
+		res = validCacheHints(res)
+	}
+	if s != nil && s.isModern() {
+		res = m.eraResult(res, method == "resources/read")
+	}
+	return res
 }
 
 // settleWait bounds how long a response waits for the backend's

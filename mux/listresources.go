@@ -170,25 +170,11 @@ type resourcePage struct {
 
 // fetchResources gets b's page of resources at cursor.
 func fetchResources(ctx context.Context, b *backends.Backend, cursor string) (*resourcePage, error) {
-	var raw json.RawMessage
-	var err error
-	if b.RawCalls() {
-		params := json.RawMessage(`{}`)
-		if cursor != "" {
-			c, _ := json.Marshal(cursor)
-			params = json.RawMessage(`{"cursor":` + string(c) + `}`)
-		}
-		raw, err = b.CallRaw(ctx, "resources/list", params)
-	} else {
-		var r *mcp.ListResourcesResult
-		if r, err = b.Session().ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor}); err == nil {
-			raw, err = json.Marshal(r)
-		}
-	}
+	list, err := fetchList(ctx, b, "resources/list", "resources", cursor)
 	if err != nil {
 		return nil, err
 	}
-	return parseResourcePage(raw)
+	return resourcePageOf(list)
 }
 
 // parseResourcePage reads a resources/list result as the go-sdk's types
@@ -196,43 +182,21 @@ func fetchResources(ctx context.Context, b *backends.Backend, cursor string) (*r
 // page was decoded into them), but for what lies inside each resource
 // besides its uri, which goes on as it is.
 func parseResourcePage(raw json.RawMessage) (*resourcePage, error) {
-	top, ok := wire.ObjectMembers(raw)
-	if !ok {
-		if err := json.Unmarshal(raw, &top); err != nil || top == nil {
-			return nil, fmt.Errorf("invalid resources/list result: not an object")
-		}
+	list, err := parseListPage(raw, "resources/list", "resources")
+	if err != nil {
+		return nil, err
 	}
-	page := &resourcePage{}
-	for _, f := range []struct {
-		key string
-		v   any
-	}{{"nextCursor", &page.next}, {"ttlMs", &page.cache.TTLMs}, {"cacheScope", &page.cache.CacheScope}} {
-		if v, ok := top[f.key]; ok {
-			if err := json.Unmarshal(v, f.v); err != nil {
-				return nil, fmt.Errorf("invalid resources/list result: %s: %w", f.key, err)
-			}
-		}
-	}
-	list, ok := top["resources"]
-	if !ok || string(list) == "null" {
-		return page, nil
-	}
-	elems, ok := wire.ArrayElements(list)
-	if !ok {
-		return nil, fmt.Errorf("invalid resources/list result: resources is not an array")
-	}
-	page.resources = elems[:0]
-	page.uris = make([]string, 0, len(elems))
-	for i, r := range elems {
-		if string(r) == "null" {
-			page.nulls++
-			continue
-		}
+	return resourcePageOf(list)
+}
+
+// resourcePageOf is a page of resources, with their URIs.
+func resourcePageOf(list *rawListPage) (*resourcePage, error) {
+	page := &resourcePage{resources: list.items, nulls: list.nulls, next: list.next, cache: list.cache, uris: make([]string, 0, len(list.items))}
+	for i, r := range list.items {
 		uri, err := resourceURI(r)
 		if err != nil {
 			return nil, fmt.Errorf("invalid resources/list result: resource %d: %w", i, err)
 		}
-		page.resources = append(page.resources, r)
 		page.uris = append(page.uris, uri)
 	}
 	return page, nil

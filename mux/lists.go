@@ -49,55 +49,58 @@ func decodeCursor(s, kind string) (cursor, error) {
 	return c, nil
 }
 
-// page returns the page of a catalog list that starts at cursor s.
-func page[T any](items []exposed[T], s, kind string) ([]*T, string, error) {
+// page returns the page of a catalog list that starts at cursor s: its
+// items, the same as their backends sent them, and the next cursor.
+func page[T any](items []exposed[T], s, kind string) ([]*T, []json.RawMessage, string, error) {
 	c, err := decodeCursor(s, kind)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	if c.Offset > len(items) {
-		return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q: past the end of the list", s)}
+		return nil, nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q: past the end of the list", s)}
 	}
 	end := min(c.Offset+pageSize, len(items))
 	out := make([]*T, 0, end-c.Offset)
+	raw := make([]json.RawMessage, 0, end-c.Offset)
 	for _, e := range items[c.Offset:end] {
 		out = append(out, e.item)
+		raw = append(raw, e.raw)
 	}
 	next := ""
 	if end < len(items) {
 		next = cursor{Kind: kind, Offset: end}.encode()
 	}
-	return out, next, nil
+	return out, raw, next, nil
 }
 
-func (m *Mux) listTools(ctx context.Context, p *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
+func (m *Mux) listTools(ctx context.Context, p *mcp.ListToolsParams) (mcp.Result, error) {
 	m.waitStarted(ctx)
 	cat := m.cat.get()
-	items, next, err := page(cat.tools.items, paramsCursor(p), "tools")
+	items, raw, next, err := page(cat.tools.items, paramsCursor(p), "tools")
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ListToolsResult{Tools: items, NextCursor: next, Cacheable: cat.cache[0]}, nil
+	return &toolsPage{&mcp.ListToolsResult{Tools: items, NextCursor: next, Cacheable: cat.cache[0]}, raw}, nil
 }
 
-func (m *Mux) listPrompts(ctx context.Context, p *mcp.ListPromptsParams) (*mcp.ListPromptsResult, error) {
+func (m *Mux) listPrompts(ctx context.Context, p *mcp.ListPromptsParams) (mcp.Result, error) {
 	m.waitStarted(ctx)
 	cat := m.cat.get()
-	items, next, err := page(cat.prompts.items, paramsCursor(p), "prompts")
+	items, raw, next, err := page(cat.prompts.items, paramsCursor(p), "prompts")
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ListPromptsResult{Prompts: items, NextCursor: next, Cacheable: cat.cache[1]}, nil
+	return &promptsPage{&mcp.ListPromptsResult{Prompts: items, NextCursor: next, Cacheable: cat.cache[1]}, raw}, nil
 }
 
-func (m *Mux) listTemplates(ctx context.Context, p *mcp.ListResourceTemplatesParams) (*mcp.ListResourceTemplatesResult, error) {
+func (m *Mux) listTemplates(ctx context.Context, p *mcp.ListResourceTemplatesParams) (mcp.Result, error) {
 	m.waitStarted(ctx)
 	cat := m.cat.get()
-	items, next, err := page(cat.templates, paramsCursor(p), "templates")
+	items, raw, next, err := page(cat.templates, paramsCursor(p), "templates")
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ListResourceTemplatesResult{ResourceTemplates: items, NextCursor: next, Cacheable: cat.cache[2]}, nil
+	return &templatesPage{&mcp.ListResourceTemplatesResult{ResourceTemplates: items, NextCursor: next, Cacheable: cat.cache[2]}, raw}, nil
 }
 
 // nextWithResources is the first of members that can list resources now,

@@ -95,6 +95,19 @@ type memberCatalog struct {
 	nres      int
 	sums      [3]uint64        // fingerprints per kind, to tell a real change from a no-op
 	cache     [3]mcp.Cacheable // the lists' cache hints: tools, prompts, templates
+	// raw is tools, prompts and templates as the backend sent them, item
+	// for item (rawlist.go).
+	raw     [3][]json.RawMessage
+	tmplSum uint64 // the templates' part of sums[2]
+}
+
+// rawAt is item i of list k (0 tools, 1 prompts, 2 templates) as the
+// backend sent it, or nil if it is not known.
+func (c *memberCatalog) rawAt(k, i int) json.RawMessage {
+	if i < len(c.raw[k]) {
+		return c.raw[k][i]
+	}
+	return nil
 }
 
 // maxLearned bounds the URIs remembered from tool results per backend.
@@ -185,57 +198,43 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 		return
 	}
 	caps := b.Capabilities()
-	cs := b.Session()
 	next := mem.snapshot()
+	prev := next.sums
 	// The lists are asked together: a start waits for one round trip, not
 	// four. Each fills fields of next that no other touches.
 	var wg sync.WaitGroup
 	if k&kindTools != 0 && caps.Tools != nil {
 		wg.Go(func() {
-			tools, cache, err := listPages(mem, func(c string) ([]*mcp.Tool, string, mcp.Cacheable, error) {
-				r, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: c})
-				if err != nil {
-					return nil, "", mcp.Cacheable{}, err
-				}
-				return r.Tools, r.NextCursor, r.Cacheable, nil
-			}, func(t *mcp.Tool) bool { return mem.named("tool", t.Name) })
+			tools, cache, err := listRaw(ctx, mem, b, "tools/list", "tools", "tool", func(t *mcp.Tool) bool { return mem.named("tool", t.Name) })
 			if err != nil {
 				mem.log.Warn("listing tools failed", "err", err)
 			} else {
-				next.tools, next.cache[0] = tools, cache
+				next.tools, next.raw[0], next.cache[0] = values(tools), raws(tools), cache
+				next.sums[0] = fingerprintRaw(tools)
 			}
 		})
 	}
 	if k&kindPrompts != 0 && caps.Prompts != nil {
 		wg.Go(func() {
-			prompts, cache, err := listPages(mem, func(c string) ([]*mcp.Prompt, string, mcp.Cacheable, error) {
-				r, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: c})
-				if err != nil {
-					return nil, "", mcp.Cacheable{}, err
-				}
-				return r.Prompts, r.NextCursor, r.Cacheable, nil
-			}, func(p *mcp.Prompt) bool { return mem.named("prompt", p.Name) })
+			prompts, cache, err := listRaw(ctx, mem, b, "prompts/list", "prompts", "prompt", func(p *mcp.Prompt) bool { return mem.named("prompt", p.Name) })
 			if err != nil {
 				mem.log.Warn("listing prompts failed", "err", err)
 			} else {
-				next.prompts, next.cache[1] = prompts, cache
+				next.prompts, next.raw[1], next.cache[1] = values(prompts), raws(prompts), cache
+				next.sums[1] = fingerprintRaw(prompts)
 			}
 		})
 	}
 	if k&kindResources != 0 && caps.Resources != nil {
 		wg.Go(func() {
-			tmpls, cache, err := listPages(mem, func(c string) ([]*mcp.ResourceTemplate, string, mcp.Cacheable, error) {
-				r, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: c})
-				if err != nil {
-					return nil, "", mcp.Cacheable{}, err
-				}
-				return r.ResourceTemplates, r.NextCursor, r.Cacheable, nil
-			}, mem.acceptTemplate)
+			items, cache, err := listRaw(ctx, mem, b, "resources/templates/list", "resourceTemplates", "resource template", mem.acceptTemplate)
 			if err != nil {
 				mem.log.Warn("listing resource templates failed", "err", err)
 				return
 			}
-			next.templates, next.cache[2] = tmpls, cache
+			tmpls := values(items)
+			next.templates, next.raw[2], next.cache[2] = tmpls, raws(items), cache
+			next.tmplSum = fingerprintRaw(items)
 			next.compiled = nil
 			for _, t := range tmpls {
 				ut, err := uritemplate.New(t.URITemplate)
@@ -280,14 +279,13 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 		})
 	}
 	wg.Wait()
-	sums := [3]uint64{fingerprint(next.tools), fingerprint(next.prompts), fingerprint(next.templates) ^ fingerprintKeys(next.uris)}
+	next.sums[2] = next.tmplSum ^ fingerprintKeys(next.uris)
 	var changed kinds
 	for i, kk := range []kinds{kindTools, kindPrompts, kindResources} {
-		if sums[i] != next.sums[i] {
+		if next.sums[i] != prev[i] {
 			changed |= kk
 		}
 	}
-	next.sums = sums
 	mem.mu.Lock()
 	if mem.b != b { // went down meanwhile: keep the cleared catalog
 		mem.mu.Unlock()
@@ -437,11 +435,4 @@ func (mem *member) offered(kind, name string) bool {
 		}
 	}
 	return false
-}
-
-// rawBackend is the backend, if it is up and takes requests as bytes
-// (passthrough.go).
-func (mem *member) rawBackend() (*backends.Backend, bool) {
-	b, err := mem.backend()
-	return b, err == nil && b.RawCalls()
 }

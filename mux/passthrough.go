@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
@@ -114,11 +113,11 @@ func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
 		return false
 	}
 	e, err := p.m.tool(name)
-	if err != nil {
+	if err != nil || taskRequired(e.raw) {
 		return false // the go-sdk's path gives the error
 	}
-	b, ok := e.mem.rawBackend()
-	if !ok {
+	b, err := e.mem.backend()
+	if err != nil {
 		return false
 	}
 	meta, ok := p.plainMeta(keys["_meta"], b.Modern())
@@ -126,11 +125,7 @@ func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
 		return false
 	}
 	original, _ := json.Marshal(e.original)
-	fields := []param{{"name", original}, {"arguments", args}}
-	p.send(req, call, e.mem, name, keys["_meta"], meta, fields, func(res json.RawMessage) json.RawMessage {
-		e.mem.learnRaw(res)
-		return res
-	})
+	p.send(req, call, e.mem, name, keys["_meta"], meta, []param{{"name", original}, {"arguments", args}})
 	return true
 }
 
@@ -147,15 +142,15 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 	if !ok {
 		return false
 	}
-	b, ok := mem.rawBackend()
-	if !ok {
+	b, err := mem.backend()
+	if err != nil {
 		return false
 	}
 	meta, ok := p.plainMeta(keys["_meta"], b.Modern())
 	if !ok {
 		return false
 	}
-	p.send(req, call, mem, uri, keys["_meta"], meta, []param{{"uri", keys["uri"]}}, validCacheHints)
+	p.send(req, call, mem, uri, keys["_meta"], meta, []param{{"uri", keys["uri"]}})
 	return true
 }
 
@@ -220,47 +215,25 @@ func paramsObject(meta json.RawMessage, fields []param) json.RawMessage {
 }
 
 // send runs req at mem's backend in a goroutine of its own, as the go-sdk
-// runs a handler, through the same forward as the go-sdk's path, and
-// answers it with the backend's result as sent. target is what req names
-// (its tool or URI), rawMeta the agent's _meta as sent and meta the same
-// decoded (nil if plainMeta left it as sent: then the backend gets it as
-// sent), fields the rest of the backend's params, and after sees the
-// result before it goes upstream, and may amend it.
+// runs a handler, through the same forward as the go-sdk's path
+// (forwardBytes), and answers it with the backend's result as sent.
+// target is what req names (its tool or URI), rawMeta the agent's _meta as
+// sent and meta the same decoded (nil if plainMeta left it as sent: then
+// the backend gets it as sent), and fields the rest of the backend's
+// params.
 func (p *passThrough) send(req *jsonrpc.Request, call *agentCall, mem *member, target string,
-	rawMeta json.RawMessage, meta mcp.Meta, fields []param, after func(json.RawMessage) json.RawMessage) {
+	rawMeta json.RawMessage, meta mcp.Meta, fields []param) {
 	m, s := p.m, p.s
 	ctx, cancel := p.begin(call)
 	m.goOwned(func() {
 		defer cancel()
 		in := inbound{ss: s.ss, extra: call.extra, meta: meta, method: req.Method, target: target}
-		res, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, fwd mcp.Meta, rd *round) (json.RawMessage, error) {
-			sendMeta := rawMeta
-			if meta != nil || len(fwd) > 0 {
-				sendMeta = nil
-				if len(fwd) > 0 {
-					sendMeta, _ = json.Marshal(fwd) // the backend's own: backendMeta, and mux's progress token
-				}
-			}
-			params := fields
-			if rd != nil { // a round of answers mux collected (rounds.go)
-				responses, err := json.Marshal(rd.responses)
-				if err != nil {
-					return nil, err
-				}
-				state, _ := json.Marshal(rd.state)
-				params = append(append([]param{}, fields...), param{"inputResponses", responses}, param{"requestState", state})
-			}
-			return b.CallRaw(ctx, req.Method, paramsObject(sendMeta, params))
-		})
+		res, err := forwardBytes(ctx, m, mem, in, rawMeta, fields)
 		if err != nil {
 			p.respond(req.ID, nil, err)
 			return
 		}
-		res = after(res)
-		if s.isModern() {
-			res = m.eraResult(res, req.Method == "resources/read")
-		}
-		p.respond(req.ID, res, nil)
+		p.respond(req.ID, m.finishResult(s, mem, req.Method, res), nil)
 	})
 }
 

@@ -36,8 +36,9 @@ func roundOf(responses mcp.InputResponseMap, state string) *round {
 }
 
 // callTool routes by exposed name; the backend is called with the tool's
-// original name and the agent's arguments and _meta.
-func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// original name and the agent's arguments and _meta, and its result goes
+// to the agent as it sent it.
+func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (mcp.Result, error) {
 	m.waitStarted(ctx)
 	p := r.Params
 	if !argumentsObject(p.Arguments) {
@@ -47,18 +48,16 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallTo
 	if err != nil {
 		return nil, err
 	}
-	in := inboundOf(r, "tools/call", p.Name, roundOf(p.InputResponses, p.RequestState))
-	res, err := forward(ctx, m, e.mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta, rd *round) (*mcp.CallToolResult, error) {
-		fwd := &mcp.CallToolParams{Meta: meta, Name: e.original, Arguments: p.Arguments}
-		if rd != nil {
-			fwd.InputResponses, fwd.RequestState = rd.responses, rd.state
-		}
-		return b.Session().CallTool(ctx, fwd)
-	})
-	if err == nil {
-		e.mem.learn(res)
+	if taskRequired(e.raw) {
+		return nil, errTaskRequired(p.Name)
 	}
-	return res, err
+	original, _ := json.Marshal(e.original)
+	in := inboundOf(r, "tools/call", p.Name, roundOf(p.InputResponses, p.RequestState))
+	res, err := forwardBytes(ctx, m, e.mem, in, nil, []param{{"name", original}, {"arguments", bytes.TrimSpace(p.Arguments)}})
+	if err != nil {
+		return nil, err
+	}
+	return &callResult{&mcp.CallToolResult{}, m.finishResult(sessionFrom(ctx), e.mem, "tools/call", res)}, nil
 }
 
 // argumentsObject reports whether a tool call's arguments are an object
@@ -78,22 +77,24 @@ func (m *Mux) tool(name string) (exposed[mcp.Tool], error) {
 	return e, nil
 }
 
-func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (mcp.Result, error) {
 	m.waitStarted(ctx)
 	p := r.Params
 	e, ok := m.cat.get().prompts.lookup(p.Name)
 	if !ok {
 		return nil, m.unknownName("prompt", p.Name)
 	}
+	original, _ := json.Marshal(e.original)
+	var args json.RawMessage
+	if p.Arguments != nil {
+		args, _ = json.Marshal(p.Arguments)
+	}
 	in := inboundOf(r, "prompts/get", p.Name, roundOf(p.InputResponses, p.RequestState))
-	return forward(ctx, m, e.mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta, rd *round) (*mcp.GetPromptResult, error) {
-		fwd := *p
-		fwd.Name, fwd.Meta, fwd.InputResponses, fwd.RequestState = e.original, meta, nil, ""
-		if rd != nil {
-			fwd.InputResponses, fwd.RequestState = rd.responses, rd.state
-		}
-		return b.Session().GetPrompt(ctx, &fwd)
-	})
+	res, err := forwardBytes(ctx, m, e.mem, in, nil, []param{{"name", original}, {"arguments", args}})
+	if err != nil {
+		return nil, err
+	}
+	return &promptResult{&mcp.GetPromptResult{}, m.finishResult(sessionFrom(ctx), e.mem, "prompts/get", res)}, nil
 }
 
 // unknownName is the error for a tool or prompt name the merged catalog
@@ -139,7 +140,7 @@ func resourceNotFound(uri string) error {
 	return &jsonrpc.Error{Code: CodeResourceNotFound, Message: "Resource not found", Data: data}
 }
 
-func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (mcp.Result, error) {
 	p := r.Params
 	if p.URI == "" {
 		return nil, errMissingURI
@@ -152,23 +153,41 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (*mc
 	if !ok {
 		return nil, resourceNotFoundFor(r.Session, p.URI)
 	}
+	uri, _ := json.Marshal(p.URI)
 	in := inboundOf(r, "resources/read", p.URI, roundOf(p.InputResponses, p.RequestState))
-	res, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta, rd *round) (*mcp.ReadResourceResult, error) {
-		fwd := *p
-		fwd.Meta, fwd.InputResponses, fwd.RequestState = meta, nil, ""
-		if rd != nil {
-			fwd.InputResponses, fwd.RequestState = rd.responses, rd.state
-		}
-		return b.Session().ReadResource(ctx, &fwd)
-	})
+	res, err := forwardBytes(ctx, m, mem, in, nil, []param{{"uri", uri}})
 	if err != nil {
 		return nil, err
 	}
-	// The typed result always has the cache hints: a backend that sent
-	// none would otherwise be passed on with the invalid scope "".
-	res.Cacheable = normalCache(res.Cacheable)
-	return res, nil
+	return &readResult{&mcp.ReadResourceResult{}, m.finishResult(sessionFrom(ctx), mem, "resources/read", res)}, nil
 }
+
+// The results of callTool, getPrompt and readResource on the go-sdk's
+// path: the backend's bytes (amended as finishResult says), which the
+// go-sdk encodes as they are. The go-sdk's type they carry is empty: what
+// it sets there (the server's name, in the current era) the bytes have
+// already.
+
+type callResult struct {
+	*mcp.CallToolResult
+	raw json.RawMessage
+}
+
+func (r *callResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
+
+type promptResult struct {
+	*mcp.GetPromptResult
+	raw json.RawMessage
+}
+
+func (r *promptResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
+
+type readResult struct {
+	*mcp.ReadResourceResult
+	raw json.RawMessage
+}
+
+func (r *readResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 
 // complete routes completion/complete by its reference: a prompt by its
 // exposed name (renamed back), a resource template by the backend that has

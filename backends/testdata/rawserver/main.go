@@ -14,7 +14,8 @@
 //
 // With RAWSERVER_RESOURCES set, it also has resources: resources/list is
 // answered with that variable's value as the result, as it is, and any
-// URI reads as the text "raw".
+// URI reads as the text "raw". With RAWSERVER_TOOLS set (a JSON array),
+// tools/list is answered with those tools, as they are.
 package main
 
 import (
@@ -46,6 +47,7 @@ type request struct {
 var (
 	out       = bufio.NewWriter(os.Stdout)
 	resources = os.Getenv("RAWSERVER_RESOURCES")
+	tools     = os.Getenv("RAWSERVER_TOOLS")
 )
 
 func main() {
@@ -82,7 +84,11 @@ func handle(line []byte) {
 			"serverInfo":      map[string]any{"name": "rawserver", "version": "0"},
 		})
 	case "tools/list":
-		reply(req.ID, map[string]any{"tools": []any{}})
+		if tools != "" {
+			write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"tools":%s}}`, req.ID, tools))
+		} else {
+			reply(req.ID, map[string]any{"tools": []any{}})
+		}
 	case "resources/read":
 		reply(req.ID, map[string]any{"contents": []any{map[string]any{"uri": req.Params.URI, "text": "raw"}}})
 	case "resources/list", "resources/templates/list":
