@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -80,5 +82,100 @@ func TestInteropCurrentEraAgentGivesItsRootsToServerFilesystem(t *testing.T) {
 	}
 	if got, _ := call("list_allowed_directories", map[string]any{}); !strings.Contains(got, root) {
 		t.Errorf("allowed directories %q, want the agent's root %s", got, root)
+	}
+}
+
+// TestInteropInputRequestsReachAClientOfEitherEra: server-everything (the
+// handshake era) asks the client for a sampling, an elicitation and its
+// roots inside tools/call. The TypeScript SDK's client of each era gets,
+// through mcp-mux, the tool texts the handshake-era client gets from the
+// bare server: the handshake era by requests, the current era (v2 client,
+// 2026-07-28) in the input rounds mcp-mux makes of them.
+func TestInteropInputRequestsReachAClientOfEitherEra(t *testing.T) {
+	ix := interopSetup(t)
+	bare, mux := ix.both(t, "current-era-input", ix.bare(t, serverEverything), ix.mux(t, serverEverything))
+	mustPass(t, bare, mux)
+	want := canonicalTexts(bare.Observed["handshake"])
+	for _, era := range []string{"handshake", "current"} {
+		if got := canonicalTexts(mux.Observed[era]); got != want {
+			t.Errorf("%s era through mcp-mux: %s\nbare (handshake era): %s", era, got, want)
+		}
+	}
+}
+
+// canonicalTexts is the tools' texts with the JSON that server-everything
+// echoes ("Raw result: {...}") in one key order: the answer passes through
+// the go-sdk's types, whose maps order an elicitation's content by key
+// (JSON objects have no order).
+func canonicalTexts(v any) string {
+	texts, _ := v.(map[string]any)
+	var sb strings.Builder
+	for _, k := range []string{"sampling", "elicitation", "roots"} {
+		text, _ := texts[k].(string)
+		if head, raw, ok := strings.Cut(text, "Raw result: "); ok {
+			var obj any
+			if json.Unmarshal([]byte(raw), &obj) == nil {
+				canon, _ := json.Marshal(obj)
+				text = head + "Raw result: " + string(canon)
+			}
+		}
+		fmt.Fprintf(&sb, "%s: %q\n", k, text)
+	}
+	return sb.String()
+}
+
+// TestInteropMCPAppsThroughMux: an MCP Apps server from npm
+// (server-basic-vanillajs, the ext-apps example) listed and read by an
+// agent of each era that declares the UI extension: through mcp-mux the
+// tool points at the same ui:// resource as directly, and that resource
+// reads the same.
+func TestInteropMCPAppsThroughMux(t *testing.T) {
+	ix := interopSetup(t)
+	app := refServer{backend: "app", script: "server-basic-vanillajs/dist/index.js", args: []string{"--stdio"}}
+	cfg := ix.muxConfig(t, ix.backendTOML(t, app, ""))
+	for _, era := range []struct{ name, version string }{{"handshake", "2025-11-25"}, {"current", ""}} {
+		t.Run(era.name, func(t *testing.T) {
+			look := func(cmd *exec.Cmd, prefix string) (uris []string, reads []string) {
+				t.Helper()
+				caps := &mcp.ClientCapabilities{}
+				caps.AddExtension("io.modelcontextprotocol/ui", map[string]any{"mimeTypes": []any{"text/html;profile=mcp-app"}})
+				c := mcp.NewClient(&mcp.Implementation{Name: "apps-agent", Version: "1"}, &mcp.ClientOptions{Capabilities: caps})
+				ctx := testkit.CtxT(t)
+				cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: era.version})
+				if err != nil {
+					t.Fatalf("connect: %v", err)
+				}
+				defer cs.Close()
+				for tool, err := range cs.Tools(ctx, nil) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					ui, _ := tool.Meta["ui"].(map[string]any)
+					uri, _ := ui["resourceUri"].(string)
+					if uri == "" {
+						continue
+					}
+					uris = append(uris, strings.TrimPrefix(tool.Name, prefix)+" -> "+uri)
+					res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+					if err != nil {
+						t.Fatalf("reading %s: %v", uri, err)
+					}
+					data, _ := json.Marshal(res.Contents)
+					reads = append(reads, string(data))
+				}
+				return uris, reads
+			}
+			wantURIs, wantReads := look(exec.Command(ix.node, ix.script(app), "--stdio"), "")
+			if len(wantURIs) == 0 {
+				t.Fatal("directly, no tool points at a ui:// resource")
+			}
+			gotURIs, gotReads := look(exec.Command(testkit.MuxBin(t), "--config", cfg), "app__")
+			if fmt.Sprint(gotURIs) != fmt.Sprint(wantURIs) {
+				t.Errorf("tools' UI resources through mcp-mux %v, directly %v", gotURIs, wantURIs)
+			}
+			if fmt.Sprint(gotReads) != fmt.Sprint(wantReads) {
+				t.Errorf("UI resources read through mcp-mux differ from directly:\n%.300s\n%.300s", gotReads, wantReads)
+			}
+		})
 	}
 }
