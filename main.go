@@ -161,13 +161,23 @@ func openLogFile(path string) (*os.File, error) {
 
 func serve(c *cli.Context) error {
 	defer tuneGC()()
-	cfg, err := loadConfig(c)
+	// One mistake in the file costs the backend it belongs to, not the
+	// others (they serve, and the broken one says why): only a file that
+	// cannot be read or parsed at all stops mcp-mux. check is strict.
+	path, err := config.Find(givenConfig(c), os.Getenv)
 	if err != nil {
-		return err
+		return cli.Exit("mcp-mux: "+err.Error(), 1)
+	}
+	cfg, err := config.LoadForServing(path)
+	if err != nil {
+		return cli.Exit(err.Error(), 1)
 	}
 	logger, closer, err := newLogger(cfg)
 	if err != nil {
-		return cli.Exit("mcp-mux: "+err.Error(), 1)
+		// A log file that cannot be used costs the log file, not the
+		// servers: the log goes to stderr, and says why.
+		logger, closer, _ = newLogger(&config.File{Mux: config.Settings{LogLevel: cfg.Mux.LogLevel}})
+		logger.Warn("log_file not used, logging to stderr: "+err.Error(), "path", cfg.Path)
 	}
 	defer closer.Close()
 	logger.Info("config loaded", "path", cfg.Path, "backends", len(cfg.Backends))

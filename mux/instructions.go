@@ -59,7 +59,7 @@ func (m *Mux) knownInstructions() (string, bool) {
 // them either: then ok is false).
 func (m *Mux) mergeInstructions(earlier func(*member) (string, bool)) (merged string, ok bool) {
 	if m.cfg.Mux.Instructions != "" {
-		return m.cfg.Mux.Instructions, true
+		return m.cfg.Mux.Instructions + m.notRunning(), true
 	}
 	ok = true
 	var sb strings.Builder
@@ -85,5 +85,31 @@ func (m *Mux) mergeInstructions(earlier func(*member) (string, bool)) (merged st
 		}
 		fmt.Fprintf(&sb, "\n\n## %s (tools and prompts %s)\n\n%s", mem.spec.Name, names, strings.TrimSpace(text))
 	}
+	sb.WriteString(m.notRunning())
 	return sb.String(), ok
+}
+
+// notRunning tells the agent (and so the user) which backends failed and
+// why, as the instructions' last part: a user whose server is missing
+// reads it there, and saving a fixed config file starts it.
+func (m *Mux) notRunning() string {
+	var sb strings.Builder
+	for _, mem := range m.members() {
+		mem.mu.Lock()
+		state, why := mem.state, mem.lastErr
+		mem.mu.Unlock()
+		if state != stateFailed {
+			continue
+		}
+		if sb.Len() == 0 {
+			sb.WriteString("\n\n## Servers that are not running")
+		}
+		why = strings.Join(strings.Fields(strings.ReplaceAll(why, "\n", "; ")), " ")
+		where := ""
+		if !strings.Contains(why, m.cfg.Path) {
+			where = " (" + m.cfg.Path + ")"
+		}
+		fmt.Fprintf(&sb, "\n\n- backend %s is not running: %s; fix it and save the config file%s: mcp-mux reloads it", mem.spec.Name, why, where)
+	}
+	return sb.String()
 }

@@ -206,6 +206,7 @@ func New(cfg *config.File, logger *log.Logger, version string) *Mux {
 		}
 		r.add(newMember(m, spec))
 	}
+	logBroken(logger, cfg)
 	m.roster.Store(r)
 	m.cat.rebuild(m)
 	m.lists = newListNotifier(m)

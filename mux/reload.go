@@ -72,7 +72,7 @@ func diffConfig(old, next *config.File) reloadPlan {
 		case !ok:
 			p.add = append(p.add, name)
 			continue
-		case !specFieldsEqual(o, n, false):
+		case !specFieldsEqual(o, n, false) || o.Broken != n.Broken:
 			p.restart = append(p.restart, name)
 		case !specFieldsEqual(o, n, true) || o.EffectivePrefix() != n.EffectivePrefix():
 			// The effective prefix, not the key: prefix = "<name>" is
@@ -178,7 +178,7 @@ func (m *Mux) Reload() error {
 	defer m.reloadMu.Unlock()
 
 	path := m.cfg.Path
-	next, err := config.Load(path)
+	next, err := config.LoadForServing(path)
 	if err != nil {
 		var ce *config.Error
 		if !errors.As(err, &ce) {
@@ -193,6 +193,8 @@ func (m *Mux) Reload() error {
 	for _, w := range next.Warnings {
 		m.log.Warn(w.String())
 	}
+	m.keepRunning(m.conf.Load().cfg, next)
+	logBroken(m.log, next)
 	plan := diffConfig(m.conf.Load().cfg, next)
 	for _, key := range plan.needsRestart {
 		m.log.Warn("needs restart: "+key, "path", path)
@@ -203,6 +205,46 @@ func (m *Mux) Reload() error {
 	}
 	m.applyReload(next, plan)
 	return nil
+}
+
+// keepRunning makes a saved mistake cost nothing that runs: a backend whose
+// entry has mistakes in next (Broken) but ran with cur's entry keeps cur's,
+// and a [mux] key with a mistake keeps cur's value, each logged.
+func (m *Mux) keepRunning(cur, next *config.File) {
+	for i := range next.Backends {
+		n := &next.Backends[i]
+		if n.Broken == "" {
+			continue
+		}
+		for _, o := range cur.Backends {
+			if o.Name == n.Name && o.Broken == "" && !o.Disabled {
+				m.log.Warn("backend's entry has mistakes: it keeps running with its previous settings; fix them and save", "backend", n.Name)
+				for _, line := range strings.Split(n.Broken, "\n") {
+					m.log.Warn(line)
+				}
+				*n = o
+				break
+			}
+		}
+	}
+	if len(next.Invalid) > 0 {
+		copyFields(&next.Mux, &cur.Mux, func(key string) bool { return slices.Contains(next.Invalid, key) })
+		m.log.Warn("[mux] settings with mistakes keep their values", "keys", strings.Join(next.Invalid, ", "))
+	}
+}
+
+// logBroken logs each backend of cfg that its mistakes keep from running
+// (config.LoadForServing), with them.
+func logBroken(logger *log.Logger, cfg *config.File) {
+	for _, b := range cfg.Backends {
+		if b.Broken == "" || b.Disabled {
+			continue
+		}
+		logger.Error("backend not started: its [[backend]] entry has mistakes; fix them and save the file, mcp-mux reloads it", "backend", b.Name)
+		for _, line := range strings.Split(b.Broken, "\n") {
+			logger.Error(line)
+		}
+	}
 }
 
 // applyReload makes next (loaded, and compared by diffConfig into p) the

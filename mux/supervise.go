@@ -30,6 +30,14 @@ const (
 // a crash decide between restarting and giving up.
 func (mem *member) run() {
 	m := mem.m
+	if mem.spec.Broken != "" {
+		// Its config entry has mistakes (config.LoadForServing): it stays
+		// failed, with them as the reason, until a reload mends them.
+		mem.setDown(stateFailed, errors.New(mem.spec.Broken))
+		mem.markInitialized()
+		mem.markStarted()
+		return
+	}
 	backoff := m.backoffBase
 	var crashes []time.Time
 	for attempt := 0; ; attempt++ {

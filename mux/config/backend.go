@@ -62,6 +62,11 @@ type Backend struct {
 	Restart string `toml:"restart"`
 	// RequestTimeout overrides [mux] request_timeout for this backend.
 	RequestTimeout Duration `toml:"request_timeout"`
+
+	// Broken, set by LoadForServing, is why the entry cannot run (its
+	// mistakes, as FILE:LINE: key: message, one per line): mux shows it
+	// failed with this reason, and serves the others.
+	Broken string `toml:"-"`
 }
 
 // Spec is what the backends package needs to run b.

@@ -32,6 +32,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +50,9 @@ type File struct {
 	// probably not what was meant (e.g. a bare $NAME that is not
 	// expanded): check prints them, serve logs them.
 	Warnings []Problem `toml:"-"`
+	// Invalid are the [mux] keys whose mistakes LoadForServing left at
+	// their defaults (the mistakes are among the Warnings).
+	Invalid []string `toml:"-"`
 }
 
 // Settings is the [mux] table.
@@ -156,6 +160,38 @@ func Load(path string) (*File, error) {
 	return Parse(path, data, os.LookupEnv)
 }
 
+// LoadForServing is Load for mcp-mux serving: one mistake in the file must
+// not cost the user the other servers. A mistake that belongs to one
+// [[backend]] marks that backend Broken (mux shows it failed, and serves the
+// rest); a mistake elsewhere (a [mux] key, an unknown table) leaves what it
+// concerns at its default and becomes a warning. Only a file that cannot be
+// read or parsed at all is an error (a *Error).
+func LoadForServing(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &Error{Problems: []Problem{{File: path, Message: "cannot read config file: " + err.Error()}}}
+	}
+	return ParseForServing(path, data, os.LookupEnv)
+}
+
+// ParseForServing is LoadForServing on data already read from path.
+func ParseForServing(path string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	p := &parser{file: path, dir: absDirOf(path), lookupEnv: lookupEnv}
+	cfg := p.parse(data)
+	if cfg == nil {
+		return nil, &Error{Problems: p.finish()}
+	}
+	p.lenient(cfg)
+	return cfg, nil
+}
+
 // Parse is Load on data already read from path (path is used in messages
 // and to fill Config.Path). lookupEnv resolves ${VAR} in env values; nil
 // means os.LookupEnv.
@@ -217,6 +253,7 @@ type parser struct {
 	lines     map[string]int // key path → line
 	problems  []problem
 	names     map[int]string // backend index → valid name, for display
+	entries   []backendEntry // the [[backend]] tables, in order (cfg.Backends is the same length)
 }
 
 func (p *parser) lineOf(k keyPath) int {
@@ -294,11 +331,22 @@ func (p *parser) parse(data []byte) (cfg *File) {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			line := pe.Position.Line
-			if line == 0 {
-				line = pe.Line
+			// The library's own line is its lexer's, often the next one,
+			// and its column does not belong to either: both are taken
+			// from the byte offset of the error instead.
+			line, col := offsetPosition(data, pe.Position.Start)
+			msg := syntaxMessage(pe, col)
+			if strings.Contains(pe.Message, "terminator") {
+				if l, c, open, ok := unclosedAt(data, pe.Position.Start); ok {
+					msg += fmt.Sprintf("; the %q opened at line %d, column %d is not closed", open, l, c)
+				}
 			}
-			p.addAt(nil, line, "TOML syntax error: %s", syntaxMessage(pe))
+			if strings.Contains(pe.Message, "has already been defined") {
+				if first := firstLineOfKey(data, pe.Position.Start, line); first > 0 {
+					msg += fmt.Sprintf(" (first at line %d)", first)
+				}
+			}
+			p.addAt(nil, line, "TOML syntax error: %s", msg)
 		} else {
 			p.addAt(nil, 0, "TOML syntax error: the file cannot be parsed")
 		}
@@ -327,6 +375,7 @@ func (p *parser) parse(data []byte) (cfg *File) {
 			muxPresent = p.decodeStruct(kp, tbl, reflect.ValueOf(&cfg.Mux).Elem(), muxHint)
 		case "backend":
 			specs = p.decodeBackends(kp, v)
+			p.entries = specs
 		default:
 			p.unknownKey(kp, k, []string{"mux", "backend"}, topHint)
 		}
@@ -364,4 +413,82 @@ func ShellQuote(path string) string {
 		return path
 	}
 	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
+}
+
+// lenient turns p's problems into what LoadForServing makes of them: the
+// [[backend]] each belongs to is Broken with it (a broken backend whose name
+// cannot be its own, being invalid or taken, is named by its place), and
+// the others, with the [mux] keys they concern back at their defaults,
+// become warnings.
+func (p *parser) lenient(cfg *File) {
+	if len(p.problems) == 0 {
+		return
+	}
+	byIndex := map[int]int{} // backend[i] → its place in cfg.Backends
+	for j, e := range p.entries {
+		if m := backendSegRe.FindStringSubmatch(e.path[0]); m != nil {
+			if i, err := strconv.Atoi(m[1]); err == nil {
+				byIndex[i] = j
+			}
+		}
+	}
+	problems := p.problems
+	p.problems = nil
+	broken := map[int][]problem{}
+	var global []problem
+	for _, pr := range problems {
+		if len(pr.path) > 0 {
+			if m := backendSegRe.FindStringSubmatch(pr.path[0]); m != nil {
+				if i, err := strconv.Atoi(m[1]); err == nil {
+					if j, ok := byIndex[i]; ok {
+						broken[j] = append(broken[j], pr)
+						continue
+					}
+				}
+			}
+		}
+		global = append(global, pr)
+	}
+	for j, prs := range broken {
+		p.problems = prs
+		var lines []string
+		for _, pr := range p.finish() {
+			lines = append(lines, pr.String())
+		}
+		b := &cfg.Backends[j]
+		b.Broken = strings.Join(lines, "\n")
+		if !backendNameRe.MatchString(b.Name) || p.nameTakenBefore(cfg, j) {
+			b.Name = fmt.Sprintf("backend #%d", j+1)
+		}
+	}
+	p.problems = global
+	reset := false
+	for _, pr := range global {
+		if len(pr.path) == 2 && pr.path[0] == "mux" {
+			if i, ok := tomlFields(reflect.TypeFor[Settings]())[pr.path[1]]; ok {
+				f := reflect.ValueOf(&cfg.Mux).Elem().Field(i)
+				f.Set(reflect.Zero(f.Type()))
+				reset = true
+				if !slices.Contains(cfg.Invalid, pr.path[1]) {
+					cfg.Invalid = append(cfg.Invalid, pr.path[1])
+				}
+			}
+		}
+	}
+	if reset {
+		cfg.Mux.FillDefaults()
+	}
+	cfg.Warnings = append(p.finish(), cfg.Warnings...)
+	p.problems = nil
+}
+
+// nameTakenBefore reports whether the name of backend j is an earlier
+// backend's.
+func (p *parser) nameTakenBefore(cfg *File, j int) bool {
+	for _, b := range cfg.Backends[:j] {
+		if b.Name == cfg.Backends[j].Name {
+			return true
+		}
+	}
+	return false
 }

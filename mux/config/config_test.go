@@ -94,6 +94,12 @@ func TestConfigBadFiles(t *testing.T) {
 		want []wantProblem
 	}{
 		{"bad-syntax.toml", []wantProblem{{6, "TOML syntax error: expected a comma"}}},
+		// The library's own positions were the next line's and a column
+		// of neither (line 9, column 65 of a 21-character line; column 15
+		// of a 12-character one).
+		{"unclosed-array.toml", []wantProblem{{9, `TOML syntax error: expected a comma (',') or array terminator (']') (column 1); the "[" opened at line 8, column 8 is not closed`}}},
+		{"key-twice.toml", []wantProblem{{6, "TOML syntax error: Key 'backend.args' has already been defined (column 1) (first at line 5)"}}},
+		{"unclosed-header.toml", []wantProblem{{4, `TOML syntax error: expected "]]" to end the [[table]] header (column 10)`}}},
 		{"unknown-key.toml", []wantProblem{
 			{8, "backend[1] (tasks).command: missing"},
 			{11, `backend[1] (tasks).comand: unknown key; did you mean "command"?`},
@@ -925,5 +931,62 @@ func TestConfigProtocolMustBeAutoOrAbsent(t *testing.T) {
 	_, ps := parseString(t, "[[backend]]\nname = \"a\"\ncommand = \"go\"\nprotocol = \"2026-07-28\"\n", noEnv)
 	if len(ps) != 1 || ps[0].Line != 4 || !strings.Contains(ps[0].Message, `"auto"`) {
 		t.Errorf("problems = %v, want one at line 4 naming \"auto\"", ps)
+	}
+}
+
+// TestParseForServingKeepsTheOtherBackends: when serving, a mistake that
+// belongs to one backend marks it Broken (with FILE:LINE) and the others
+// load; a mistake in [mux] leaves that setting at its default and is a
+// warning; only a file that does not parse is an error.
+func TestParseForServingKeepsTheOtherBackends(t *testing.T) {
+	src := `[mux]
+request_timeout = "soon"
+max_message_size = 12
+
+[[backend]]
+name = "good"
+command = "go"
+
+[[backend]]
+name = "unset"
+command = "go"
+env = { T = "${NOT_SET_ANYWHERE}" }
+
+[[backend]]
+name = "good"
+command = "go"
+
+[[backend]]
+name = "bad name"
+url = "ftp://x"
+`
+	cfg, err := ParseForServing("serve.toml", []byte(src), noEnv)
+	if err != nil {
+		t.Fatalf("ParseForServing: %v", err)
+	}
+	var got []string
+	for _, b := range cfg.Backends {
+		got = append(got, fmt.Sprintf("%s broken=%v", b.Name, b.Broken != ""))
+	}
+	if want := "[good broken=false unset broken=true backend #3 broken=true backend #4 broken=true]"; fmt.Sprint(got) != want {
+		t.Errorf("backends %v, want %s", got, want)
+	}
+	if b := cfg.Backends[1].Broken; !strings.HasPrefix(b, "serve.toml:12: backend[1] (unset).env.T: ${NOT_SET_ANYWHERE} is not set") {
+		t.Errorf("unset's Broken = %q", b)
+	}
+	if b := cfg.Backends[3].Broken; !strings.Contains(b, "serve.toml:19:") || !strings.Contains(b, "serve.toml:20:") {
+		t.Errorf("the fourth backend's Broken = %q, want both its lines", b)
+	}
+	if cfg.Mux.RequestTimeout.Duration != DefaultRequestTimeout || cfg.Mux.MaxMessageSize != DefaultMaxMessageSize {
+		t.Errorf("[mux] mistakes kept: request_timeout %v, max_message_size %d", cfg.Mux.RequestTimeout, cfg.Mux.MaxMessageSize)
+	}
+	if w := problemStrings(cfg.Warnings); !strings.Contains(w, "serve.toml:2: mux.request_timeout") || !strings.Contains(w, "serve.toml:3: mux.max_message_size") {
+		t.Errorf("warnings:%s\nwant the [mux] mistakes", w)
+	}
+	if _, err := Parse("serve.toml", []byte(src), noEnv); err == nil {
+		t.Error("Parse (check's) accepted the file: it must stay strict")
+	}
+	if _, err := ParseForServing("serve.toml", []byte("[[backend]\n"), noEnv); err == nil {
+		t.Error("a file that does not parse was accepted")
 	}
 }

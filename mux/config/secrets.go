@@ -91,8 +91,9 @@ const (
 	quoteHint  = `; a string value goes in "double quotes"; the value is not shown, as it may be a secret`
 )
 
-// syntaxMessage says what is wrong at pe without quoting the file.
-func syntaxMessage(pe toml.ParseError) string {
+// syntaxMessage says what is wrong at pe, column col, without quoting the
+// file.
+func syntaxMessage(pe toml.ParseError, col int) string {
 	what, detail := "the text here is not valid TOML", ""
 	for _, r := range syntaxRewrites() {
 		if m := r.re.FindStringSubmatchIndex(pe.Message); m != nil {
@@ -101,8 +102,8 @@ func syntaxMessage(pe toml.ParseError) string {
 			break
 		}
 	}
-	if pe.Position.Col > 0 {
-		what += fmt.Sprintf(" (column %d)", pe.Position.Col)
+	if col > 0 {
+		what += fmt.Sprintf(" (column %d)", col)
 	}
 	return what + detail
 }
