@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/charmbracelet/log"
+	"github.com/muesli/termenv"
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcp-mux/mcp-mux/mux"
@@ -116,7 +117,16 @@ func newLogger(cfg *config.File) (*log.Logger, io.Closer, error) {
 		}
 		w, closer = f, f
 	}
-	logger := log.NewWithOptions(w, log.Options{ReportTimestamp: true, Prefix: "mcp-mux"})
+	// The log's styling library asks a terminal for its colours (OSC 10
+	// and 11) when its writer is one, and waits for the answer: on a
+	// terminal that never answers (script(1), some CI and editor ptys)
+	// mcp-mux stalled 10 s before serving, and wrote the queries into the
+	// user's terminal. It gets a writer that is no terminal to it, and the
+	// colour profile the environment says (TERM, NO_COLOR), which needs no
+	// query.
+	profile := termenv.NewOutput(w).EnvColorProfile()
+	logger := log.NewWithOptions(noTerminal{w}, log.Options{ReportTimestamp: true, Prefix: "mcp-mux"})
+	logger.SetColorProfile(profile)
 	level, err := log.ParseLevel(cfg.Mux.LogLevel)
 	if err != nil {
 		level = log.InfoLevel
@@ -124,6 +134,10 @@ func newLogger(cfg *config.File) (*log.Logger, io.Closer, error) {
 	logger.SetLevel(level)
 	return logger, closer, nil
 }
+
+// noTerminal hides from the log's styling library that its writer is a
+// terminal (see newLogger).
+type noTerminal struct{ io.Writer }
 
 // openLogFile opens the log file for appending. A new one is created 0600
 // (logs show what backends print); an existing one keeps its mode. It must
