@@ -425,15 +425,25 @@ func writeReport(w io.Writer, r *mux.Report) {
 	} else {
 		fmt.Fprintf(w, "collisions: %d (the first backend in config order wins)\n", len(r.Collisions))
 		for _, c := range r.Collisions {
+			if c.Fixed != "" {
+				fmt.Fprintf(w, "  %s %q: both %s and %s have it; %s's is %s through mcp-mux (nothing hidden)\n", c.Kind, c.Name, c.Winner, c.Loser, c.Loser, c.Fixed)
+				continue
+			}
 			fmt.Fprintf(w, "  %s %q: %s wins over %s\n", c.Kind, c.Name, c.Winner, c.Loser)
 		}
+	}
+	for _, h := range r.Hidden {
+		fmt.Fprintln(w, "ERROR: "+h)
 	}
 	for _, warning := range r.Warnings {
 		fmt.Fprintln(w, "warning: "+warning)
 	}
-	if r.OK {
+	switch {
+	case r.OK:
 		fmt.Fprintln(w, "\nOK: every backend started")
-	} else {
+	case len(r.Hidden) > 0:
+		fmt.Fprintln(w, "\nFAIL: a collision hides a resource a tool needs (see ERROR above)")
+	default:
 		fmt.Fprintln(w, "\nFAIL: some backends did not start")
 	}
 }

@@ -20,6 +20,9 @@ type catalog struct {
 	collisions []Collision
 	// cache is the hints of each merged list: tools, prompts, templates.
 	cache [3]mcp.Cacheable
+	// ui is the ui:// URIs that two backends both have, in the later
+	// one's own form (uialias.go).
+	ui *uiAliases
 }
 
 // exposed is an item as the agent sees it (tools and prompts renamed with
@@ -66,6 +69,9 @@ type Collision struct {
 	Name   string `json:"name"`
 	Winner string `json:"winner"`
 	Loser  string `json:"loser"`
+	// Fixed: the loser keeps the item under this name of its own (a
+	// ui:// URI: uialias.go), so nothing is hidden.
+	Fixed string `json:"fixed,omitempty"`
 }
 
 type catalogHolder struct {
@@ -74,6 +80,9 @@ type catalogHolder struct {
 	// longWarned: exposed names over maxNameLength already logged, so
 	// each is logged once, not at every rebuild; guarded by mu.
 	longWarned map[string]struct{}
+
+	logged sync.Mutex
+	resLog map[Collision]bool // resource collisions logged already
 }
 
 func (h *catalogHolder) get() *catalog { return h.cur.Load() }
@@ -90,9 +99,9 @@ func (h *catalogHolder) rebuild(m *Mux) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.cur.Load()
-	c := &catalog{}
+	c := &catalog{ui: buildUIAliases(m.members())}
 	collide := func(kind, name string, winner, loser *member) {
-		c.collisions = append(c.collisions, Collision{kind, name, winner.spec.Name, loser.spec.Name})
+		c.collisions = append(c.collisions, Collision{Kind: kind, Name: name, Winner: winner.spec.Name, Loser: loser.spec.Name})
 	}
 	parts := 0
 	for _, mem := range m.members() {
@@ -111,7 +120,7 @@ func (h *catalogHolder) rebuild(m *Mux) {
 			}
 			cp := *t
 			cp.Name = m.exposedName(mem, t.Name)
-			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem, renamed(part.rawAt(0, i), cp.Name, &cp)}); w != nil {
+			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem, c.ui.withUIAliases(mem, renamed(part.rawAt(0, i), cp.Name, &cp))}); w != nil {
 				collide("tool", cp.Name, w, mem)
 			}
 		}
@@ -180,6 +189,31 @@ func hasCollision(list []Collision, c Collision) bool {
 	return false
 }
 
+// logResourceCollisions logs each resource collision the first time it is
+// seen: a backend's resources changed.
+func (m *Mux) logResourceCollisions() {
+	h := &m.cat
+	for _, col := range m.resourceCollisions() {
+		h.logged.Lock()
+		done := h.resLog[col]
+		if !done {
+			if h.resLog == nil {
+				h.resLog = map[Collision]bool{}
+			}
+			h.resLog[col] = true
+		}
+		h.logged.Unlock()
+		if done {
+			continue
+		}
+		if col.Fixed != "" {
+			m.log.Warn("resource collision, fixed: the later backend's URI has a form of its own", "kind", col.Kind, "uri", col.Name, "first", col.Winner, "later", col.Loser, "its_uri", col.Fixed)
+			continue
+		}
+		m.log.Warn("resource collision: the first backend in config order wins", "kind", col.Kind, "name", col.Name, "winner", col.Winner, "loser", col.Loser)
+	}
+}
+
 // resourceCollisions lists what two backends could both serve, with the
 // owner (the first in config order): a URI both list, a URI one lists that
 // the other's template matches, and templates that overlap.
@@ -190,17 +224,22 @@ func (m *Mux) resourceCollisions() []Collision {
 	for i, mem := range members {
 		parts[i] = mem.snapshot()
 	}
+	ui := m.cat.get().ui
 	for i, a := range members {
 		for j := i + 1; j < len(members); j++ {
 			b := members[j]
 			for u := range parts[j].uris {
 				if _, ok := parts[i].uris[u]; ok || matchesAny(parts[i].compiled, u) {
-					out = append(out, Collision{"resource", u, a.spec.Name, b.spec.Name})
+					col := Collision{Kind: "resource", Name: u, Winner: a.spec.Name, Loser: b.spec.Name}
+					if own := ui.alias(b, u); own != u {
+						col.Fixed = own
+					}
+					out = append(out, col)
 				}
 			}
 			for u := range parts[i].uris {
 				if _, ok := parts[j].uris[u]; !ok && matchesAny(parts[j].compiled, u) {
-					out = append(out, Collision{"resource", u, a.spec.Name, b.spec.Name})
+					out = append(out, Collision{Kind: "resource", Name: u, Winner: a.spec.Name, Loser: b.spec.Name})
 				}
 			}
 			for _, ta := range parts[i].templates {
@@ -210,7 +249,7 @@ func (m *Mux) resourceCollisions() []Collision {
 						if tb.URITemplate != name {
 							name += " / " + tb.URITemplate
 						}
-						out = append(out, Collision{"template", name, a.spec.Name, b.spec.Name})
+						out = append(out, Collision{Kind: "template", Name: name, Winner: a.spec.Name, Loser: b.spec.Name})
 					}
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -27,6 +28,10 @@ type Report struct {
 	// Interrupted: ctx ended (Ctrl-C) before every backend had started;
 	// the report is what was known then.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Hidden: tools that point at a resource (_meta.ui.resourceUri) another
+	// backend's collision hides, so the agent would show the other's app.
+	// A check with any is not OK.
+	Hidden []string `json:"hidden,omitempty"`
 	// Offered is, per backend in config order, the tool and prompt names
 	// the agent sees.
 	Offered []Offered `json:"offered,omitempty"`
@@ -81,11 +86,14 @@ func Inspect(ctx context.Context, cfg *config.File, logger *log.Logger, version 
 	m.agent.wait = -1 // no agent: backends are told no client capabilities
 	m.Start()
 	m.waitSettled(ctx, o.settled)
-	r := &Report{Config: cfg.Path, OK: true, Backends: m.Status(), Collisions: m.Collisions(), Warnings: m.checkWarnings(), Offered: m.offered()}
+	r := &Report{Config: cfg.Path, OK: true, Backends: m.Status(), Collisions: m.Collisions(), Warnings: m.checkWarnings(), Offered: m.offered(), Hidden: m.hiddenToolResources()}
 	for _, b := range r.Backends {
 		if !b.Ready() {
 			r.OK = false
 		}
+	}
+	if len(r.Hidden) > 0 {
+		r.OK = false
 	}
 	m.stopAll(ctx)
 	if ctx.Err() != nil {
@@ -229,4 +237,21 @@ func (m *Mux) Collisions() []Collision {
 	rc := m.resourceCollisions()
 	slices.SortFunc(rc, func(a, b Collision) int { return cmp.Compare(a.Name, b.Name) })
 	return append(out, rc...)
+}
+
+// hiddenToolResources lists each tool whose resource (_meta.ui.resourceUri,
+// as the agent sees it) a read would take to another backend than the
+// tool's own.
+func (m *Mux) hiddenToolResources() []string {
+	var out []string
+	for _, e := range m.cat.get().tools.items {
+		uri := toolUIResource(e.raw)
+		if uri == "" {
+			continue
+		}
+		if owner, _, ok := m.route(uri); ok && owner != e.mem {
+			out = append(out, fmt.Sprintf("tool %s (backend %s) points at %s, which backend %s serves: the agent would show %s's", e.item.Name, e.mem.spec.Name, uri, owner.spec.Name, owner.spec.Name))
+		}
+	}
+	return out
 }

@@ -184,3 +184,21 @@ func TestLongNameIsLoggedOncePerName(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceCollisionIsLoggedOnceWhenServing: a URI two backends both
+// list is logged when serving (before, only check --connect said it), and
+// once, however often the lists change.
+func TestResourceCollisionIsLoggedOnceWhenServing(t *testing.T) {
+	var buf testkit.SyncBuffer
+	m := New(testConfig(fixture(t, "a", "-list-uris", "shared://doc"), fixture(t, "b", "-list-uris", "shared://doc")), log.New(&buf), "test")
+	m.backoffBase = 10 * time.Millisecond
+	m.Start()
+	t.Cleanup(m.Close)
+	cs := connect(t, m, nil)
+	toolNames(t, cs)
+	callText(t, cs, "b__add_tool", map[string]any{"name": "more"}) // b's lists change: it is asked again
+	testkit.Eventually(t, 10*time.Second, "b's new tool", func() bool { return slices.Contains(toolNames(t, cs), "b__more") })
+	if n := strings.Count(buf.String(), "resource collision: the first backend in config order wins"); n != 1 || !strings.Contains(buf.String(), "name=shared://doc winner=a loser=b") {
+		t.Errorf("the collision was logged %d times, want once, naming both:\n%s", n, buf.String())
+	}
+}

@@ -230,8 +230,9 @@ func forwardBytes(ctx context.Context, m *Mux, mem *member, in inbound, rawMeta 
 
 // finishResult is res, the backend's result for method as it sent it, as
 // the agent of s gets it: a tool result's resource links are learned (reads
-// of them route to mem), a read's invalid cache hints mended, and for an
-// agent of the current era what the era requires added (era.go).
+// of them route to mem), a read's invalid cache hints mended, mem's
+// colliding ui:// URIs in their own form (uialias.go), and for an agent of
+// the current era what the era requires added (era.go).
 func (m *Mux) finishResult(s *session, mem *member, method string, res json.RawMessage) json.RawMessage {
 	switch method {
 	case "tools/call":
@@ -239,6 +240,7 @@ func (m *Mux) finishResult(s *session, mem *member, method string, res json.RawM
 	case "resources/read":
 		res = validCacheHints(res)
 	}
+	res = m.cat.get().ui.withUIAliases(mem, res)
 	if s != nil && s.isModern() {
 		res = m.eraResult(res, method == "resources/read")
 	}

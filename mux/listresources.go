@@ -121,9 +121,13 @@ func (m *Mux) resourcesPage(ctx context.Context, s *session, cur string) (json.R
 			keep[j] = !hasBuiltinScheme(uri) // logged when the catalog was fetched
 		}
 		unclaimed(servingMembers(members[:i]), page.uris, keep)
+		ui := m.cat.get().ui
 		for j, r := range page.resources {
+			if !keep[j] && ui.alias(mem, page.uris[j]) != page.uris[j] {
+				keep[j] = true // listed in its own form (uialias.go)
+			}
 			if keep[j] {
-				out = append(out, r)
+				out = append(out, ui.withUIAliases(mem, r))
 			}
 		}
 		cache = normalCache(page.cache)

@@ -295,6 +295,9 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 	mem.mu.Unlock()
 	if changed != 0 {
 		mem.m.cat.rebuild(mem.m)
+		if changed&(kindResources|kindTools) != 0 {
+			mem.m.logResourceCollisions()
+		}
 		if announce {
 			mem.m.lists.mark(changed)
 		}

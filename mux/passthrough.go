@@ -138,9 +138,13 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 	if json.Unmarshal(keys["uri"], &uri) != nil || uri == "" || hasBuiltinScheme(uri) {
 		return false
 	}
-	mem, ok := p.m.owner(uri)
+	mem, backendURI, ok := p.m.route(uri)
 	if !ok {
 		return false
+	}
+	rawURI := keys["uri"]
+	if backendURI != uri {
+		rawURI, _ = json.Marshal(backendURI)
 	}
 	b, err := mem.backend()
 	if err != nil {
@@ -150,7 +154,7 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 	if !ok {
 		return false
 	}
-	p.send(req, call, mem, uri, keys["_meta"], meta, []param{{"uri", keys["uri"]}})
+	p.send(req, call, mem, uri, keys["_meta"], meta, []param{{"uri", rawURI}})
 	return true
 }
 

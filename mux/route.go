@@ -129,6 +129,17 @@ func (m *Mux) owner(uri string) (*member, bool) {
 	return nil, false
 }
 
+// route is where a read (or subscription) of uri goes: the backend that
+// owns it, and the URI there, which differs for a ui:// URI in a
+// backend's own form (uialias.go).
+func (m *Mux) route(uri string) (*member, string, bool) {
+	if t, ok := m.cat.get().ui.target[uri]; ok {
+		return t.mem, t.uri, true
+	}
+	mem, ok := m.owner(uri)
+	return mem, uri, ok
+}
+
 // maxURILength bounds the URIs mux matches against subscriptions and
 // routes: far above any real URI, far below what could cost time.
 const maxURILength = 64 << 10
@@ -149,11 +160,11 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (mcp
 		return res, nil
 	}
 	m.waitStarted(ctx)
-	mem, ok := m.owner(p.URI)
+	mem, backendURI, ok := m.route(p.URI)
 	if !ok {
 		return nil, resourceNotFoundFor(r.Session, p.URI)
 	}
-	uri, _ := json.Marshal(p.URI)
+	uri, _ := json.Marshal(backendURI)
 	in := inboundOf(r, "resources/read", p.URI, roundOf(p.InputResponses, p.RequestState))
 	res, err := forwardBytes(ctx, m, mem, in, nil, []param{{"uri", uri}})
 	if err != nil {

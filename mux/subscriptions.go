@@ -34,7 +34,7 @@ func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 		return m.subscribeResult(sid, uri, err)
 	}
 	m.waitStarted(ctx)
-	mem, ok := m.owner(uri)
+	mem, backendURI, ok := m.route(uri)
 	if !ok {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("resource %q is not available from any backend", uri)}
 	}
@@ -50,7 +50,7 @@ func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 		// Shared by every session that subscribes the URI: no agent's _meta.
 		in := inbound{ss: req.Session, extra: req.Extra, method: "resources/subscribe", target: uri}
 		_, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta, _ *round) (struct{}, error) {
-			return struct{}{}, b.Session().Subscribe(ctx, &mcp.SubscribeParams{Meta: meta, URI: uri})
+			return struct{}{}, b.Session().Subscribe(ctx, &mcp.SubscribeParams{Meta: meta, URI: backendURI})
 		})
 		return err // reaches the agent as the backend said it
 	})
@@ -108,6 +108,9 @@ func (m *Mux) unforward(ctx context.Context, backend, uri string) error {
 	if err != nil {
 		return nil // down: it holds nothing any more
 	}
+	if t, ok := m.cat.get().ui.target[uri]; ok && t.mem == mem {
+		uri = t.uri // the backend's own (uialias.go)
+	}
 	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
 	defer cancel()
 	return b.Session().Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
@@ -139,6 +142,11 @@ func (m *Mux) endSessionSubscriptions(sid string) {
 // on that backend, params unchanged. It runs inside the backend's
 // notification dispatch: the lookup is cheap, the sending is queued.
 func (m *Mux) resourceUpdated(mem *member, p *mcp.ResourceUpdatedNotificationParams) {
+	if own := m.cat.get().ui.alias(mem, p.URI); own != p.URI {
+		cp := *p
+		cp.URI = own // subscribed in the agent's form (uialias.go)
+		p = &cp
+	}
 	m.deliverUpdated(mem.spec.Name, p)
 }
 

@@ -179,3 +179,81 @@ func TestInteropMCPAppsThroughMux(t *testing.T) {
 		})
 	}
 }
+
+// TestInteropTwoMCPAppsWithTheSameUIResource: server-basic-vanillajs and
+// server-basic-react (2.0.3) both point their tool at
+// ui://get-time/mcp-app.html. Through mcp-mux each tool's UI resource is
+// its own server's, byte for byte: the later backend's URI gets a form of
+// its own. Before, the react tool showed the vanilla app. check --connect
+// says so and passes.
+func TestInteropTwoMCPAppsWithTheSameUIResource(t *testing.T) {
+	ix := interopSetup(t)
+	vanilla := refServer{backend: "vanilla", script: "server-basic-vanillajs/dist/index.js", args: []string{"--stdio"}}
+	react := refServer{backend: "react", script: "server-basic-react/dist/index.js", args: []string{"--stdio"}}
+	cfg := ix.muxConfig(t, ix.backendTOML(t, vanilla, ""), ix.backendTOML(t, react, ""))
+
+	// uiOf lists the tools that point at a UI resource, with the resource's
+	// contents as read, by tool name without prefix.
+	uiOf := func(cmd *exec.Cmd, prefix string) (uris, reads map[string]string) {
+		t.Helper()
+		caps := &mcp.ClientCapabilities{}
+		caps.AddExtension("io.modelcontextprotocol/ui", map[string]any{"mimeTypes": []any{"text/html;profile=mcp-app"}})
+		c := mcp.NewClient(&mcp.Implementation{Name: "apps-agent", Version: "1"}, &mcp.ClientOptions{Capabilities: caps})
+		ctx := testkit.CtxT(t)
+		cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		defer cs.Close()
+		uris, reads = map[string]string{}, map[string]string{}
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(tool.Name, prefix) {
+				continue
+			}
+			ui, _ := tool.Meta["ui"].(map[string]any)
+			uri, _ := ui["resourceUri"].(string)
+			if uri == "" {
+				continue
+			}
+			res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+			if err != nil {
+				t.Fatalf("reading %s: %v", uri, err)
+			}
+			var sb strings.Builder
+			for _, c := range res.Contents {
+				sb.WriteString(c.Text)
+				sb.Write(c.Blob)
+			}
+			name := strings.TrimPrefix(tool.Name, prefix)
+			uris[name], reads[name] = uri, sb.String()
+		}
+		return uris, reads
+	}
+	through := map[string]map[string]string{}
+	for _, s := range []refServer{vanilla, react} {
+		directURIs, direct := uiOf(exec.Command(ix.node, ix.script(s), "--stdio"), "")
+		if len(direct) == 0 {
+			t.Fatalf("%s: no tool points at a UI resource", s.backend)
+		}
+		uris, got := uiOf(exec.Command(testkit.MuxBin(t), "--config", cfg), s.backend+"__")
+		through[s.backend] = uris
+		for name, want := range direct {
+			if got[name] != want {
+				t.Errorf("%s's tool %s: its UI through mcp-mux (%s, %d bytes) is not its server's (%s, %d bytes)", s.backend, name, uris[name], len(got[name]), directURIs[name], len(want))
+			}
+		}
+	}
+	for name, u := range through["react"] {
+		if through["vanilla"][name] == u {
+			t.Errorf("both apps' tool %s point at %s through mcp-mux", name, u)
+		}
+	}
+
+	out, code := runCheck(t, "--connect", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "react's is ui://react__get-time/mcp-app.html through mcp-mux (nothing hidden)") {
+		t.Errorf("check --connect: exit %d, want 0 and the fixed collision named:\n%s", code, out)
+	}
+}
