@@ -17,7 +17,9 @@ import (
 // progress shows `check --connect` while backends come up (a start can
 // take startup_timeout, and an npx backend a minute): one line per backend
 // as it is ready or has failed; on a terminal also a status line, redrawn
-// in place, of those still starting and for how long.
+// in place, of those still starting and for how long. Off a terminal (a
+// pipe, a CI log) the status is a line of its own at the start and then
+// every stillEvery, so a long start is never silent.
 type progress struct {
 	w     io.Writer
 	live  bool
@@ -33,6 +35,10 @@ type progress struct {
 // redrawEvery is how often the live status line's clock moves.
 const redrawEvery = 200 * time.Millisecond
 
+// stillEvery is how often, off a terminal, a line says which backends are
+// still starting.
+const stillEvery = 5 * time.Second
+
 func newProgress(w io.Writer, live bool, cfg *config.File) *progress {
 	p := &progress{w: w, live: live, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
 	for _, b := range cfg.Backends {
@@ -40,13 +46,16 @@ func newProgress(w io.Writer, live bool, cfg *config.File) *progress {
 			p.pending = append(p.pending, b.Name)
 		}
 	}
+	every := redrawEvery
 	if !live {
-		close(p.done)
-		return p
+		every = stillEvery
+		if len(p.pending) > 0 {
+			fmt.Fprintf(w, "starting %s…\n", strings.Join(p.pending, ", "))
+		}
 	}
 	go func() {
 		defer close(p.done)
-		t := time.NewTicker(redrawEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -54,7 +63,11 @@ func newProgress(w io.Writer, live bool, cfg *config.File) *progress {
 				return
 			case <-t.C:
 				p.mu.Lock()
-				p.drawStatus()
+				if live {
+					p.drawStatus()
+				} else if len(p.pending) > 0 {
+					fmt.Fprintf(p.w, "still starting %s… %.0fs\n", strings.Join(p.pending, ", "), time.Since(p.start).Seconds())
+				}
 				p.mu.Unlock()
 			}
 		}
@@ -90,12 +103,11 @@ func (p *progress) drawStatus() {
 
 // close stops the redrawing and erases the status line.
 func (p *progress) close() {
-	if !p.live {
-		return
-	}
 	close(p.stop)
 	<-p.done
-	fmt.Fprint(p.w, clearLine)
+	if p.live {
+		fmt.Fprint(p.w, clearLine)
+	}
 }
 
 // settledLine is one backend's line: what it offers, or why it failed.

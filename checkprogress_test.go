@@ -37,3 +37,32 @@ func TestLiveProgressRedrawsItsStatusLine(t *testing.T) {
 		}
 	})
 }
+
+// TestProgressOffATerminalIsNeverSilent: off a terminal (a pipe, a CI log),
+// a check whose backends take long to start (npx downloading a package:
+// 13-22 s) said nothing until the first one settled. It says which are
+// starting at once, which are still starting every stillEvery, and each
+// backend's line as it settles.
+func TestProgressOffATerminalIsNeverSilent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		out := &testkit.SyncBuffer{}
+		cfg := &config.File{Backends: []config.Backend{{Name: "a"}, {Name: "b"}}}
+		p := newProgress(out, false, cfg)
+		if got := out.String(); got != "starting a, b…\n" {
+			t.Fatalf("at the start: %q", got)
+		}
+		time.Sleep(stillEvery)
+		synctest.Wait()
+		p.settled(mux.BackendStatus{Name: "a", State: "ready", Tools: 1})
+		time.Sleep(stillEvery)
+		synctest.Wait()
+		p.settled(mux.BackendStatus{Name: "b", State: "failed", LastError: "exit status 1"})
+		time.Sleep(stillEvery)
+		synctest.Wait()
+		p.close()
+		want := "starting a, b…\nstill starting a, b… 5s\nbackend a: ready (1 tool, 0 prompts, 0 resources, 0 templates) after 5.0s\nstill starting b… 10s\nbackend b: failed: exit status 1\n"
+		if got := out.String(); got != want {
+			t.Errorf("got  %q\nwant %q", got, want)
+		}
+	})
+}

@@ -172,7 +172,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 		if r.err == nil {
 			r.cs.Close()
 		}
-		return nil, fmt.Errorf("backend %s exited during initialize: %s%s", spec.Name, exitReason(b.exitErr), b.stderrTail())
+		return nil, fmt.Errorf("exited during initialize: %s%s", exitReason(b.exitErr), b.stderrTail())
 	}
 	if r.err != nil {
 		// A process that died closed stdout before it was reaped: its exit
@@ -181,15 +181,15 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 		case <-b.exited:
 			b.kill()
 			b.stdout.Close()
-			return nil, fmt.Errorf("backend %s exited during initialize: %s%s", spec.Name, exitReason(b.exitErr), b.stderrTail())
+			return nil, fmt.Errorf("exited during initialize: %s%s", exitReason(b.exitErr), b.stderrTail())
 		case <-time.After(200 * time.Millisecond):
 		}
 		b.kill()
 		b.stdout.Close()
 		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("backend %s did not initialize within %s%s", spec.Name, opts.StartupTimeout, b.stderrTail())
+			return nil, fmt.Errorf("did not initialize within %s%s", opts.StartupTimeout, b.stderrTail())
 		}
-		return nil, fmt.Errorf("backend %s: initialize: %w%s", spec.Name, r.err, b.stderrTail())
+		return nil, fmt.Errorf("initialize: %w%s", r.err, b.stderrTail())
 	}
 	b.session = r.cs
 	b.init = r.cs.InitializeResult()
@@ -227,23 +227,23 @@ func (b *Backend) startProcess() error {
 	// our readers, which a grandchild holding stdout open would block forever.
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("backend %s: %w", b.Spec.Name, err)
+		return err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW)
-		return fmt.Errorf("backend %s: %w", b.Spec.Name, err)
+		return err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		closeAll(inR, inW, outR, outW)
-		return fmt.Errorf("backend %s: %w", b.Spec.Name, err)
+		return err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	p, err := startProc(cmd)
 	if err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
-		return fmt.Errorf("backend %s: starting %q: %w", b.Spec.Name, b.Spec.Command, err)
+		return fmt.Errorf("starting %q: %w", b.Spec.Command, err)
 	}
 	closeAll(inR, outW, errW) // the child has its copies
 	b.proc, b.stdin, b.stdout = p, inW, outR

@@ -240,7 +240,7 @@ func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.eof = true
 			if !errors.Is(err, io.EOF) && !c.isClosed() {
 				c.endRaw(mcp.ErrConnectionClosed)
-				return nil, fmt.Errorf("backend %s: reading stdout: %w", c.name, err)
+				return nil, fmt.Errorf("reading its stdout: %w", err)
 			}
 		}
 		var msg jsonrpc.Message
@@ -383,13 +383,13 @@ func (c *childConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	data, err := jsonrpc.EncodeMessage(withCancelReason(ctx, msg))
 	if err != nil {
-		return fmt.Errorf("backend %s: encoding a message: %w", c.name, err)
+		return fmt.Errorf("encoding a message: %w", err)
 	}
 	if _, err := c.in.Write(append(data, '\n')); err != nil {
 		if c.isClosed() {
 			return mcp.ErrConnectionClosed
 		}
-		return fmt.Errorf("backend %s: writing to stdin: %w", c.name, err)
+		return fmt.Errorf("writing to its stdin: %w", err)
 	}
 	return nil
 }

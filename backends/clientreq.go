@@ -78,7 +78,7 @@ func (b *Backend) ClientCapabilities() *mcp.ClientCapabilities { return b.caps }
 func (b *Backend) NotifyRootsListChanged(ctx context.Context) error {
 	req := &mcp.ClientRequest[*mcp.RootsListChangedParams]{Session: b.session, Params: &mcp.RootsListChangedParams{}}
 	if _, err := b.sendRaw(ctx, "notifications/roots/list_changed", req); err != nil {
-		return fmt.Errorf("backend %s: notifications/roots/list_changed: %w", b.Spec.Name, err)
+		return fmt.Errorf("notifications/roots/list_changed: %w", err)
 	}
 	return nil
 }

@@ -76,7 +76,7 @@ func (b *Backend) typedCall(ctx context.Context, method string, params json.RawM
 	case "completion/complete":
 		res, err = typed(params, func(p *mcp.CompleteParams) (*mcp.CompleteResult, error) { return cs.Complete(ctx, p) })
 	default:
-		return nil, fmt.Errorf("backend %s: mcp-mux has no typed call for %s", b.Spec.Name, method)
+		return nil, fmt.Errorf("mcp-mux has no typed call for %s", method)
 	}
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func (c *childConn) callRaw(ctx context.Context, method string, params json.RawM
 		if c.isClosed() {
 			return nil, fmt.Errorf("%w: calling %q", mcp.ErrConnectionClosed, method)
 		}
-		return nil, fmt.Errorf("backend %s: writing to stdin: %w", c.name, err)
+		return nil, fmt.Errorf("writing to its stdin: %w", err)
 	}
 	select {
 	case r := <-reply:

@@ -2,10 +2,14 @@ package backends
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -81,7 +85,7 @@ func startRemote(ctx context.Context, b *Backend, opts Options) (*Backend, error
 	b.conn = newChildConn(spec.Name, b.log, nopPipe{}, nopPipe{}, opts.MaxMessageSize)
 	rt, err := newRoundTripper(spec, b.conn)
 	if err != nil {
-		return nil, fmt.Errorf("backend %s: %w", spec.Name, err)
+		return nil, err
 	}
 	r.rt = rt
 	b.log.Info("connecting", "url", r.shown, "transport", r.want, "headers", spec.HeaderKeys())
@@ -99,12 +103,12 @@ func startRemote(ctx context.Context, b *Backend, opts Options) (*Backend, error
 		rt.shut()
 		b.conn.Close()
 		if errors.Is(err, ErrUnauthorized) {
-			return nil, fmt.Errorf("backend %s: %w", spec.Name, err)
+			return nil, err
 		}
 		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("backend %s did not initialize within %s (%s)", spec.Name, opts.StartupTimeout, r.shown)
+			return nil, fmt.Errorf("%s did not answer initialize within %s", r.shown, opts.StartupTimeout)
 		}
-		return nil, fmt.Errorf("backend %s: connecting to %s: %w", spec.Name, r.shown, err)
+		return nil, connectError(r.shown, err)
 	}
 	b.session = cs
 	b.init = cs.InitializeResult()
@@ -155,6 +159,36 @@ func (r *remote) connect(ctx context.Context, b *Backend, client *mcp.Client) (*
 		return nil, fmt.Errorf("neither transport answered: Streamable HTTP: %v; HTTP+SSE: %w", err, sseErr)
 	}
 	return cs, sseErr
+}
+
+// connectError says in one sentence why connecting to shown failed: the
+// network's reason when there is one (the go-sdk's chain of "calling
+// initialize: sending initialize: rejected by transport: Post ...: dial
+// tcp ...: connect: connection refused" becomes "cannot connect to URL:
+// connection refused"), else the go-sdk's, once.
+func connectError(shown string, err error) error {
+	var dns *net.DNSError
+	var op *net.OpError
+	var certErr *tls.CertificateVerificationError
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	switch {
+	case errors.As(err, &dns):
+		return &redacted{msg: fmt.Sprintf("cannot connect to %s: its host %s is not found", shown, dns.Name), err: err}
+	case errors.As(err, &certErr), errors.As(err, &unknownAuthority), errors.As(err, &hostname):
+		return &redacted{msg: fmt.Sprintf("cannot connect to %s: its TLS certificate is not trusted (%v)", shown, errors.Unwrap(err)), err: err}
+	case errors.As(err, &op) && op.Op == "dial":
+		cause := op.Err
+		if se, ok := cause.(*os.SyscallError); ok {
+			cause = se.Err
+		}
+		return &redacted{msg: fmt.Sprintf("cannot connect to %s: %v", shown, cause), err: err}
+	}
+	msg := err.Error()
+	for _, wrapper := range []string{`calling "initialize": `, `sending "initialize": `, "rejected by transport: "} {
+		msg = strings.Replace(msg, wrapper, "", 1)
+	}
+	return &redacted{msg: fmt.Sprintf("connecting to %s: %s", shown, msg), err: err}
 }
 
 // sseTransport is the go-sdk's HTTP+SSE client transport with a stream

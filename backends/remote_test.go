@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -374,5 +375,26 @@ func TestRemoteHeadersGoToTheConfiguredOriginOnly(t *testing.T) {
 	}
 	if leaked.Load() {
 		t.Error("the Authorization header followed the redirect to another origin")
+	}
+}
+
+// TestRemoteThatCannotBeReachedSaysWhyInOneSentence: the go-sdk's chain
+// ("backend remote: connecting to URL: calling "initialize": sending
+// "initialize": rejected by transport: Post "URL": dial tcp ...: connect:
+// connection refused") is one sentence with the cause, naming no backend
+// (the caller does, once).
+func TestRemoteThatCannotBeReachedSaysWhyInOneSentence(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close() // nothing listens there now
+	_, _, err = connectRemote(t, Spec{Name: "remote", URL: url}, Options{StartupTimeout: 5 * time.Second})
+	if err == nil {
+		t.Fatal("connected to a closed port")
+	}
+	if want := "cannot connect to " + url + ": connection refused"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }

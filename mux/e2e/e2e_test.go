@@ -14,9 +14,44 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
-func TestMain(m *testing.M) { testkit.Main(m) }
+func TestMain(m *testing.M) {
+	if why := interopMissing(); why != "" {
+		// go test shows nothing of a package that passes, skips
+		// included: the user is told on the terminal, if there is one.
+		tellTerminal("mux/e2e: the interop suite is skipped: " + why + "; to run it: cd testdata/interop && npm ci")
+	}
+	testkit.Main(m)
+}
+
+// interopMissing says why the interop suite cannot run here ("" if it
+// can): it needs node and the npm packages pinned in testdata/interop.
+func interopMissing() string {
+	if _, err := exec.LookPath("node"); err != nil {
+		return "node is not on PATH (install Node.js 20 or later)"
+	}
+	if _, err := os.Stat(filepath.Join("..", "..", "testdata", "interop", "node_modules")); err != nil {
+		return "testdata/interop/node_modules does not exist"
+	}
+	return ""
+}
+
+// tellTerminal writes line to the terminal the tests run in, past go
+// test, which keeps a passing package's output to itself. Without a
+// terminal (CI) nothing is written.
+func tellTerminal(line string) {
+	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	defer tty.Close()
+	fmt.Fprintln(tty, line)
+}

@@ -142,17 +142,13 @@ type interop struct {
 // which is missing and how to get it.
 func interopSetup(t *testing.T) *interop {
 	t.Helper()
-	const fix = "cd testdata/interop && npm ci"
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skipf("interop suite skipped: node is not on PATH (install Node.js 20 or later, then run: %s)", fix)
+	if why := interopMissing(); why != "" {
+		t.Skipf("interop suite skipped: %s (run: cd testdata/interop && npm ci)", why)
 	}
+	node, _ := exec.LookPath("node")
 	dir, err := filepath.Abs(filepath.Join("..", "..", "testdata", "interop"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
-		t.Skipf("interop suite skipped: testdata/interop/node_modules does not exist (run: %s)", fix)
 	}
 	t.Parallel()
 	return &interop{node: node, dir: dir}
