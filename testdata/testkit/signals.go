@@ -3,7 +3,11 @@ package testkit
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 )
 
 // The waits of this file are for a moment a test can observe instead of
@@ -43,9 +47,12 @@ func Requests(stats string) int {
 }
 
 // GoroutineIn reports whether a goroutine of this process has every one of
-// frames in its stack (each a substring of a line of runtime.Stack's
-// dump): say, "(*pipeIO).Read" and "runtime_pollWait" for one blocked in
-// the poller under a Read. The goroutine calling it never counts.
+// frames in its stack, each a substring of a line of runtime.Stack's dump:
+// a function ("(*pipeIO).Read(") or the state in the goroutine's first line
+// ("[select", "[IO wait", "[chan receive"), say, for one blocked in a
+// select or in the poller under that function. (The dump leaves out the
+// runtime's own frames, selectgo and gopark among them: the state says
+// where the goroutine waits.) The goroutine calling it never counts.
 func GoroutineIn(frames ...string) bool {
 	buf := make([]byte, 1<<20)
 	for {
@@ -70,4 +77,60 @@ func GoroutineIn(frames ...string) bool {
 		}
 	}
 	return false
+}
+
+// InSyscall reports whether a thread of process pid is in system call
+// sysno (syscall.SYS_READ, say) with fd as its first argument, per
+// /proc/PID/task/*/syscall: a process blocked reading a pipe, or waiting
+// on one. Linux only (false elsewhere, and where /proc does not show it).
+func InSyscall(pid int, sysno uintptr, fd int) bool {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/syscall")
+	for _, p := range tasks {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(data))
+		if len(f) < 2 {
+			continue // "running", or "-1 ..." (not in a system call)
+		}
+		nr, err1 := strconv.ParseUint(f[0], 10, 64)
+		arg, err2 := strconv.ParseUint(strings.TrimPrefix(f[1], "0x"), 16, 64)
+		if err1 == nil && err2 == nil && uintptr(nr) == sysno && arg == uint64(fd) {
+			return true
+		}
+	}
+	return false
+}
+
+// ProcStatus is the field name of /proc/PID/status ("SigIgn", "State"),
+// "" if there is none. Linux only.
+func ProcStatus(pid int, name string) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// SignalsIgnored reports whether process pid has the disposition SIG_IGN
+// for every one of sigs, per SigIgn in /proc/PID/status: the kernel then
+// discards such a signal when it is sent, so that nothing can follow
+// from it. Linux only.
+func SignalsIgnored(pid int, sigs ...int) bool {
+	mask, err := strconv.ParseUint(ProcStatus(pid, "SigIgn"), 16, 64)
+	if err != nil {
+		return false
+	}
+	for _, s := range sigs {
+		if s < 1 || s > 64 || mask&(1<<(s-1)) == 0 {
+			return false
+		}
+	}
+	return true
 }
