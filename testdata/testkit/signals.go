@@ -134,3 +134,23 @@ func SignalsIgnored(pid int, sigs ...int) bool {
 	}
 	return true
 }
+
+// ReadSyscalls is syscr of /proc/PID/io: the read system calls process pid
+// made so far, counted as each returns (one that returned 0, at EOF,
+// too); -1 if unknown. Linux only.
+func ReadSyscalls(pid int) int64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscr:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
