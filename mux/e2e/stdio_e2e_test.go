@@ -264,9 +264,15 @@ func (w *wire) stall(count int) {
 func TestSlowAgentKeepsMemoryBounded(t *testing.T) {
 	w := startWire(t, floodConfig(t))
 	w.stall(40_000)
-	time.Sleep(8 * time.Second) // the backend floods; nobody reads
+	// The backend floods; nobody reads. Its log (in mcp-mux's) tells when
+	// it has sent the whole flood: mcp-mux has read all of it then but
+	// what the pipe still holds (64 KiB, a few hundred updates).
+	began := time.Now()
+	testkit.Eventually(t, 60*time.Second, "the backend to have sent 3 × 40,000 updates", func() bool {
+		return strings.Count(w.stderr.String(), "sent 40000 updates for fixture://notes/res/") == 3
+	})
 	peak := peakRSS(t, w.cmd.Process.Pid)
-	t.Logf("peak RSS of mcp-mux after 8 s of a stalled agent and a flood of 3 × 40,000 updates: %.1f MB", float64(peak)/1e6)
+	t.Logf("peak RSS of mcp-mux after a flood of 3 × 40,000 updates to a stalled agent (%v): %.1f MB", time.Since(began).Round(time.Millisecond), float64(peak)/1e6)
 	if peak > 100<<20 {
 		t.Errorf("peak RSS %d MB, want under 100 MB", peak>>20)
 	}
