@@ -311,7 +311,7 @@ func TestShutdownWithBlockedStdout(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			w := startWire(t, floodConfig(t))
 			w.stall(1_000_000)
-			time.Sleep(time.Second) // stdout's pipe is full by now
+			waitPipeFull(t, w.stdout) // mcp-mux's writes to stdout block
 			kids := descendantsOf(w.cmd.Process.Pid)
 			if len(kids) == 0 {
 				t.Fatal("no backend running")
