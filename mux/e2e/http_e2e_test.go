@@ -541,14 +541,15 @@ func TestHTTPSessionsCannotReadOrCancelEachOthersState(t *testing.T) {
 
 	// A's call is in flight; B cancels every request id A could have used.
 	done := make(chan error, 1)
+	called := testkit.Arrived(func() int { return testkit.Requests(b.call(t, "f__stats", nil)) })
 	go func() {
-		r, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": 1500}})
+		r, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": 2000}})
 		if err == nil && r.IsError {
 			err = fmt.Errorf("error result %+v", r)
 		}
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "A's call to be at the backend", called)
 	for id := 1; id <= 20; id++ {
 		req, _ := http.NewRequest("POST", h.url, strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"not yours"}}`, id)))
 		req.Header.Set("Content-Type", "application/json")
@@ -560,6 +561,11 @@ func TestHTTPSessionsCannotReadOrCancelEachOthersState(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("A's call ended (%v) before B's cancellations were all sent: the test checked nothing", err)
+	default:
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("A's call was cancelled by B's notifications: %v", err)

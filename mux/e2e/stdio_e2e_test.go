@@ -128,6 +128,21 @@ func (w *wire) initialize() {
 	w.send(initializedLine)
 }
 
+// toolText calls tool (no arguments) in a request with id and returns the
+// text of its result.
+func (w *wire) toolText(id int, tool string) string {
+	w.t.Helper()
+	w.send(call(id, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":{}}`, tool)))
+	m := w.response(id)
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil || len(res.Content) == 0 {
+		w.t.Fatalf("%s: %s %+v", tool, m.Result, m.Error)
+	}
+	return res.Content[0].Text
+}
+
 func call(id int, method, params string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
 }
@@ -342,8 +357,13 @@ func TestShutdownWithBlockedStdout(t *testing.T) {
 func TestCancelledRequestGetsNoResponseAndBackendGetsTheReason(t *testing.T) {
 	w := startWire(t, testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}))
 	w.initialize()
+	statsID := 100
+	called := testkit.Arrived(func() int {
+		statsID++
+		return testkit.Requests(w.toolText(statsID, "notes__stats"))
+	})
 	w.send(call(5, "tools/call", `{"name":"notes__sleep","arguments":{"ms":5000}}`))
-	time.Sleep(200 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "the call to be at the backend", called)
 	w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"the user pressed stop"}}`)
 	testkit.Quiet(300 * time.Millisecond) // a response to the cancelled call must not come
 	w.send(call(6, "tools/call", `{"name":"notes__stats","arguments":{}}`))
