@@ -41,6 +41,20 @@ func call(t *testing.T, b *Backend, tool string, args map[string]any) (*mcp.Call
 	return b.Session().CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 }
 
+// arrived is a condition for Eventually: whether b's backend, the
+// fixture, received a request besides the stats calls since arrived was
+// called (testkit.Arrived). Call it before sending the request.
+func arrived(t *testing.T, b *Backend) func() bool {
+	t.Helper()
+	return testkit.Arrived(func() int {
+		res, err := call(t, b, "stats", nil)
+		if err != nil {
+			t.Fatalf("stats: %v", err)
+		}
+		return testkit.Requests(resultText(t, res))
+	})
+}
+
 func TestStartInitializesAndRecordsCapabilities(t *testing.T) {
 	b, logs, err := start(t, Options{})
 	if err != nil {

@@ -282,7 +282,9 @@ func TestConnReadEndsWithEOFAndUnblocksOnClose(t *testing.T) {
 			_, err := c.Read(context.Background())
 			errc <- err
 		}()
-		time.Sleep(20 * time.Millisecond)
+		testkit.Eventually(t, 5*time.Second, "Read to wait on the pipe", func() bool {
+			return testkit.GoroutineIn("[IO wait", "backends.(*childConn).Read(")
+		})
 		c.Close()
 		select {
 		case err := <-errc:

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -235,38 +236,42 @@ func TestStderrLineOverOneMiBDoesNotKillBackend(t *testing.T) {
 // ahead of the handlers.
 func TestFloodOfNotificationsIsHeldBackNotQueued(t *testing.T) {
 	var handledN atomic.Int64
+	// Each handler, as it starts, sees how many notifications are read
+	// and not yet handled: the count is highest while the handlers lag,
+	// and every one of them looks (where a poll of the count from the
+	// test would look only now and then).
+	var conn atomic.Pointer[childConn]
+	var mu sync.Mutex
+	most := 0
 	opts := Options{Hooks: Hooks{ResourceUpdated: func(*mcp.ResourceUpdatedNotificationParams) {
-		time.Sleep(200 * time.Microsecond) // a handler slower than the reader
+		if c := conn.Load(); c != nil {
+			c.pmu.Lock()
+			n := c.pending
+			c.pmu.Unlock()
+			mu.Lock()
+			most = max(most, n)
+			mu.Unlock()
+		}
+		// Pacing, not a wait: a handler slower than the reader, so that
+		// the reader gets ahead and must be held back. Shorter, fewer
+		// would be ahead at once; the limit is checked the same.
+		time.Sleep(200 * time.Microsecond)
 		handledN.Add(1)
 	}}}
 	b, _, err := start(t, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := b.conn
-	done := make(chan error, 1)
-	go func() {
-		_, err := call(t, b, "update", map[string]any{"uri": "fixture://fx/res/1", "count": 3000})
-		done <- err
-	}()
-	most := 0
-	for waiting := true; waiting; {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			waiting = false
-		default:
-			c.pmu.Lock()
-			most = max(most, c.pending)
-			c.pmu.Unlock()
-			time.Sleep(time.Millisecond)
-		}
+	conn.Store(b.conn)
+	if _, err := call(t, b, "update", map[string]any{"uri": "fixture://fx/res/1", "count": 3000}); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("at most %d notifications read ahead of the handlers (limit %d); %d handled when the call returned", most, maxPending, handledN.Load())
-	if most > maxPending {
-		t.Errorf("%d notifications were read ahead of the handlers, limit %d", most, maxPending)
+	mu.Lock()
+	ahead := most
+	mu.Unlock()
+	t.Logf("at most %d notifications read ahead of the handlers (limit %d); %d handled when the call returned", ahead, maxPending, handledN.Load())
+	if ahead > maxPending {
+		t.Errorf("%d notifications were read ahead of the handlers, limit %d", ahead, maxPending)
 	}
 	if h := handledN.Load(); h < 3000-maxPending-1000 {
 		t.Errorf("the call returned with only %d of 3,000 handled: the rest was queued", h)

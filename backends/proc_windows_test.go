@@ -197,6 +197,10 @@ func init() {
 	if err := os.Rename(path+".tmp", path); err != nil {
 		fail(err)
 	}
+	// Not a wait of a test: the helper process only has to stay alive
+	// until the test kills it (a bare select{} could trip the runtime's
+	// deadlock check). The test waits on the pid file above, then on the
+	// processes.
 	for {
 		time.Sleep(time.Hour)
 	}

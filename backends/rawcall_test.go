@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // rawCall calls tool on b as bytes, within timeout.
@@ -77,7 +79,14 @@ func TestRawCallFailsWhenTheBackendGoes(t *testing.T) {
 		_, _, err := rawCall(b, "raw", map[string]any{"lines": []string{}}, 30*time.Second)
 		done <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Written, the call waits for its answer; the backend answers in
+	// order, so once a call sent after it is answered, it has it too.
+	testkit.Eventually(t, 5*time.Second, "the raw call to wait for its answer", func() bool {
+		return testkit.GoroutineIn("[select", "backends.(*childConn).callRaw(")
+	})
+	if _, _, err := callWithin(b, "pid", nil, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	b.Kill(fmt.Errorf("test"))
 	select {
 	case err := <-done:

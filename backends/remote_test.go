@@ -236,11 +236,12 @@ func TestRemoteKillEndsCallsInFlightAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := make(chan error, 1)
+	called := arrived(t, b)
 	go func() {
 		_, err := b.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "hang"})
 		failed <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // the call is at the server
+	testkit.Eventually(t, 5*time.Second, "the call to be at the server", called)
 	reason := errors.New("hung on purpose")
 	start := time.Now()
 	b.Kill(reason)
@@ -312,7 +313,11 @@ func TestRemoteSettleWaitsForNotificationsSentBeforeTheResponse(t *testing.T) {
 	fx := testkit.StartRemoteFixture(t, "-http", "-name", "rm")
 	var handled atomic.Int64
 	b, _, err := connectRemote(t, Spec{URL: fx.URL()}, Options{Hooks: Hooks{ResourceUpdated: func(*mcp.ResourceUpdatedNotificationParams) {
-		time.Sleep(time.Millisecond) // a handler slower than the reader
+		// Pacing, not a wait: a handler slower than the reader, so that
+		// Settle has notifications to wait for. Shorter, it would only
+		// leave fewer of them unhandled when the response comes; the
+		// count checked after Settle is exact either way.
+		time.Sleep(time.Millisecond)
 		handled.Add(1)
 	}}})
 	if err != nil {

@@ -233,12 +233,17 @@ func TestSignalsSentToTheSupervisorAreIgnored(t *testing.T) {
 	b, pidfile := shBackend(t, `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name fx`)
 	escapee := readPid(t, pidfile)
 	sup := b.proc.cmd.Process.Pid
+	// Ignored at the kernel (SIG_IGN), a signal is discarded as it is
+	// sent: once Kill returned, nothing can follow from it. Caught or left
+	// to its default, it would act a moment later.
+	if !testkit.SignalsIgnored(sup, int(syscall.SIGTERM), int(syscall.SIGINT), int(syscall.SIGHUP)) {
+		t.Fatalf("the supervisor does not ignore SIGTERM, SIGINT and SIGHUP at the kernel: SigIgn %s", testkit.ProcStatus(sup, "SigIgn"))
+	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		if err := syscall.Kill(sup, sig); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
 	if !alive(sup) || !alive(b.PID()) {
 		t.Fatalf("supervisor alive %v, backend alive %v: both should be", alive(sup), alive(b.PID()))
 	}
@@ -283,7 +288,10 @@ func TestSupervisorWithANonBlockingLifelineWaitsForTheCommand(t *testing.T) {
 	}
 	ctlR.Close()
 	repW.Close()
-	time.Sleep(100 * time.Millisecond) // the supervisor reads before the command is there
+	// The supervisor reads before the command is there.
+	testkit.Eventually(t, 5*time.Second, "the supervisor to wait in a read of its lifeline", func() bool {
+		return testkit.InSyscall(pid, syscall.SYS_READ, 3)
+	})
 	msg := supervisor.Launch{Path: "/bin/sleep", Args: []string{"sleep", "30"}, Env: []string{}}.Encode()
 	if _, err := ctlW.Write(msg); err != nil {
 		t.Fatal(err)
@@ -295,7 +303,10 @@ func TestSupervisorWithANonBlockingLifelineWaitsForTheCommand(t *testing.T) {
 		t.Fatalf("report %q: want \"pid N\"", report[:n])
 	}
 	t.Cleanup(func() { syscall.Kill(backend, syscall.SIGKILL) })
-	time.Sleep(100 * time.Millisecond)
+	// Waiting on the lifeline again, it did not take EAGAIN for the end.
+	testkit.Eventually(t, 5*time.Second, "the supervisor to wait in a read of its lifeline", func() bool {
+		return testkit.InSyscall(pid, syscall.SYS_READ, 3)
+	})
 	if !alive(backend) || !alive(pid) {
 		t.Fatalf("backend alive %v, supervisor alive %v: both should be, the lifeline is open", alive(backend), alive(pid))
 	}

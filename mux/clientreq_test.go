@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,8 +42,11 @@ func agent(opts *mcp.ClientOptions) *mcp.Client {
 // sampler answers sampling with "<name> says: <prompt>" and counts the calls.
 type sampler struct {
 	name string
-	mu   sync.Mutex
-	n    int
+	// asked, if set (before the sampler is connected), is told each
+	// prompt as its request comes.
+	asked func(prompt string)
+	mu    sync.Mutex
+	n     int
 }
 
 func (s *sampler) handle(_ context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
@@ -54,6 +58,9 @@ func (s *sampler) handle(_ context.Context, req *mcp.CreateMessageWithToolsReque
 		if tc, ok := req.Params.Messages[0].Content[0].(*mcp.TextContent); ok {
 			prompt = tc.Text
 		}
+	}
+	if s.asked != nil {
+		s.asked(prompt)
 	}
 	if len(req.Params.Tools) > 0 {
 		return &mcp.CreateMessageWithToolsResult{Role: "assistant", Model: s.name + "-model", StopReason: "toolUse",
@@ -120,6 +127,14 @@ func TestBackendRootsListReachesAgentAndListChangedReachesBackend(t *testing.T) 
 func TestSamplingInsideToolCallReachesOnlyTheCallingSession(t *testing.T) {
 	m := startMux(t, fixture(t, "llm", "-client-requests"))
 	a, b := &sampler{name: "A"}, &sampler{name: "B"}
+	// Whether B's ping was answered before A's second sampling request
+	// came: if not, the request did not wait with B the most recent.
+	var pinged, pingedFirst atomic.Bool
+	a.asked = func(prompt string) {
+		if prompt == "again" {
+			pingedFirst.Store(pinged.Load())
+		}
+	}
 	csA := connectAgent(t, m, agent(&mcp.ClientOptions{CreateMessageWithToolsHandler: a.handle}))
 	csB := connectAgent(t, m, agent(&mcp.ClientOptions{CreateMessageWithToolsHandler: b.handle}))
 
@@ -131,22 +146,28 @@ func TestSamplingInsideToolCallReachesOnlyTheCallingSession(t *testing.T) {
 		t.Fatalf("B's sampling with tools: got %q", got)
 	}
 	// B becomes the most recently active session while A's call waits to
-	// sample: the request still belongs to A's call.
+	// sample: the request still belongs to A's call. (The stats calls
+	// that see the call arrive are B's too.)
 	done := make(chan string, 1)
+	called := arrived(t, csB, "llm__stats")
 	go func() {
-		res, err := csA.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "llm__sample", Arguments: map[string]any{"prompt": "again", "delay_ms": 500}})
+		res, err := csA.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "llm__sample", Arguments: map[string]any{"prompt": "again", "delay_ms": 1000}})
 		if err != nil {
 			done <- err.Error()
 			return
 		}
 		done <- text(t, res.Content)
 	}()
-	time.Sleep(200 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "A's call to be at the backend", called)
 	if err := csB.Ping(testkit.CtxT(t), nil); err != nil {
 		t.Fatal(err)
 	}
+	pinged.Store(true)
 	if got := <-done; got != "A says: again model=A-model" {
 		t.Fatalf("A's second sampling: got %q", got)
+	}
+	if !pingedFirst.Load() {
+		t.Fatal("A's sampling request came before B's ping was answered: the delay_ms of 1 s was too short for this machine, and the test checked nothing")
 	}
 	if a.calls() != 2 || b.calls() != 1 {
 		t.Fatalf("sampling requests seen: A %d, B %d; want 2 and 1", a.calls(), b.calls())

@@ -171,6 +171,7 @@ type stats struct {
 	ListResources int            `json:"list_resources"`
 	ListTools     int            `json:"list_tools"`
 	Cancelled     int            `json:"cancelled"`
+	Requests      int            `json:"requests"`
 	PID           int            `json:"pid"`
 }
 
@@ -181,4 +182,13 @@ func fixtureStats(t testing.TB, cs *mcp.ClientSession, tool string) stats {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// arrived is a condition for Eventually: whether the fixture behind tool,
+// its stats tool on cs, received a request besides the stats calls since
+// arrived was called (testkit.Arrived). Call it before sending the
+// request.
+func arrived(t testing.TB, cs *mcp.ClientSession, tool string) func() bool {
+	t.Helper()
+	return testkit.Arrived(func() int { return fixtureStats(t, cs, tool).Requests })
 }

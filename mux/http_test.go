@@ -9,8 +9,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // serveHTTP serves m over HTTP on a loopback port until the test ends and
@@ -21,6 +24,12 @@ func serveHTTP(t *testing.T, m *Mux, o HTTPOptions) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveHTTPOn(t, m, ln, o)
+}
+
+// serveHTTPOn is serveHTTP on ln.
+func serveHTTPOn(t *testing.T, m *Mux, ln net.Listener, o HTTPOptions) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.ServeHTTP(ctx, ln, o) }()
@@ -31,6 +40,45 @@ func serveHTTP(t *testing.T, m *Mux, o HTTPOptions) string {
 		}
 	})
 	return "http://" + ln.Addr().String() + HTTPPath
+}
+
+// closeWatch is a listener whose connections tell when the server closed
+// them.
+type closeWatch struct {
+	net.Listener
+	mu     sync.Mutex
+	closed map[string]bool // by the remote (the client's) address
+}
+
+func (l *closeWatch) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &watchedConn{Conn: c, l: l}, nil
+}
+
+// closedFor reports whether the server closed its end of the connection
+// whose client end is at addr.
+func (l *closeWatch) closedFor(addr net.Addr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed[addr.String()]
+}
+
+type watchedConn struct {
+	net.Conn
+	l *closeWatch
+}
+
+func (c *watchedConn) Close() error {
+	c.l.mu.Lock()
+	if c.l.closed == nil {
+		c.l.closed = map[string]bool{}
+	}
+	c.l.closed[c.RemoteAddr().String()] = true
+	c.l.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // postJSONRPC posts one message in session sid ("" for none) and returns
@@ -63,7 +111,12 @@ func postJSONRPC(t *testing.T, url, sid, msg string) (string, string) {
 // that stream's connection, and with it what waited on the write.
 func TestHTTPStreamOfAnAgentThatStoppedReadingIsClosed(t *testing.T) {
 	m := startMux(t, fixture(t, "f"))
-	url := serveHTTP(t, m, HTTPOptions{WriteTimeout: 300 * time.Millisecond})
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &closeWatch{Listener: tcp}
+	url := serveHTTPOn(t, m, ln, HTTPOptions{WriteTimeout: 300 * time.Millisecond})
 
 	_, sid := postJSONRPC(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	postJSONRPC(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -90,7 +143,8 @@ func TestHTTPStreamOfAnAgentThatStoppedReadingIsClosed(t *testing.T) {
 	for range 6 {
 		callText(t, cs, "f__update", map[string]any{"uri": flood, "count": 500})
 	}
-	time.Sleep(time.Second) // the last write blocks past the timeout
+	// The last write blocks past the timeout, and mux closes the connection.
+	testkit.Eventually(t, 10*time.Second, "mux to close the stream's connection", func() bool { return ln.closedFor(conn.LocalAddr()) })
 
 	// Reading now gets what was buffered, then the end: mux closed it.
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))

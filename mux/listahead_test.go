@@ -26,6 +26,25 @@ func listURIs(t *testing.T, cs *mcp.ClientSession, cursor string) ([]string, str
 	return uris, res.NextCursor
 }
 
+// fetchedAhead reports whether a session of m holds the page for the
+// agent's cursor, fetched ahead (listahead.go), whole.
+func fetchedAhead(m *Mux, cursor string) bool {
+	for _, s := range m.allSessions() {
+		s.mu.Lock()
+		a := s.ahead
+		s.mu.Unlock()
+		if a == nil || a.cursor != cursor {
+			continue
+		}
+		select {
+		case <-a.done:
+			return a.err == nil
+		default:
+		}
+	}
+	return false
+}
+
 // A page mux fetched ahead is not served once its backend announced that
 // its resources changed: the agent, told of the change, gets the new list.
 func TestNextResourcesPageChangedSinceItWasFetchedAheadIsFetchedAgain(t *testing.T) {
@@ -40,8 +59,8 @@ func TestNextResourcesPageChangedSinceItWasFetchedAheadIsFetchedAgain(t *testing
 	if !slices.Contains(page1, "fixture://first/res/1") || next == "" {
 		t.Fatalf("first page = %v, next %q: want first's resources and a cursor to second's", page1, next)
 	}
-	// mux is fetching second's page now, or has it: change it.
-	time.Sleep(50 * time.Millisecond)
+	// mux fetches second's page ahead: once it has it, change it.
+	testkit.Eventually(t, 5*time.Second, "second's page fetched ahead", func() bool { return fetchedAhead(m, next) })
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "second__add_resource", Arguments: map[string]any{"uri": "fixture://second/new", "text": "new"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -305,6 +305,26 @@ func TestBackendErrorCodeReachesAgentUnchanged(t *testing.T) {
 	}
 }
 
+// listsSettled reports whether m has no list_changed left to send: no
+// backend's list_changed waits for its refresh, none is being refreshed,
+// and the notifier holds no mark. (Marks come only from refreshes; one
+// the notifier took is in the agent's queue once deliver returns.)
+func listsSettled(m *Mux) bool {
+	for _, mem := range m.members() {
+		mem.mu.Lock()
+		dirty := mem.dirty
+		mem.mu.Unlock()
+		if dirty != 0 || len(mem.wake) > 0 {
+			return false
+		}
+	}
+	m.lists.mu.Lock()
+	pending := m.lists.pending
+	m.lists.mu.Unlock()
+	return pending == 0 && len(m.lists.wake) == 0 &&
+		!testkit.GoroutineIn("mux.(*member).refresh(") && !testkit.GoroutineIn("mux.(*Mux).deliver(")
+}
+
 func TestListChangedRefreshesAndCoalesces(t *testing.T) {
 	m := startMux(t, fixture(t, "notes"))
 	var n atomic.Int32
@@ -318,7 +338,7 @@ func TestListChangedRefreshesAndCoalesces(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, "a tools/list_changed", func() bool { return n.Load() >= 1 })
 
 	// A burst of 50 from the backend (no real change) costs the agent at most two.
-	time.Sleep(200 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "nothing left to announce", func() bool { return listsSettled(m) })
 	n.Store(0)
 	callText(t, cs, "notes__add_tool", map[string]any{"name": "fresh2"})
 	callText(t, cs, "notes__notify_list_changed", map[string]any{"kind": "tools", "count": 50})

@@ -142,7 +142,9 @@ func TestOutQueueDeliversEveryUpdateToAReadingAgent(t *testing.T) {
 }
 
 // slowReader is an agent that reads steadily, a pipe's worth at a time,
-// but takes longer than stallLimit over one large batch.
+// but takes longer than stallLimit over one large batch. Its pace is a
+// sleep, used only in a synctest bubble: fake time, exact however busy
+// the machine, and no wait for an event.
 type slowReader struct {
 	out testkit.SyncBuffer
 }

@@ -92,6 +92,20 @@ func (a *rawAgent) call(id int, method, params string) []byte {
 	return a.response(fmt.Sprint(id))
 }
 
+// toolText is the text of a tools/call response line's result.
+func toolText(t testing.TB, line []byte) string {
+	t.Helper()
+	var r struct {
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(line, &r); err != nil || len(r.Result.Content) == 0 {
+		t.Fatalf("not a tool result: %s (%v)", line, err)
+	}
+	return r.Result.Content[0].Text
+}
+
 // A tool result reaches the agent as the backend wrote it: numbers the
 // go-sdk's types would have turned into float64 (and so rounded) keep
 // every digit, and 1.10 stays 1.10, for a client of either era. Before,
@@ -143,8 +157,13 @@ func TestPassedThroughRequestIsCancelledWithTheAgentsReason(t *testing.T) {
 			m := startMux(t, fixture(t, "notes"))
 			a := era.agent(t, m)
 			a.call(1, "tools/list", params(`{}`))
+			statsID := 100
+			called := testkit.Arrived(func() int {
+				statsID++
+				return testkit.Requests(toolText(t, a.call(statsID, "tools/call", params(`{"name":"notes__stats","arguments":{}}`))))
+			})
 			a.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":` + params(`{"name":"notes__sleep","arguments":{"ms":10000}}`) + `}`)
-			time.Sleep(200 * time.Millisecond)
+			testkit.Eventually(t, 5*time.Second, "the call to be at the backend", called)
 			a.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user pressed stop"}}`)
 			var got []byte
 			testkit.Poll(5*time.Second, func() bool {

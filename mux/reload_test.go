@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,6 +192,10 @@ func TestWatcherDebouncesABurstOfWrites(t *testing.T) {
 	}
 	for i := range 5 {
 		writeFile(t, r.path, fmt.Sprintf("[mux]\nrequest_timeout = \"%ds\"\n", 10+i)+backendTOML(t, "a"))
+		// Pacing, not a wait: saves an editor makes in quick succession.
+		// Any gap under reloadDebounce makes them one burst, so a shorter
+		// sleep checks the same; a longer one (a stalled machine) makes
+		// two bursts, and the test fails rather than passes.
 		time.Sleep(30 * time.Millisecond)
 	}
 	testkit.Eventually(t, 5*time.Second, "the reload", func() bool { return r.generation() == 2 })
@@ -239,11 +244,16 @@ func TestReloadWhileServingIsRaceFree(t *testing.T) {
 	toolNames(t, cs)
 	ctx, cancel := context.WithCancel(testkit.CtxT(t))
 	var wg sync.WaitGroup
-	for range 3 {
+	// reloads counts the reloads done; each worker records in rounds the
+	// count its last whole round began under.
+	var reloads atomic.Int64
+	var rounds [3]atomic.Int64
+	for w := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				began := reloads.Load()
 				for _, err := range cs.Tools(ctx, nil) {
 					if err != nil && ctx.Err() == nil {
 						t.Errorf("tools/list during reloads: %v", err)
@@ -253,6 +263,7 @@ func TestReloadWhileServingIsRaceFree(t *testing.T) {
 				cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uriBackends})
 				// It may be gone or starting: only a crash would matter.
 				cs.CallTool(ctx, &mcp.CallToolParams{Name: "a__echo", Arguments: map[string]any{"text": "x"}})
+				rounds[w].Store(began)
 			}
 		}()
 	}
@@ -261,7 +272,17 @@ func TestReloadWhileServingIsRaceFree(t *testing.T) {
 		if err := r.Reload(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		reloads.Store(int64(i))
+		// Each worker serves a whole round under this config (its
+		// backends starting, stopping, renamed) before the next reload.
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("a round of requests by each worker after reload %d", i), func() bool {
+			for w := range rounds {
+				if rounds[w].Load() < int64(i) {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	cancel()
 	wg.Wait()

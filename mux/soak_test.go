@@ -170,6 +170,9 @@ func TestSoakKillsUnderLoad(t *testing.T) {
 			}
 		}
 	}()
+	// Pacing, not a wait: the soak runs for its set time while the
+	// goroutines above load and kill. What it checks comes after, each
+	// with its own wait; a shorter soak checks the same, with less load.
 	time.Sleep(soakDuration)
 	close(stop)
 	wg.Wait()

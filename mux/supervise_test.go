@@ -78,11 +78,12 @@ func TestInFlightRequestFailsPromptlyWhenBackendDies(t *testing.T) {
 	cs := connect(t, m, nil)
 	pid := waitReady(t, m, 0, 0)
 	errc := make(chan error, 1)
+	called := arrived(t, cs, "notes__stats")
 	go func() {
 		_, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "notes__sleep", Arguments: map[string]any{"ms": 30000}})
 		errc <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "the call to be at the backend", called)
 	killed := time.Now()
 	killProcess(pid)
 	select {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // pipeIOPair is a pipe whose ends are read and written through PipeIO, as
@@ -73,7 +75,9 @@ func TestPipeIOReadEndsWhenTheFileIsClosed(t *testing.T) {
 		_, err := r.Read(make([]byte, 10))
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "Read to wait in the poller", func() bool {
+		return testkit.GoroutineIn("[IO wait", "wire.(*pipeIO).Read(")
+	})
 	r.Close()
 	select {
 	case err := <-done:

@@ -78,17 +78,22 @@ type httpClient struct {
 
 	mu       sync.Mutex
 	updated  []string
+	more     chan struct{} // signalled when updated grows
 	progress []float64
 }
 
 func connectHTTP(t *testing.T, url, token string) *httpClient {
 	t.Helper()
-	hc := &httpClient{}
+	hc := &httpClient{more: make(chan struct{}, 1)}
 	c := mcp.NewClient(&mcp.Implementation{Name: "http-e2e", Version: "1"}, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
 			hc.mu.Lock()
 			hc.updated = append(hc.updated, r.Params.URI)
 			hc.mu.Unlock()
+			select {
+			case hc.more <- struct{}{}:
+			default:
+			}
 		},
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			hc.mu.Lock()
@@ -113,6 +118,21 @@ func (hc *httpClient) updates() []string {
 	hc.mu.Lock()
 	defer hc.mu.Unlock()
 	return append([]string{}, hc.updated...)
+}
+
+// updatesPast waits until more than n updates came, at most until
+// deadline, and reports whether they did.
+func (hc *httpClient) updatesPast(n int, deadline time.Time) bool {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for len(hc.updates()) <= n {
+		select {
+		case <-hc.more:
+		case <-timer.C:
+			return len(hc.updates()) > n
+		}
+	}
+	return true
 }
 
 func (hc *httpClient) progressSeen() int {
@@ -210,9 +230,10 @@ func TestHTTPIdleSessionIsCleanedUp(t *testing.T) {
 	if err := a.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // a goes idle
+	// a goes idle: 1 s after its last request it is ended, and the
+	// backend unsubscribed (b's requests are b's: they keep only b alive).
 	b := connectHTTP(t, h.url, "")
-	testkit.Eventually(t, 5*time.Second, "the idle session's subscription is released at the backend", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the idle session's subscription is released at the backend", func() bool {
 		_, unsub := b.fixtureStats(t)
 		return unsub[uri] == 1
 	})
@@ -474,6 +495,9 @@ func TestHTTPStalledAgentDoesNotDelayOtherSessions(t *testing.T) {
 				return
 			}
 			floods.Add(1)
+			// Pacing, not a wait: floods 50 ms apart, so that the probes
+			// measure mcp-mux and not a machine out of CPU. The probes'
+			// bounds are checked whatever the pace.
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
@@ -482,6 +506,8 @@ func TestHTTPStalledAgentDoesNotDelayOtherSessions(t *testing.T) {
 	var peak int64
 	var worstCall, worstUpdate time.Duration
 	for i := range 15 {
+		// Pacing, not a wait: probes spread over the flood's 3 s. Each
+		// checks its own call and update within its own second.
 		time.Sleep(200 * time.Millisecond)
 		before := len(normal.updates())
 		start := time.Now()
@@ -493,11 +519,8 @@ func TestHTTPStalledAgentDoesNotDelayOtherSessions(t *testing.T) {
 		if err != nil || took > time.Second {
 			t.Fatalf("probe %d: the normal session's call took %v (err %v) while another agent stalls; stderr:\n%.2000s", i, took, err, h.stderr)
 		}
-		for len(normal.updates()) == before {
-			if time.Since(start) > time.Second {
-				t.Fatalf("probe %d: the normal session's own update did not come within 1 s while another agent stalls (%d floods sent)", i, floods.Load())
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !normal.updatesPast(before, start.Add(time.Second)) {
+			t.Fatalf("probe %d: the normal session's own update did not come within 1 s while another agent stalls (%d floods sent)", i, floods.Load())
 		}
 		worstUpdate = max(worstUpdate, time.Since(start))
 		peak = max(peak, vmRSS(h.cmd.Process.Pid))
@@ -541,14 +564,15 @@ func TestHTTPSessionsCannotReadOrCancelEachOthersState(t *testing.T) {
 
 	// A's call is in flight; B cancels every request id A could have used.
 	done := make(chan error, 1)
+	called := testkit.Arrived(func() int { return testkit.Requests(b.call(t, "f__stats", nil)) })
 	go func() {
-		r, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": 1500}})
+		r, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": 2000}})
 		if err == nil && r.IsError {
 			err = fmt.Errorf("error result %+v", r)
 		}
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "A's call to be at the backend", called)
 	for id := 1; id <= 20; id++ {
 		req, _ := http.NewRequest("POST", h.url, strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"not yours"}}`, id)))
 		req.Header.Set("Content-Type", "application/json")
@@ -560,6 +584,11 @@ func TestHTTPSessionsCannotReadOrCancelEachOthersState(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("A's call ended (%v) before B's cancellations were all sent: the test checked nothing", err)
+	default:
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("A's call was cancelled by B's notifications: %v", err)

@@ -185,9 +185,13 @@ func TestHTTPLoadTwentySessionsWhileABackendIsKilled(t *testing.T) {
 	}
 	var killedPID int
 	var backAfter time.Duration
+	// The sleeps below pace the RSS samples and the status reads over the
+	// load's fixed 20 s; none waits for an event in place of checking it:
+	// the restart is seen in the status (or reported missing), and the
+	// settling after is a condition with a deadline.
 	for time.Since(start) < loadKillAt {
 		sample()
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // pacing: an RSS sample every 200 ms
 	}
 	for _, b := range readMuxStatus(t, probe).Backends {
 		if b.Name == "g" {
@@ -207,11 +211,11 @@ func TestHTTPLoadTwentySessionsWhileABackendIsKilled(t *testing.T) {
 				backAfter = time.Since(killed)
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // pacing: the restart time, to 50 ms
 	}
 	for time.Since(start) < loadFor {
 		sample()
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // pacing: an RSS sample every 200 ms
 	}
 	wg.Wait()
 	sample()
@@ -259,7 +263,8 @@ func TestHTTPLoadTwentySessionsWhileABackendIsKilled(t *testing.T) {
 		if settled || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // a poll of a condition with a deadline (15 s), checked below
+
 	}
 
 	total := 0

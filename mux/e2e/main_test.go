@@ -715,9 +715,9 @@ args = ["-name", "notes"]
 				t.Fatal(err)
 			}
 			cmd := exec.Command(testkit.MuxBin(t), "check", "--connect", "--config", cfg)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			started := time.Now()
+			var stdout bytes.Buffer
+			stderr := &testkit.SyncBuffer{}
+			cmd.Stdout, cmd.Stderr = &stdout, stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -727,9 +727,20 @@ args = ["-name", "notes"]
 				cmd.Process.Kill()
 				<-exited
 			}()
+			// stubborn and notes are ready (check says so as each is),
+			// slow is still starting: every process is there.
+			testkit.Eventually(t, 10*time.Second, "stubborn and notes ready", func() bool {
+				return strings.Contains(stderr.String(), "backend stubborn: ready") && strings.Contains(stderr.String(), "backend notes: ready")
+			})
+			if strings.Contains(stderr.String(), "backend slow:") {
+				t.Fatalf("slow settled already, 10 s early:\n%s", stderr)
+			}
 			pids := append(readPidfile(t, slowPids), readPidfile(t, stubbornPids)...)
-			time.Sleep(time.Until(started.Add(300 * time.Millisecond)))
-			pids = append(pids, descendantsOf(cmd.Process.Pid)...)
+			for _, p := range descendantsOf(cmd.Process.Pid) {
+				if !slices.Contains(pids, p) {
+					pids = append(pids, p)
+				}
+			}
 			if len(pids) < 5 {
 				t.Fatalf("only %d processes found: %v", len(pids), pids)
 			}
@@ -755,6 +766,27 @@ args = ["-name", "notes"]
 			waitGone(t, pids, 200*time.Millisecond)
 		})
 	}
+}
+
+// stdinClosed reports whether process parent has closed its end of
+// process child's stdin (a pipe or socket, seen in /proc/*/fd: the links
+// of both ends name the same pipe): false while it holds it, or if
+// child's stdin cannot be seen.
+func stdinClosed(parent, child int) bool {
+	target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", child))
+	if err != nil || !strings.Contains(target, ":[") {
+		return false
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", parent))
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", parent, e.Name())); err == nil && l == target {
+			return false
+		}
+	}
+	return true
 }
 
 // descendantsOf lists every live process below pid, from the parent links
@@ -1009,8 +1041,8 @@ func TestCheckConnectCtrlCWhileStoppingEndsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(testkit.MuxBin(t), "check", "--connect", "--config", cfg)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &testkit.SyncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -1021,7 +1053,11 @@ func TestCheckConnectCtrlCWhileStoppingEndsAtOnce(t *testing.T) {
 		<-exited
 	}()
 	pids := readPidfile(t, pidfile)
-	time.Sleep(500 * time.Millisecond) // started, reported, now in its grace
+	// Started, reported, now in its grace: check closed the backend's
+	// stdin, which the backend ignores.
+	testkit.Eventually(t, 10*time.Second, "check to close the backend's stdin", func() bool {
+		return strings.Contains(stderr.String(), "backend stubborn: ready") && stdinClosed(cmd.Process.Pid, pids[0])
+	})
 	cmd.Process.Signal(syscall.SIGINT)
 	sent := time.Now()
 	select {

@@ -170,11 +170,16 @@ func TestRemoteSubscriptionSurvivesTheRemoteRestarting(t *testing.T) {
 			if st.Subscribe[uri] != 1 {
 				t.Errorf("the restarted remote holds subscriptions %v, want %s once", st.Subscribe, uri)
 			}
-			// What the reconnect announced (the contents may have changed
-			// while it was down) is not what is tested here.
-			time.Sleep(300 * time.Millisecond)
-			for len(updates) > 0 {
-				<-updates
+			// The reconnect announces the URI once (its contents may have
+			// changed while the remote was down): that update must be out
+			// of the way, or it would pass for the one published below.
+			select {
+			case got := <-updates:
+				if got != uri {
+					t.Fatalf("the reconnect announced %q", got)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("the reconnect did not announce %s within 5s\nstderr:\n%s", uri, w.stderr)
 			}
 			expectUpdate("after the restart")
 		})

@@ -128,6 +128,21 @@ func (w *wire) initialize() {
 	w.send(initializedLine)
 }
 
+// toolText calls tool (no arguments) in a request with id and returns the
+// text of its result.
+func (w *wire) toolText(id int, tool string) string {
+	w.t.Helper()
+	w.send(call(id, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":{}}`, tool)))
+	m := w.response(id)
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil || len(res.Content) == 0 {
+		w.t.Fatalf("%s: %s %+v", tool, m.Result, m.Error)
+	}
+	return res.Content[0].Text
+}
+
 func call(id int, method, params string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
 }
@@ -264,9 +279,15 @@ func (w *wire) stall(count int) {
 func TestSlowAgentKeepsMemoryBounded(t *testing.T) {
 	w := startWire(t, floodConfig(t))
 	w.stall(40_000)
-	time.Sleep(8 * time.Second) // the backend floods; nobody reads
+	// The backend floods; nobody reads. Its log (in mcp-mux's) tells when
+	// it has sent the whole flood: mcp-mux has read all of it then but
+	// what the pipe still holds (64 KiB, a few hundred updates).
+	began := time.Now()
+	testkit.Eventually(t, 60*time.Second, "the backend to have sent 3 × 40,000 updates", func() bool {
+		return strings.Count(w.stderr.String(), "sent 40000 updates for fixture://notes/res/") == 3
+	})
 	peak := peakRSS(t, w.cmd.Process.Pid)
-	t.Logf("peak RSS of mcp-mux after 8 s of a stalled agent and a flood of 3 × 40,000 updates: %.1f MB", float64(peak)/1e6)
+	t.Logf("peak RSS of mcp-mux after a flood of 3 × 40,000 updates to a stalled agent (%v): %.1f MB", time.Since(began).Round(time.Millisecond), float64(peak)/1e6)
 	if peak > 100<<20 {
 		t.Errorf("peak RSS %d MB, want under 100 MB", peak>>20)
 	}
@@ -305,7 +326,7 @@ func TestShutdownWithBlockedStdout(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			w := startWire(t, floodConfig(t))
 			w.stall(1_000_000)
-			time.Sleep(time.Second) // stdout's pipe is full by now
+			waitPipeFull(t, w.stdout) // mcp-mux's writes to stdout block
 			kids := descendantsOf(w.cmd.Process.Pid)
 			if len(kids) == 0 {
 				t.Fatal("no backend running")
@@ -336,8 +357,13 @@ func TestShutdownWithBlockedStdout(t *testing.T) {
 func TestCancelledRequestGetsNoResponseAndBackendGetsTheReason(t *testing.T) {
 	w := startWire(t, testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}))
 	w.initialize()
+	statsID := 100
+	called := testkit.Arrived(func() int {
+		statsID++
+		return testkit.Requests(w.toolText(statsID, "notes__stats"))
+	})
 	w.send(call(5, "tools/call", `{"name":"notes__sleep","arguments":{"ms":5000}}`))
-	time.Sleep(200 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, "the call to be at the backend", called)
 	w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"the user pressed stop"}}`)
 	testkit.Quiet(300 * time.Millisecond) // a response to the cancelled call must not come
 	w.send(call(6, "tools/call", `{"name":"notes__stats","arguments":{}}`))
