@@ -80,6 +80,7 @@ func TestCheckConnectPrintsEachBackendAsItComesUp(t *testing.T) {
 	}
 	t.Logf("stderr:\n%s", strings.Join(got, "\n"))
 	want := []*regexp.Regexp{
+		regexp.MustCompile(`^starting slow, fast, broken…$`),
 		regexp.MustCompile(`^backend (fast|broken): `),
 		regexp.MustCompile(`^backend (fast|broken): `),
 		regexp.MustCompile(`^backend slow: ready \(16 tools, 1 prompt, 3 resources, 1 template\)`),
@@ -98,7 +99,7 @@ func TestCheckConnectPrintsEachBackendAsItComesUp(t *testing.T) {
 			t.Errorf("missing %q", w)
 		}
 	}
-	if d := exited.Sub(lines[0].at); d < time.Second {
+	if d := exited.Sub(lines[1].at); d < time.Second {
 		t.Errorf("the first backend's line came %v before the end, want it as the backend came up", d)
 	}
 	if !strings.Contains(stdout.String(), "backend slow\n") || strings.Contains(stdout.String(), "\x1b") {
