@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -157,6 +158,9 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 	} else {
 		mem.log.Info("backend ready", "pid", b.PID(), "server", serverInfo(b), "restart", restarted)
 	}
+	if restarted {
+		m.logHealth(mem.spec.Name + " is back")
+	}
 
 	for {
 		select {
@@ -273,8 +277,35 @@ func (mem *member) setDown(state string, err error) {
 	if wasListed {
 		mem.m.cat.rebuild(mem.m)
 		mem.m.lists.mark(allKinds)
+		mem.m.logHealth(mem.spec.Name + " is down (" + state + ")")
 	}
 	mem.m.builtinChanged(uriBackends)
+}
+
+// logHealth logs one line of what just happened to a backend and how many
+// serve now, with the others that do not and why (mcp-mux://backends has
+// the details): the agent's own status of mcp-mux says "connected"
+// whatever its backends do.
+func (m *Mux) logHealth(what string) {
+	members := m.members()
+	serving := 0
+	var down []string
+	for _, mem := range members {
+		if mem.serving() {
+			serving++
+			continue
+		}
+		mem.mu.Lock()
+		down = append(down, mem.spec.Name+" ("+mem.state+")")
+		mem.mu.Unlock()
+	}
+	kv := []any{"serving", fmt.Sprintf("%d of %d", serving, len(members))}
+	if len(down) > 0 {
+		kv = append(kv, "down", strings.Join(down, ", "))
+		m.log.Warn("backends: "+what, kv...)
+		return
+	}
+	m.log.Info("backends: "+what, kv...)
 }
 
 // stop stops the backend process, if any, and keeps run from starting
