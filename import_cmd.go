@@ -187,7 +187,10 @@ func reportImport(w io.Writer, res *clientimport.Result, out string) {
 		fmt.Fprintf(w, "variables it needs set when mcp-mux runs: %s\n", strings.Join(res.Vars, ", "))
 	}
 
-	// What check will say, as the user is told to run it next.
+	// What check will say, as the user is told to run it next, each
+	// problem as FILE:LINE: key: message: FILE is --output, or, when the
+	// config went to stdout, mcp-mux.toml (the name check looks for in the
+	// current directory).
 	path := out
 	if path == "" {
 		path = "mcp-mux.toml"
@@ -198,16 +201,14 @@ func reportImport(w io.Writer, res *clientimport.Result, out string) {
 	case errors.As(err, &ce):
 		fmt.Fprintln(w, "\ncheck finds problems to fix before mcp-mux can serve it:")
 		for _, p := range ce.Problems {
-			p.File = strings.TrimPrefix(p.File, path)
-			fmt.Fprintln(w, "  "+strings.TrimPrefix(p.String(), ": "))
+			fmt.Fprintln(w, "  "+p.String())
 		}
 	case err != nil:
 		fmt.Fprintln(w, "\ncheck: "+err.Error())
 	default:
 		fmt.Fprintf(w, "\ncheck: OK (%d backends)\n", len(cfg.Backends))
 		for _, p := range cfg.Warnings {
-			p.File = strings.TrimPrefix(p.File, path)
-			fmt.Fprintln(w, "  warning: "+strings.TrimPrefix(p.String(), ": "))
+			fmt.Fprintln(w, "  warning: "+p.String())
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -368,6 +369,35 @@ func TestImportPrintsTheBlockThatRegistersMcpMuxAlone(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "API_KEY, VSCODE_TOKEN") {
 		t.Errorf("the variables to give mcp-mux are not named:\n%s", stderr)
+	}
+}
+
+// TestImportReportNamesTheFileOfEachProblem: what check finds in the
+// written config is reported as check reports it, FILE:LINE: key: message,
+// with the --output file, or mcp-mux.toml when the config went to stdout,
+// and the backend counted from 1.
+func TestImportReportNamesTheFileOfEachProblem(t *testing.T) {
+	dir := t.TempDir()
+	src := importSample(t, dir, "claude.json", t.TempDir())
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()} // SEARCH_TOKEN is not set
+	out := filepath.Join(dir, "out.toml")
+	_, stderr, code := runEnv(t, dir, env, "import", src, "--output", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	text, _ := os.ReadFile(out)
+	line := 1 + strings.Count(string(text[:strings.Index(string(text), "Authorization = ")]), "\n")
+	want := fmt.Sprintf("  %s:%d: backend #3 (search).headers.Authorization: ${SEARCH_TOKEN} is not set", out, line)
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	stdout, stderr, code := runEnv(t, dir, env, "import", src)
+	if code != 0 || stdout != string(text) {
+		t.Fatalf("exit %d, stdout differs from the --output file\n%s", code, stderr)
+	}
+	want = fmt.Sprintf("  mcp-mux.toml:%d: backend #3 (search).headers.Authorization: ${SEARCH_TOKEN} is not set", line)
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 }
 
