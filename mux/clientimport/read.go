@@ -363,7 +363,7 @@ func (c *converter) convert(s *Server, m map[string]any) {
 	}
 	sort.Strings(unknown)
 	if len(unknown) > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("not imported, as mcp-mux has no equivalent: %s", strings.Join(quoteAll(unknown), ", ")))
+		s.Notes = append(s.Notes, leftOut(unknown, "mcp-mux has no equivalent"))
 	}
 	if d, ok := m["disabled"].(bool); ok && d {
 		s.Disabled = true
@@ -443,7 +443,7 @@ func (c *converter) remote(s *Server, m map[string]any, typ, rawURL string) {
 		}
 	}
 	if len(ignored) > 0 {
-		s.Notes = append(s.Notes, "not imported, as a remote server runs nothing: "+strings.Join(quoteAll(ignored), ", "))
+		s.Notes = append(s.Notes, leftOut(ignored, "a remote server runs nothing"))
 	}
 	s.URL = rawURL
 	u, err := neturl.Parse(rawURL)
@@ -483,6 +483,16 @@ func (c *converter) remote(s *Server, m map[string]any, typ, rawURL string) {
 	if len(s.Headers) == 0 {
 		s.Headers = nil
 	}
+}
+
+// leftOut is the note for the keys of an entry that were not imported
+// (the entry itself was): it must not read as the "Not imported, as ..."
+// of an entry kept commented out.
+func leftOut(keys []string, why string) string {
+	if len(keys) == 1 {
+		return fmt.Sprintf("its key %s was left out, as %s", tomlString(keys[0]), why)
+	}
+	return fmt.Sprintf("its keys %s were left out, as %s", strings.Join(quoteAll(keys), ", "), why)
 }
 
 // given reports whether a key's value says something: present, and not

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -187,7 +188,8 @@ func TestImportReadsEachClientFormat(t *testing.T) {
 		if !reflect.DeepEqual(s.Env, want) || s.Cwd != ws || s.Unusable != "" {
 			t.Errorf("fixture: env %v cwd %q unusable %q", s.Env, s.Cwd, s.Unusable)
 		}
-		if !reflect.DeepEqual(s.Vars, []string{"API_KEY", "VSCODE_TOKEN"}) || !strings.Contains(strings.Join(s.Notes, "\n"), "${input:api-key} (Fixture API key) became ${API_KEY}") {
+		if !reflect.DeepEqual(s.Vars, []string{"API_KEY", "VSCODE_TOKEN"}) || !strings.Contains(strings.Join(s.Notes, "\n"), "${input:api-key} (Fixture API key) became ${API_KEY}") ||
+			!slices.Contains(s.Notes, `its key "dev" was left out, as mcp-mux has no equivalent`) {
 			t.Errorf("vars %v notes %q", s.Vars, s.Notes)
 		}
 		if d := server(t, f, "docs", ""); d.Transport != "streamable" || d.URL != "http://docs.test/mcp" || d.Headers["Authorization"] != "Bearer sk-docsQpWoEiRuTyAlSkDj" {

@@ -219,7 +219,7 @@ func TestImportTurnsRemoteServersIntoRemoteBackends(t *testing.T) {
 	for _, want := range []string{
 		`Authorization = "Bearer ${SSE_TOKEN}"`, // how to move a header's token out
 		"Its header \"Content-Type\" was left out, as the transport sets it",
-		"Not imported, as a remote server runs nothing: \"command\", \"env\"",
+		"Its keys \"command\", \"env\" were left out, as a remote server runs nothing",
 		"Not imported, as its url uses a variable (${...}), which mcp-mux does not expand in url",
 		"Not imported, as its url is not an http:// or https:// URL",
 		"Not imported, as it has type \"sse\" but no url",
@@ -242,6 +242,40 @@ func TestImportTurnsRemoteServersIntoRemoteBackends(t *testing.T) {
 		if strings.Contains(strings.Join(list, " "), token[:10]) {
 			t.Errorf("a header value in the result's lists: %q", list)
 		}
+	}
+}
+
+// TestImportSaysWhichKeysOfAnImportedServerWereLeftOut: a server imported
+// without some of its keys (VS Code's "dev", a remote server's command) is
+// said to have lost those keys, never to be "not imported" itself, which
+// is what a server kept commented out is told.
+func TestImportSaysWhichKeysOfAnImportedServerWereLeftOut(t *testing.T) {
+	exe, _ := os.Executable()
+	data, _ := json.Marshal(map[string]any{"servers": map[string]any{
+		"dev":    map[string]any{"type": "stdio", "command": exe, "dev": map[string]any{"watch": "src/**/*.ts"}},
+		"two":    map[string]any{"command": exe, "args": []string{"2"}, "dev": map[string]any{}, "gallery": true},
+		"remote": map[string]any{"type": "http", "url": "https://example.com/mcp", "command": exe, "env": map[string]string{"A": "1"}},
+	}})
+	f, err := Read(filepath.Join(t.TempDir(), ".vscode", "mcp.json"), data, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Render([]*File{f})
+	if cfg := parseImported(t, res, nil); len(cfg.Backends) != 3 || len(res.Commented) != 0 {
+		t.Fatalf("%d backends, commented %q\n%s", len(cfg.Backends), res.Commented, res.TOML)
+	}
+	flat := strings.ReplaceAll(string(res.TOML), "\n# ", " ")
+	for _, want := range []string{
+		`Its key "dev" was left out, as mcp-mux has no equivalent.`,
+		`Its keys "dev", "gallery" were left out, as mcp-mux has no equivalent.`,
+		`Its keys "command", "env" were left out, as a remote server runs nothing.`,
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("missing %q in\n%s", want, res.TOML)
+		}
+	}
+	if strings.Contains(flat, "Not imported") {
+		t.Errorf("an imported server is said to be not imported:\n%s", res.TOML)
 	}
 }
 
