@@ -310,23 +310,38 @@ func stripJSONC(data []byte) []byte {
 type converter struct {
 	file    *File
 	home    string
-	project string            // for ${workspaceFolder} and the default cwd
-	inputs  map[string]string // VS Code input id → its description
+	project string             // for ${workspaceFolder} and the default cwd
+	inputs  map[string]vsInput // VS Code input id → what it says of itself
+}
+
+// vsInput is one entry of VS Code's "inputs": a value VS Code asks the
+// user for (promptString), or lets them pick (pickString), offering
+// Default.
+type vsInput struct {
+	Description string
+	Default     string
+	HasDefault  bool
+	Password    bool
 }
 
 func (c *converter) readInputs(raw json.RawMessage) {
 	var inputs []struct {
 		ID          string `json:"id"`
 		Description string `json:"description"`
+		Default     any    `json:"default"`
+		Password    bool   `json:"password"`
 	}
 	if json.Unmarshal(raw, &inputs) != nil {
 		return
 	}
-	c.inputs = map[string]string{}
+	c.inputs = map[string]vsInput{}
 	for _, in := range inputs {
-		if in.ID != "" {
-			c.inputs[in.ID] = in.Description
+		if in.ID == "" {
+			continue
 		}
+		v := vsInput{Description: in.Description, Password: in.Password}
+		v.Default, v.HasDefault = in.Default.(string)
+		c.inputs[in.ID] = v
 	}
 }
 
