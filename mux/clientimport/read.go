@@ -65,9 +65,13 @@ type Server struct {
 	Args    []string
 	Env     map[string]string
 	Cwd     string
+	// CwdIsProject: Cwd is its project's directory, as the entry named
+	// none and the client runs it there.
+	CwdIsProject bool
 	// Disabled: written with disabled = true (disabled in the client, or
-	// its project directory is gone).
-	Disabled bool
+	// ProjectGone: its project directory is gone).
+	Disabled    bool
+	ProjectGone bool
 
 	// URL is set for a remote server, which mcp-mux speaks to over HTTP
 	// with Transport and Headers.
@@ -432,12 +436,12 @@ func (c *converter) convert(s *Server, m map[string]any) {
 			s.Cwd = filepath.Join(escapeDollars(c.project, false), s.Cwd)
 		}
 	} else if c.project != "" {
-		s.Cwd = escapeDollars(c.project, false)
+		s.Cwd, s.CwdIsProject = escapeDollars(c.project, false), true
 		s.Notes = append(s.Notes, "its working directory (cwd) is its project's directory, where "+c.file.Client+" runs it")
 	}
 	if c.project != "" && !s.Disabled {
 		if fi, err := os.Stat(c.project); err != nil || !fi.IsDir() {
-			s.Disabled = true
+			s.Disabled, s.ProjectGone = true, true
 			s.Notes = append(s.Notes, "disabled: its project directory no longer exists")
 		}
 	}

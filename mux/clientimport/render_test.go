@@ -139,6 +139,72 @@ func TestImportSameServerInTwoFilesIsImportedOnce(t *testing.T) {
 	}
 }
 
+// TestImportSameServerInAUserAndAProjectFileIsImportedOnce: a server
+// defined the same in a user-level file and in a project's (Claude
+// Desktop's and a .mcp.json, or ~/.claude.json's projects), where only the
+// project directory it runs in differs, is imported once, as the first
+// file read has it, with a comment naming the other files; one that
+// differs in anything else is another backend.
+func TestImportSameServerInAUserAndAProjectFileIsImportedOnce(t *testing.T) {
+	exe, _ := os.Executable()
+	home, proj, proj2 := t.TempDir(), t.TempDir(), t.TempDir()
+	mem := map[string]any{"command": exe, "args": []string{"-v"}, "env": map[string]string{"A": "1"}}
+	other := map[string]any{"command": exe, "args": []string{"-v"}, "env": map[string]string{"A": "2"}}
+	solo := map[string]any{"command": exe, "args": []string{"-s"}, "env": map[string]string{"A": "3"}}
+	write := func(path string, v any) *File {
+		t.Helper()
+		data, _ := json.Marshal(v)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, data, 0o644)
+		f, err := Read(path, data, Options{Home: home})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	desktop := write(filepath.Join(home, ".config", "Claude", "claude_desktop_config.json"), map[string]any{"mcpServers": map[string]any{"mem": mem}})
+	// A project that is gone comes first: the server is not imported
+	// disabled for it.
+	claude := write(filepath.Join(home, ".claude.json"), map[string]any{"projects": map[string]any{
+		"/nonexistent/gone": map[string]any{"mcpServers": map[string]any{"mem": mem}},
+		proj2:               map[string]any{"mcpServers": map[string]any{"memory": mem}},
+	}})
+	project := write(filepath.Join(proj, ".mcp.json"), map[string]any{"mcpServers": map[string]any{"mem": mem, "mem-env": other}})
+	gone := write(filepath.Join(home, "g", ".claude.json"), map[string]any{"projects": map[string]any{
+		"/nonexistent/gone": map[string]any{"mcpServers": map[string]any{"solo": solo}},
+		proj2:               map[string]any{"mcpServers": map[string]any{"solo": solo}},
+	}})
+
+	res := Render([]*File{desktop, claude, project, gone})
+	cfg := parseImported(t, res, nil)
+	var got []string
+	for _, b := range cfg.Backends {
+		got = append(got, fmt.Sprintf("%s cwd=%q disabled=%v A=%s", b.Name, b.Cwd, b.Disabled, b.Env["A"]))
+	}
+	want := []string{
+		`mem cwd="" disabled=false A=1`,
+		`mem-env cwd="` + proj + `" disabled=false A=2`,
+		`solo cwd="` + proj2 + `" disabled=false A=3`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("backends:\n got %q\nwant %q\n%s", got, want, res.TOML)
+	}
+	flat := strings.ReplaceAll(string(res.TOML), "\n# ", " ")
+	for _, want := range []string{
+		"Also defined, the same, in " + claude.Path + " (Claude Code, project /nonexistent/gone), where it runs in the project's directory.",
+		"Also defined, the same, in " + claude.Path + " (Claude Code, project " + proj2 + `) as "memory", where it runs in the project's directory.`,
+		"Also defined, the same, in " + project.Path + " (Claude Code), where it runs in the project's directory.",
+		"Also defined, the same, in " + gone.Path + " (Claude Code, project /nonexistent/gone).",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("missing %q in\n%s", want, res.TOML)
+		}
+	}
+	if len(res.Duplicates) != 4 || len(res.Renamed) != 0 {
+		t.Errorf("duplicates %q renamed %q", res.Duplicates, res.Renamed)
+	}
+}
+
 // TestImportTurnsRemoteServersIntoRemoteBackends: a client's url entries
 // become remote backends (url, transport, headers with the clients'
 // variables made mcp-mux's, a literal token marked as a secret); what
