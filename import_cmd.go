@@ -242,7 +242,20 @@ func printRegistration(w io.Writer, files []*clientimport.File, out string, vars
 			*list = append(*list, name)
 		}
 	}
-	entry := registration{Command: exe, Args: []string{"--config", config}}
+	// Every variable the config refers to (without a default) must be in
+	// mcp-mux's environment, or check fails and the agent's mcp-mux does
+	// not start the backends that need it: the block sets each, to a
+	// placeholder the user replaces, never to a value found here.
+	var env map[string]string
+	var envFlags []string
+	for _, v := range vars {
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[v] = envPlaceholder(v)
+		envFlags = append(envFlags, "-e", v+"="+envPlaceholder(v))
+	}
+	entry := registration{Command: exe, Args: []string{"--config", config}, Env: env}
 	fmt.Fprintln(w, "\nNext, register mcp-mux alone in place of the servers it now runs (remove them from the client's config, or they run twice).")
 	if out == "" {
 		fmt.Fprintln(w, "The config went to stdout: put the path of the file you saved it in after \"--config\" (with --output FILE this is filled in).")
@@ -250,28 +263,39 @@ func printRegistration(w io.Writer, files []*clientimport.File, out string, vars
 	if len(mcpServers) > 0 {
 		fmt.Fprintf(w, "\n%s (\"mcpServers\"):\n%s\n", strings.Join(mcpServers, ", "), indentJSON(map[string]any{"mcpServers": map[string]any{"mcp-mux": entry}}))
 		if slices.Contains(mcpServers, clientimport.ClientClaudeCode) {
-			fmt.Fprintf(w, "Claude Code can also add it with: claude mcp add --scope user mcp-mux -- %s --config %s\n", shellArg(exe), shellArg(config))
+			// The name before -e: -e takes every word up to the next option.
+			cmd := append([]string{"claude", "mcp", "add", "--scope", "user", "mcp-mux"}, envFlags...)
+			cmd = append(cmd, "--", shellArg(exe), "--config", shellArg(config))
+			fmt.Fprintf(w, "Claude Code can also add it with: %s\n", strings.Join(cmd, " "))
 		}
 	}
 	if len(vscode) > 0 {
-		vs := registration{Type: "stdio", Command: exe, Args: []string{"--config", config}}
+		vs := registration{Type: "stdio", Command: exe, Args: []string{"--config", config}, Env: env}
 		fmt.Fprintf(w, "\nVS Code (\"servers\", in its mcp.json):\n%s\n", indentJSON(map[string]any{"servers": map[string]any{"mcp-mux": vs}}))
 	}
 	if len(vars) > 0 {
-		fmt.Fprintf(w, "\nThe config refers to %s: give mcp-mux their values in the block, as \"env\": {%q: \"...\"}.\n",
-			strings.Join(vars, ", "), vars[0])
+		fmt.Fprintf(w, "\nThe config refers to %s: mcp-mux reads them from its environment. Replace each placeholder (%s) with its value before you paste the block or run the command.\n",
+			strings.Join(vars, ", "), envPlaceholder(vars[0]))
 		if len(vscode) > 0 {
 			fmt.Fprintln(w, `In VS Code a value may stay "${input:ID}" (keep its "inputs") or be "${env:NAME}".`)
 		}
 	}
 }
 
+// envPlaceholder stands for the value of the variable name in the block
+// import prints: plainly not a value, and safe in a shell word and in
+// JSON as it is (a variable name is letters, digits and "_").
+func envPlaceholder(name string) string {
+	return "YOUR_" + name
+}
+
 // registration is mcp-mux's entry in a client's config, its keys in the
 // order people write them.
 type registration struct {
-	Type    string   `json:"type,omitempty"`
-	Command string   `json:"command"`
-	Args    []string `json:"args"`
+	Type    string            `json:"type,omitempty"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env,omitempty"`
 }
 
 func indentJSON(v any) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -330,45 +331,64 @@ func TestImportRefusesToOverwriteWithoutForce(t *testing.T) {
 
 // TestImportPrintsTheBlockThatRegistersMcpMuxAlone: after writing, import
 // prints (stderr) the entry to paste into the client: this executable with
-// --config and the written file, in the client's own form.
+// --config and the written file, in the client's own form, with every
+// variable the config needs in its "env" (Claude Code's command: -e), set to
+// a placeholder, never to a value; none when it needs none.
 func TestImportPrintsTheBlockThatRegistersMcpMuxAlone(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("VSCODE_TOKEN", "v")
 	t.Setenv("API_KEY", "k")
 	desktop := importSample(t, dir, "claude_desktop_config.json", "")
 	vscode := importSample(t, dir, "vscode/.vscode/mcp.json", "")
-	out := filepath.Join(dir, "mux.toml")
-	_, stderr, code := runEnv(t, dir, nil, "import", desktop, vscode, "-o", out)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
+	claude := importSample(t, dir, "claude.json", t.TempDir())
 	exe, _ := filepath.EvalSymlinks(testkit.MuxBin(t))
-	block := func(after string) map[string]map[string]struct {
+	type entry struct {
 		Type, Command string
 		Args          []string
-	} {
+		Env           map[string]string
+	}
+	block := func(stderr, after string) map[string]map[string]entry {
 		i := strings.Index(stderr, after)
 		if i < 0 {
 			t.Fatalf("no %q in\n%s", after, stderr)
 		}
-		var v map[string]map[string]struct {
-			Type, Command string
-			Args          []string
-		}
+		var v map[string]map[string]entry
 		if err := json.NewDecoder(strings.NewReader(stderr[i+len(after):])).Decode(&v); err != nil {
 			t.Fatalf("block after %q: %v\n%s", after, err, stderr)
 		}
 		return v
 	}
+
+	out := filepath.Join(dir, "mux.toml")
+	_, stderr, code := runEnv(t, dir, nil, "import", desktop, vscode, claude, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
 	want := []string{"--config", out}
-	if e := block(`Claude Desktop ("mcpServers"):`)["mcpServers"]["mcp-mux"]; e.Command != exe || !slices.Equal(e.Args, want) {
+	env := map[string]string{"API_KEY": "YOUR_API_KEY", "SEARCH_TOKEN": "YOUR_SEARCH_TOKEN", "VSCODE_TOKEN": "YOUR_VSCODE_TOKEN"}
+	if e := block(stderr, `Claude Desktop, Claude Code ("mcpServers"):`)["mcpServers"]["mcp-mux"]; e.Command != exe || !slices.Equal(e.Args, want) || !maps.Equal(e.Env, env) {
 		t.Errorf("Claude Desktop block: %+v", e)
 	}
-	if e := block(`VS Code ("servers", in its mcp.json):`)["servers"]["mcp-mux"]; e.Type != "stdio" || e.Command != exe || !slices.Equal(e.Args, want) {
+	if e := block(stderr, `VS Code ("servers", in its mcp.json):`)["servers"]["mcp-mux"]; e.Type != "stdio" || e.Command != exe || !slices.Equal(e.Args, want) || !maps.Equal(e.Env, env) {
 		t.Errorf("VS Code block: %+v", e)
 	}
-	if !strings.Contains(stderr, "API_KEY, VSCODE_TOKEN") {
-		t.Errorf("the variables to give mcp-mux are not named:\n%s", stderr)
+	// -e takes every word up to the next option: the name goes first.
+	add := "claude mcp add --scope user mcp-mux -e API_KEY=YOUR_API_KEY -e SEARCH_TOKEN=YOUR_SEARCH_TOKEN -e VSCODE_TOKEN=YOUR_VSCODE_TOKEN -- " + exe + " --config " + out + "\n"
+	if !strings.Contains(stderr, add) {
+		t.Errorf("no %q in\n%s", add, stderr)
+	}
+	if !strings.Contains(stderr, "API_KEY, SEARCH_TOKEN, VSCODE_TOKEN") || strings.Contains(stderr, `"v"`) {
+		t.Errorf("the variables to give mcp-mux are not named, or a value is shown:\n%s", stderr)
+	}
+
+	// Nothing to set: no "env", no -e.
+	out = filepath.Join(dir, "desktop.toml")
+	_, stderr, code = runEnv(t, dir, nil, "import", desktop, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if e := block(stderr, `Claude Desktop ("mcpServers"):`)["mcpServers"]["mcp-mux"]; e.Command != exe || e.Env != nil || strings.Contains(stderr, "YOUR_") {
+		t.Errorf("Claude Desktop block without variables: %+v\n%s", e, stderr)
 	}
 }
 
