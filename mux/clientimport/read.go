@@ -1,7 +1,9 @@
 // Package clientimport turns the agents' own MCP configs into mcp-mux's:
 // it reads Claude Desktop, Claude Code, Cursor and VS Code files (read.go,
 // vars.go, locations.go), renders them as one commented TOML file
-// (render.go), and writes init's starter config (starter.go).
+// (render.go), carries Claude Code's permission rules over to the tools'
+// names through mcp-mux (permissions.go), and writes init's starter config
+// (starter.go).
 package clientimport
 
 // Reading the agents' own config files for `mcp-mux import`: Claude

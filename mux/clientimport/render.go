@@ -33,6 +33,16 @@ type Result struct {
 	Secrets    []string // "NAME.env.KEY" (or .headers., .args[i]) whose value looks like a secret
 	Vars       []string // the environment variables the config refers to
 	Warnings   []string
+
+	sources []source // every server read, and the backend it became
+}
+
+// source is a server of a client's file and the backend it became (or,
+// kept commented out, would have become).
+type source struct {
+	srv     *Server
+	file    *File
+	backend string
 }
 
 // Render writes the servers of files as one mcp-mux config.
@@ -95,6 +105,9 @@ func Render(files []*File) *Result {
 	for _, e := range entries {
 		if e.name != e.srv.Name {
 			res.Renamed = append(res.Renamed, fmt.Sprintf("%q → %s", e.srv.Name, e.name))
+		}
+		for _, d := range append([]def{e.def}, e.also...) {
+			res.sources = append(res.sources, source{srv: d.srv, file: d.file, backend: e.name})
 		}
 	}
 	// where names the file (and project) of a definition.

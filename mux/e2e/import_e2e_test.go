@@ -392,6 +392,63 @@ func TestImportPrintsTheBlockThatRegistersMcpMuxAlone(t *testing.T) {
 	}
 }
 
+// TestImportCarriesClaudeCodePermissionRulesOver: importing Claude Code's
+// servers, import prints each of its permission rules for them (the user's
+// settings, and the projects') with the rule that matches the same tools
+// through mcp-mux; with no rules, how a rule is rewritten; and how to keep
+// the names short. Importing no Claude Code server, it says nothing of it.
+func TestImportCarriesClaudeCodePermissionRulesOver(t *testing.T) {
+	dir, home, project := t.TempDir(), t.TempDir(), t.TempDir()
+	src := importSample(t, dir, "claude.json", project)
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SEARCH_TOKEN=s"}
+	short := `To keep the names short, give a [[backend]] a shorter prefix (by default, its name) and write the rules with it: prefix = "n" gives mcp__mcp-mux__n__TOOL; prefix = "" gives mcp__mcp-mux__TOOL`
+
+	_, stderr, code := runEnv(t, dir, env, "import", src, "-o", filepath.Join(dir, "a.toml"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"through mcp-mux they are mcp__mcp-mux__BACKEND__TOOL",
+		"No rule for them was found in Claude Code's settings (" + filepath.Join(home, ".claude", "settings.json"),
+		"  mcp__notes__TOOL → mcp__mcp-mux__notes__TOOL, mcp__notes → mcp__mcp-mux__notes__*\n",
+		"  mcp__notes__TOOL → mcp__mcp-mux__notes-2__TOOL, mcp__notes → mcp__mcp-mux__notes-2__* (project " + project + ")\n",
+		"  mcp__search__TOOL → mcp__mcp-mux__search__TOOL, mcp__search → mcp__mcp-mux__search__* (project " + project + ")\n",
+		short,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"permissions": {
+  "allow": ["mcp__notes__add", "mcp__search", "Bash(ls)", "mcp__github__x"],
+  "deny": ["mcp__notes__list"]}}`), 0o644)
+	os.MkdirAll(filepath.Join(project, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(project, ".claude", "settings.local.json"), []byte(`{"permissions": {"ask": ["mcp__notes__add"]}}`), 0o644)
+	_, stderr, code = runEnv(t, dir, env, "import", src, "-o", filepath.Join(dir, "b.toml"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	want := "Add these rules to the same lists to carry them over:\n" +
+		"  " + filepath.Join(home, ".claude", "settings.json") + ":\n" +
+		"    allow  mcp__notes__add → mcp__mcp-mux__notes__add, mcp__mcp-mux__notes-2__add\n" +
+		"    allow  mcp__search → mcp__mcp-mux__search__*\n" +
+		"    deny   mcp__notes__list → mcp__mcp-mux__notes__list, mcp__mcp-mux__notes-2__list\n" +
+		"  " + filepath.Join(project, ".claude", "settings.local.json") + ":\n" +
+		"    ask    mcp__notes__add → mcp__mcp-mux__notes-2__add\n" +
+		short
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks\n%s\nin:\n%s", want, stderr)
+	}
+
+	desktop := importSample(t, dir, "claude_desktop_config.json", "")
+	_, stderr, code = runEnv(t, dir, env, "import", desktop, "-o", filepath.Join(dir, "c.toml"))
+	if code != 0 || strings.Contains(stderr, "mcp__") {
+		t.Errorf("Claude Desktop alone: exit %d\n%s", code, stderr)
+	}
+}
+
 // TestImportReportNamesTheFileOfEachProblem: what check finds in the
 // written config is reported as check reports it, FILE:LINE: key: message,
 // with the --output file, or mcp-mux.toml when the config went to stdout,
