@@ -30,7 +30,7 @@ type Result struct {
 	Commented  []string // "NAME: reason" of the entries kept commented out
 	Duplicates []string // `"NAME" in FILE` left out as the same as an earlier server
 	Renamed    []string // `"ORIGINAL" → NAME`
-	Secrets    []string // "NAME.env.KEY" (or .headers., .args[i]) whose value looks like a secret
+	Secrets    []string // "NAME.env.KEY" (or .headers., .args #N, from 1) whose value looks like a secret
 	Vars       []string // the environment variables the config refers to
 	Warnings   []string
 
@@ -336,7 +336,7 @@ func (w *tomlWriter) backend(prefix, name string, s *Server, secrets map[string]
 		}
 		if len(s.Args) > 0 {
 			for i := range s.Args {
-				mark(fmt.Sprintf("args[%d]", i))
+				mark(fmt.Sprintf("args #%d", i+1))
 			}
 			w.line(prefix + "args = " + tomlArray(s.Args))
 		}
@@ -444,8 +444,9 @@ func commentSafe(text string) string {
 	return b.String()
 }
 
-// findSecrets returns the keys ("env.NAME", "headers.NAME", "args[i]") of
-// s whose literal values look like secrets, with why.
+// findSecrets returns the keys ("env.NAME", "headers.NAME", "args #N",
+// counted from 1 as check counts) of s whose literal values look like
+// secrets, with why.
 func findSecrets(s *Server) map[string]string {
 	out := map[string]string{}
 	for k, v := range s.Env {
@@ -467,7 +468,7 @@ func findSecrets(s *Server) map[string]string {
 			flag, a = f, v
 		}
 		if why := secretReason(flag, a); why != "" {
-			out[fmt.Sprintf("args[%d]", i)] = why
+			out[fmt.Sprintf("args #%d", i+1)] = why
 		}
 	}
 	return out

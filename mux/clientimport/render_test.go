@@ -429,11 +429,11 @@ func TestImportMarksWhatLooksLikeASecretAndKeepsIt(t *testing.T) {
 		"github": map[string]any{"command": exe, "args": []string{"--token", "sk-abcdefghijklmnopqrst", "--verbose"},
 			"env": map[string]string{"GITHUB_TOKEN": token, "LOG": "info"}},
 	})
-	if want := []string{"github.args[1]", "github.env.GITHUB_TOKEN"}; !reflect.DeepEqual(res.Secrets, want) {
+	if want := []string{"github.args #2", "github.env.GITHUB_TOKEN"}; !reflect.DeepEqual(res.Secrets, want) {
 		t.Errorf("secrets %q, want %q", res.Secrets, want)
 	}
 	text := string(res.TOML)
-	for _, want := range []string{"# env.GITHUB_TOKEN looks like a secret", "# args[1] looks like a secret", `GITHUB_TOKEN = "${GITHUB_TOKEN}"`, "Secrets:"} {
+	for _, want := range []string{"# env.GITHUB_TOKEN looks like a secret", "# args #2 looks like a secret", `GITHUB_TOKEN = "${GITHUB_TOKEN}"`, "Secrets:"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %q in\n%s", want, text)
 		}
