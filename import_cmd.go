@@ -58,6 +58,7 @@ func displayUserConfigPath() string {
 func importAction(c *cli.Context) error {
 	stderr := c.App.ErrWriter
 	var files []*clientimport.File
+	var settingsDirs []string // where else Claude Code's settings may be: the current directory, as for .mcp.json
 	if c.NArg() > 0 {
 		for _, path := range c.Args().Slice() {
 			f, err := readClientFile(path)
@@ -68,6 +69,9 @@ func importAction(c *cli.Context) error {
 		}
 	} else {
 		wd, _ := os.Getwd()
+		if wd != "" {
+			settingsDirs = append(settingsDirs, wd)
+		}
 		fmt.Fprintln(stderr, "mcp-mux import: looking for the MCP clients' config files:")
 		for _, loc := range clientimport.Locations(runtime.GOOS, os.Getenv, wd) {
 			if _, err := os.Stat(loc.Path); errors.Is(err, fs.ErrNotExist) {
@@ -107,6 +111,8 @@ func importAction(c *cli.Context) error {
 	}
 	reportImport(stderr, res, out)
 	printRegistration(stderr, files, out, res.Vars)
+	home, _ := os.UserHomeDir()
+	printPermissions(stderr, files, res, home, settingsDirs)
 	return nil
 }
 
@@ -187,7 +193,10 @@ func reportImport(w io.Writer, res *clientimport.Result, out string) {
 		fmt.Fprintf(w, "variables it needs set when mcp-mux runs: %s\n", strings.Join(res.Vars, ", "))
 	}
 
-	// What check will say, as the user is told to run it next.
+	// What check will say, as the user is told to run it next, each
+	// problem as FILE:LINE: key: message: FILE is --output, or, when the
+	// config went to stdout, mcp-mux.toml (the name check looks for in the
+	// current directory).
 	path := out
 	if path == "" {
 		path = "mcp-mux.toml"
@@ -198,16 +207,14 @@ func reportImport(w io.Writer, res *clientimport.Result, out string) {
 	case errors.As(err, &ce):
 		fmt.Fprintln(w, "\ncheck finds problems to fix before mcp-mux can serve it:")
 		for _, p := range ce.Problems {
-			p.File = strings.TrimPrefix(p.File, path)
-			fmt.Fprintln(w, "  "+strings.TrimPrefix(p.String(), ": "))
+			fmt.Fprintln(w, "  "+p.String())
 		}
 	case err != nil:
 		fmt.Fprintln(w, "\ncheck: "+err.Error())
 	default:
 		fmt.Fprintf(w, "\ncheck: OK (%d backends)\n", len(cfg.Backends))
 		for _, p := range cfg.Warnings {
-			p.File = strings.TrimPrefix(p.File, path)
-			fmt.Fprintln(w, "  warning: "+strings.TrimPrefix(p.String(), ": "))
+			fmt.Fprintln(w, "  warning: "+p.String())
 		}
 	}
 }
@@ -241,36 +248,139 @@ func printRegistration(w io.Writer, files []*clientimport.File, out string, vars
 			*list = append(*list, name)
 		}
 	}
-	entry := registration{Command: exe, Args: []string{"--config", config}}
+	// Every variable the config refers to (without a default) must be in
+	// mcp-mux's environment, or check fails and the agent's mcp-mux does
+	// not start the backends that need it: the block sets each, to a
+	// placeholder the user replaces, never to a value found here.
+	var env map[string]string
+	var envFlags []string
+	for _, v := range vars {
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[v] = envPlaceholder(v)
+		envFlags = append(envFlags, "-e", v+"="+envPlaceholder(v))
+	}
+	entry := registration{Command: exe, Args: []string{"--config", config}, Env: env}
+	name := muxServerName
 	fmt.Fprintln(w, "\nNext, register mcp-mux alone in place of the servers it now runs (remove them from the client's config, or they run twice).")
 	if out == "" {
 		fmt.Fprintln(w, "The config went to stdout: put the path of the file you saved it in after \"--config\" (with --output FILE this is filled in).")
 	}
 	if len(mcpServers) > 0 {
-		fmt.Fprintf(w, "\n%s (\"mcpServers\"):\n%s\n", strings.Join(mcpServers, ", "), indentJSON(map[string]any{"mcpServers": map[string]any{"mcp-mux": entry}}))
+		fmt.Fprintf(w, "\n%s (\"mcpServers\"):\n%s\n", strings.Join(mcpServers, ", "), indentJSON(map[string]any{"mcpServers": map[string]any{name: entry}}))
 		if slices.Contains(mcpServers, clientimport.ClientClaudeCode) {
-			fmt.Fprintf(w, "Claude Code can also add it with: claude mcp add --scope user mcp-mux -- %s --config %s\n", shellArg(exe), shellArg(config))
+			// The name before -e: -e takes every word up to the next option.
+			cmd := append([]string{"claude", "mcp", "add", "--scope", "user", name}, envFlags...)
+			cmd = append(cmd, "--", shellArg(exe), "--config", shellArg(config))
+			fmt.Fprintf(w, "Claude Code can also add it with: %s\n", strings.Join(cmd, " "))
 		}
 	}
 	if len(vscode) > 0 {
-		vs := registration{Type: "stdio", Command: exe, Args: []string{"--config", config}}
-		fmt.Fprintf(w, "\nVS Code (\"servers\", in its mcp.json):\n%s\n", indentJSON(map[string]any{"servers": map[string]any{"mcp-mux": vs}}))
+		vs := registration{Type: "stdio", Command: exe, Args: []string{"--config", config}, Env: env}
+		fmt.Fprintf(w, "\nVS Code (\"servers\", in its mcp.json):\n%s\n", indentJSON(map[string]any{"servers": map[string]any{name: vs}}))
 	}
 	if len(vars) > 0 {
-		fmt.Fprintf(w, "\nThe config refers to %s: give mcp-mux their values in the block, as \"env\": {%q: \"...\"}.\n",
-			strings.Join(vars, ", "), vars[0])
+		fmt.Fprintf(w, "\nThe config refers to %s: mcp-mux reads them from its environment. Replace each placeholder (%s) with its value before you paste the block or run the command.\n",
+			strings.Join(vars, ", "), envPlaceholder(vars[0]))
 		if len(vscode) > 0 {
 			fmt.Fprintln(w, `In VS Code a value may stay "${input:ID}" (keep its "inputs") or be "${env:NAME}".`)
 		}
 	}
 }
 
+// muxServerName is the name under which the printed blocks register
+// mcp-mux: in Claude Code, its tools are mcp__mcp-mux__....
+const muxServerName = "mcp-mux"
+
+// printPermissions tells a Claude Code user what becomes of their
+// permission rules for the imported servers, whose tools get new names
+// through mcp-mux: each rule found in Claude Code's settings files with the
+// rule that replaces it, or, when there is none, how a rule is rewritten;
+// and how to keep the names short. It says nothing when no Claude Code
+// server was imported.
+func printPermissions(w io.Writer, files []*clientimport.File, res *clientimport.Result, home string, dirs []string) {
+	servers := clientimport.ClaudeCodeServers(res)
+	if len(servers) == 0 {
+		return
+	}
+	mux := muxServerName
+	fmt.Fprintf(w, "\nClaude Code names a server's tools mcp__SERVER__TOOL; through mcp-mux they are mcp__%s__BACKEND__TOOL, so the permission rules (\"permissions\" in its settings.json) written for the imported servers no longer match them.\n", mux)
+	found := false
+	for _, path := range clientimport.ClaudeCodeSettings(home, files, dirs...) {
+		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		var rules []clientimport.PermissionRule
+		if err == nil {
+			rules, err = clientimport.ReadPermissionRules(path, data)
+		}
+		if err != nil {
+			fmt.Fprintf(w, "Not read: %s\n", pathError(path, err))
+			continue
+		}
+		carried := clientimport.CarryOver(rules, clientimport.SettingsProject(path, home), servers, mux)
+		if len(carried) == 0 {
+			continue
+		}
+		if !found {
+			fmt.Fprintln(w, "Add these rules to the same lists to carry them over:")
+			found = true
+		}
+		fmt.Fprintf(w, "  %s:\n", path)
+		for _, c := range carried {
+			fmt.Fprintf(w, "    %-5s  %s → %s\n", c.List, c.Rule, strings.Join(c.New, ", "))
+		}
+	}
+	if !found {
+		fmt.Fprintf(w, "No rule for them was found in Claude Code's settings (%s, and each project's .claude/settings.json and .claude/settings.local.json). One for a tool, or a whole server, becomes:\n",
+			filepath.Join(home, ".claude", "settings.json"))
+		var shown []string
+		for _, s := range servers {
+			old := "mcp__" + clientimport.ClaudeCodeToolName(s.Name)
+			line := fmt.Sprintf("%s__TOOL → %s, %s → %s", old, clientimport.MuxToolRule(mux, s.Backend, "TOOL"), old, clientimport.MuxToolRule(mux, s.Backend, "*"))
+			if s.Project != "" {
+				line += " (project " + s.Project + ")"
+			}
+			if !slices.Contains(shown, line) {
+				shown = append(shown, line)
+				fmt.Fprintln(w, "  "+line)
+			}
+		}
+	}
+	short := strings.ToLower(servers[0].Backend[:1])
+	fmt.Fprintf(w, "To keep the names short, give a [[backend]] a shorter prefix (by default, its name) and write the rules with it: prefix = %q gives %s; prefix = \"\" gives %s, but then no rule names that backend's tools alone (mcp__%s is all of mcp-mux's).\n",
+		short, clientimport.MuxToolRule(mux, short, "TOOL"), "mcp__"+mux+"__TOOL", mux)
+}
+
+// pathError is err about path, said once: without the *fs.PathError's own
+// copy of the path.
+func pathError(path string, err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	if strings.HasPrefix(err.Error(), path) {
+		return err.Error()
+	}
+	return path + ": " + err.Error()
+}
+
+// envPlaceholder stands for the value of the variable name in the block
+// import prints: plainly not a value, and safe in a shell word and in
+// JSON as it is (a variable name is letters, digits and "_").
+func envPlaceholder(name string) string {
+	return "YOUR_" + name
+}
+
 // registration is mcp-mux's entry in a client's config, its keys in the
 // order people write them.
 type registration struct {
-	Type    string   `json:"type,omitempty"`
-	Command string   `json:"command"`
-	Args    []string `json:"args"`
+	Type    string            `json:"type,omitempty"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env,omitempty"`
 }
 
 func indentJSON(v any) string {

@@ -1,7 +1,9 @@
 // Package clientimport turns the agents' own MCP configs into mcp-mux's:
 // it reads Claude Desktop, Claude Code, Cursor and VS Code files (read.go,
 // vars.go, locations.go), renders them as one commented TOML file
-// (render.go), and writes init's starter config (starter.go).
+// (render.go), carries Claude Code's permission rules over to the tools'
+// names through mcp-mux (permissions.go), and writes init's starter config
+// (starter.go).
 package clientimport
 
 // Reading the agents' own config files for `mcp-mux import`: Claude
@@ -65,9 +67,13 @@ type Server struct {
 	Args    []string
 	Env     map[string]string
 	Cwd     string
+	// CwdIsProject: Cwd is its project's directory, as the entry named
+	// none and the client runs it there.
+	CwdIsProject bool
 	// Disabled: written with disabled = true (disabled in the client, or
-	// its project directory is gone).
-	Disabled bool
+	// ProjectGone: its project directory is gone).
+	Disabled    bool
+	ProjectGone bool
 
 	// URL is set for a remote server, which mcp-mux speaks to over HTTP
 	// with Transport and Headers.
@@ -310,23 +316,38 @@ func stripJSONC(data []byte) []byte {
 type converter struct {
 	file    *File
 	home    string
-	project string            // for ${workspaceFolder} and the default cwd
-	inputs  map[string]string // VS Code input id → its description
+	project string             // for ${workspaceFolder} and the default cwd
+	inputs  map[string]vsInput // VS Code input id → what it says of itself
+}
+
+// vsInput is one entry of VS Code's "inputs": a value VS Code asks the
+// user for (promptString), or lets them pick (pickString), offering
+// Default.
+type vsInput struct {
+	Description string
+	Default     string
+	HasDefault  bool
+	Password    bool
 }
 
 func (c *converter) readInputs(raw json.RawMessage) {
 	var inputs []struct {
 		ID          string `json:"id"`
 		Description string `json:"description"`
+		Default     any    `json:"default"`
+		Password    bool   `json:"password"`
 	}
 	if json.Unmarshal(raw, &inputs) != nil {
 		return
 	}
-	c.inputs = map[string]string{}
+	c.inputs = map[string]vsInput{}
 	for _, in := range inputs {
-		if in.ID != "" {
-			c.inputs[in.ID] = in.Description
+		if in.ID == "" {
+			continue
 		}
+		v := vsInput{Description: in.Description, Password: in.Password}
+		v.Default, v.HasDefault = in.Default.(string)
+		c.inputs[in.ID] = v
 	}
 }
 
@@ -363,7 +384,7 @@ func (c *converter) convert(s *Server, m map[string]any) {
 	}
 	sort.Strings(unknown)
 	if len(unknown) > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("not imported, as mcp-mux has no equivalent: %s", strings.Join(quoteAll(unknown), ", ")))
+		s.Notes = append(s.Notes, leftOut(unknown, "mcp-mux has no equivalent"))
 	}
 	if d, ok := m["disabled"].(bool); ok && d {
 		s.Disabled = true
@@ -417,12 +438,12 @@ func (c *converter) convert(s *Server, m map[string]any) {
 			s.Cwd = filepath.Join(escapeDollars(c.project, false), s.Cwd)
 		}
 	} else if c.project != "" {
-		s.Cwd = escapeDollars(c.project, false)
+		s.Cwd, s.CwdIsProject = escapeDollars(c.project, false), true
 		s.Notes = append(s.Notes, "its working directory (cwd) is its project's directory, where "+c.file.Client+" runs it")
 	}
 	if c.project != "" && !s.Disabled {
 		if fi, err := os.Stat(c.project); err != nil || !fi.IsDir() {
-			s.Disabled = true
+			s.Disabled, s.ProjectGone = true, true
 			s.Notes = append(s.Notes, "disabled: its project directory no longer exists")
 		}
 	}
@@ -443,7 +464,7 @@ func (c *converter) remote(s *Server, m map[string]any, typ, rawURL string) {
 		}
 	}
 	if len(ignored) > 0 {
-		s.Notes = append(s.Notes, "not imported, as a remote server runs nothing: "+strings.Join(quoteAll(ignored), ", "))
+		s.Notes = append(s.Notes, leftOut(ignored, "a remote server runs nothing"))
 	}
 	s.URL = rawURL
 	u, err := neturl.Parse(rawURL)
@@ -483,6 +504,16 @@ func (c *converter) remote(s *Server, m map[string]any, typ, rawURL string) {
 	if len(s.Headers) == 0 {
 		s.Headers = nil
 	}
+}
+
+// leftOut is the note for the keys of an entry that were not imported
+// (the entry itself was): it must not read as the "Not imported, as ..."
+// of an entry kept commented out.
+func leftOut(keys []string, why string) string {
+	if len(keys) == 1 {
+		return fmt.Sprintf("its key %s was left out, as %s", tomlString(keys[0]), why)
+	}
+	return fmt.Sprintf("its keys %s were left out, as %s", strings.Join(quoteAll(keys), ", "), why)
 }
 
 // given reports whether a key's value says something: present, and not

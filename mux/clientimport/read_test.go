@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -187,7 +189,8 @@ func TestImportReadsEachClientFormat(t *testing.T) {
 		if !reflect.DeepEqual(s.Env, want) || s.Cwd != ws || s.Unusable != "" {
 			t.Errorf("fixture: env %v cwd %q unusable %q", s.Env, s.Cwd, s.Unusable)
 		}
-		if !reflect.DeepEqual(s.Vars, []string{"API_KEY", "VSCODE_TOKEN"}) || !strings.Contains(strings.Join(s.Notes, "\n"), "${input:api-key} (Fixture API key) became ${API_KEY}") {
+		if !reflect.DeepEqual(s.Vars, []string{"API_KEY", "VSCODE_TOKEN"}) || !strings.Contains(strings.Join(s.Notes, "\n"), "${input:api-key} (Fixture API key) became ${API_KEY}") ||
+			!slices.Contains(s.Notes, `its key "dev" was left out, as mcp-mux has no equivalent`) {
 			t.Errorf("vars %v notes %q", s.Vars, s.Notes)
 		}
 		if d := server(t, f, "docs", ""); d.Transport != "streamable" || d.URL != "http://docs.test/mcp" || d.Headers["Authorization"] != "Bearer sk-docsQpWoEiRuTyAlSkDj" {
@@ -200,7 +203,7 @@ func TestImportReadsEachClientFormat(t *testing.T) {
 }
 
 func TestImportVariablesBecomeMcpMuxsOrMakeTheEntryUnusable(t *testing.T) {
-	c := &converter{file: &File{Client: ClientVSCode}, home: "/home/me", project: "/ws", inputs: map[string]string{}}
+	c := &converter{file: &File{Client: ClientVSCode}, home: "/home/me", project: "/ws", inputs: map[string]vsInput{}}
 	cases := []struct{ in, want, unusable string }{
 		{"${env:GITHUB_TOKEN}", "${GITHUB_TOKEN}", ""},
 		{"Bearer ${env:T}", "Bearer ${T}", ""},
@@ -237,6 +240,52 @@ func TestImportVariablesBecomeMcpMuxsOrMakeTheEntryUnusable(t *testing.T) {
 		} else if len(cfg.Warnings) > 0 {
 			t.Errorf("%q: warnings %v", in, cfg.Warnings)
 		}
+	}
+}
+
+// TestImportInputDefaultsBecomeVariableDefaults: a VS Code input with a
+// "default" (a pickString's preselected option, a promptString's prefilled
+// text) becomes ${NAME:-default}, which need not be set; a password's
+// default is not copied into the file, nor one that ${...:-} cannot hold.
+func TestImportInputDefaultsBecomeVariableDefaults(t *testing.T) {
+	exe, _ := os.Executable()
+	data := []byte(`{
+  "inputs": [
+    {"type": "pickString", "id": "region", "description": "Region", "options": ["us", "eu"], "default": "eu"},
+    {"type": "promptString", "id": "user-name", "default": "me $HOME"},
+    {"type": "promptString", "id": "api-key", "password": true, "default": "sk-notInTheFile0123456789"},
+    {"type": "promptString", "id": "brace", "default": "a}b"},
+    {"type": "pickString", "id": "none", "options": ["x"]}
+  ],
+  "servers": {
+    "s": {"command": ` + strconv.Quote(exe) + `, "env": {
+      "REGION": "${input:region}", "USER_NAME": "${input:user-name}", "KEY": "${input:api-key}",
+      "BRACE": "${input:brace}", "NONE": "${input:none}"}}
+  }
+}`)
+	f, err := Read(filepath.Join(t.TempDir(), ".vscode", "mcp.json"), data, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &f.Servers[0]
+	want := map[string]string{"REGION": "${REGION:-eu}", "USER_NAME": "${USER_NAME:-me $HOME}", "KEY": "${API_KEY}", "BRACE": "${BRACE}", "NONE": "${NONE}"}
+	// Vars: in the order of env's keys.
+	if !reflect.DeepEqual(s.Env, want) || !reflect.DeepEqual(s.Vars, []string{"BRACE", "API_KEY", "NONE"}) {
+		t.Errorf("env %q vars %q, want %q", s.Env, s.Vars, want)
+	}
+	notes := strings.Join(s.Notes, "\n")
+	for _, note := range []string{"${input:region} (Region) became ${REGION:-eu}", "its default is not copied, as it is a password", `its default "a}b" cannot be a default of mcp-mux's ${...}`} {
+		if !strings.Contains(notes, note) {
+			t.Errorf("notes lack %q:\n%s", note, notes)
+		}
+	}
+	res := Render([]*File{f})
+	if strings.Contains(string(res.TOML), "notInTheFile") {
+		t.Errorf("a password's default is in the file:\n%s", res.TOML)
+	}
+	cfg := parseImported(t, res, map[string]string{"API_KEY": "k", "BRACE": "b", "NONE": "n"})
+	if env := cfg.Backends[0].Env; env["REGION"] != "eu" || env["USER_NAME"] != "me $HOME" || len(cfg.Warnings) > 0 {
+		t.Errorf("loaded env %q, warnings %v", env, cfg.Warnings)
 	}
 }
 

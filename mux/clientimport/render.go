@@ -8,6 +8,7 @@ package clientimport
 // back to exactly what the client had (see TestImportedValuesParseBackIntact).
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -29,24 +30,38 @@ type Result struct {
 	Commented  []string // "NAME: reason" of the entries kept commented out
 	Duplicates []string // `"NAME" in FILE` left out as the same as an earlier server
 	Renamed    []string // `"ORIGINAL" → NAME`
-	Secrets    []string // "NAME.env.KEY" (or .headers., .args[i]) whose value looks like a secret
+	Secrets    []string // "NAME.env.KEY" (or .headers., .args #N, from 1) whose value looks like a secret
 	Vars       []string // the environment variables the config refers to
 	Warnings   []string
+
+	sources []source // every server read, and the backend it became
+}
+
+// source is a server of a client's file and the backend it became (or,
+// kept commented out, would have become).
+type source struct {
+	srv     *Server
+	file    *File
+	backend string
 }
 
 // Render writes the servers of files as one mcp-mux config.
 func Render(files []*File) *Result {
 	res := &Result{}
 	w := &tomlWriter{}
-	type entry struct {
-		srv    *Server
-		file   *File
-		name   string
-		origin string
+	type def struct {
+		srv  *Server
+		file *File
 	}
-	var entries []entry
+	type entry struct {
+		def
+		name  string
+		taken string // the name it would have had, another server's
+		also  []def  // the same server, defined elsewhere too
+	}
+	var entries []*entry
 	used := map[string]bool{}
-	seen := map[string]string{}
+	seen := map[string]*entry{}
 	for _, f := range files {
 		for i := range f.Servers {
 			s := &f.Servers[i]
@@ -55,31 +70,27 @@ func Render(files []*File) *Result {
 			}
 			key := identity(s)
 			if first, dup := seen[key]; dup {
-				res.Duplicates = append(res.Duplicates, fmt.Sprintf("%q in %s (the same as %s)", s.Name, f.Path, first))
+				// Imported once, as the first file read has it; but not
+				// disabled for a project that is gone when it is also
+				// defined for one that is not.
+				d := def{s, f}
+				if first.srv.ProjectGone && !s.ProjectGone {
+					d, first.def = first.def, d
+				}
+				first.also = append(first.also, d)
+				res.Duplicates = append(res.Duplicates, fmt.Sprintf("%q in %s (the same as %s)", d.srv.Name, d.file.Path, first.name))
 				continue
 			}
-			name := sanitizeName(s.Name)
-			origin := fmt.Sprintf("%s from %s (%s", tomlString(s.Name), f.Path, f.Client)
-			if s.Project != "" {
-				origin += ", project " + s.Project
-			}
-			origin += ")"
-			if name != s.Name {
-				origin += ", renamed: a name holds only letters, digits, \"_\" and \"-\""
-			}
-			if used[name] {
-				base := name
-				for n := 2; used[name]; n++ {
-					name = fmt.Sprintf("%s-%d", base, n)
+			e := &entry{def: def{s, f}, name: sanitizeName(s.Name)}
+			if used[e.name] {
+				e.taken = e.name
+				for n := 2; used[e.name]; n++ {
+					e.name = fmt.Sprintf("%s-%d", e.taken, n)
 				}
-				origin += fmt.Sprintf(", named %s as %s is another server's", name, base)
 			}
-			if name != s.Name {
-				res.Renamed = append(res.Renamed, fmt.Sprintf("%q → %s", s.Name, name))
-			}
-			used[name] = true
-			seen[key] = name
-			entries = append(entries, entry{srv: s, file: f, name: name, origin: origin})
+			used[e.name] = true
+			seen[key] = e
+			entries = append(entries, e)
 			if s.Unusable != "" {
 				continue // commented out: nothing of it is loaded
 			}
@@ -91,6 +102,22 @@ func Render(files []*File) *Result {
 		}
 	}
 	sort.Strings(res.Vars)
+	for _, e := range entries {
+		if e.name != e.srv.Name {
+			res.Renamed = append(res.Renamed, fmt.Sprintf("%q → %s", e.srv.Name, e.name))
+		}
+		for _, d := range append([]def{e.def}, e.also...) {
+			res.sources = append(res.sources, source{srv: d.srv, file: d.file, backend: e.name})
+		}
+	}
+	// where names the file (and project) of a definition.
+	where := func(d def) string {
+		out := fmt.Sprintf("%s (%s", d.file.Path, d.file.Client)
+		if d.srv.Project != "" {
+			out += ", project " + d.srv.Project
+		}
+		return out + ")"
+	}
 
 	// Secrets are found first: the header explains them.
 	secrets := map[*Server]map[string]string{} // server → key → reason
@@ -116,7 +143,7 @@ func Render(files []*File) *Result {
 	w.comment("Check it with `mcp-mux check --config FILE` (with --connect it also starts every backend and lists what each offers). Every key is described in mcp-mux.toml.example; `mcp-mux init` writes a commented starter.")
 	w.line("#")
 	w.comment("Each [[backend]] is one MCP server, which mcp-mux runs as a child process, never through a shell. The agent sees its tools and prompts prefixed with its name and \"__\" (backend \"github\", tool \"search\": \"github__search\"). A backend gets a minimal environment (PATH, HOME, ...) and its env table; inherit_env passes more of mcp-mux's environment.")
-	if slices.ContainsFunc(entries, func(e entry) bool { return e.srv.Remote() && e.srv.Unusable == "" }) {
+	if slices.ContainsFunc(entries, func(e *entry) bool { return e.srv.Remote() && e.srv.Unusable == "" }) {
 		w.line("#")
 		w.comment("A [[backend]] with url instead of command is a remote MCP server, which mcp-mux connects to over HTTP (transport \"auto\": Streamable HTTP, falling back to the older HTTP+SSE; \"streamable\" or \"sse\": that one only). Its headers are sent with every request to it.")
 	}
@@ -168,8 +195,25 @@ func Render(files []*File) *Result {
 
 	for _, e := range entries {
 		s := e.srv
+		origin := tomlString(s.Name) + " from " + where(e.def)
+		if base := cmp.Or(e.taken, e.name); base != s.Name {
+			origin += ", renamed: a name holds only letters, digits, \"_\" and \"-\""
+		}
+		if e.taken != "" {
+			origin += fmt.Sprintf(", named %s as %s is another server's", e.name, e.taken)
+		}
 		w.line("")
-		w.comment(e.origin + ".")
+		w.comment(origin + ".")
+		for _, d := range e.also {
+			also := "Also defined, the same, in " + where(d)
+			if d.srv.Name != s.Name {
+				also += " as " + tomlString(d.srv.Name)
+			}
+			if d.srv.CwdIsProject && !s.CwdIsProject {
+				also += ", where it runs in the project's directory"
+			}
+			w.comment(also + ".")
+		}
 		for _, n := range s.Notes {
 			w.comment(capitalize(n) + ".")
 		}
@@ -218,14 +262,20 @@ func capitalize(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// identity is what makes two entries the same server.
+// identity is what makes two entries the same server: all of it but the
+// project it belongs to (the directory it runs in when it names none, and
+// whether that directory still exists).
 func identity(s *Server) string {
+	cwd := s.Cwd
+	if s.CwdIsProject {
+		cwd = ""
+	}
 	b, _ := json.Marshal(struct {
 		Command, Cwd, URL, Transport, Unusable string
 		Args                                   []string
 		Env, Headers                           map[string]string
 		Disabled                               bool
-	}{s.Command, s.Cwd, s.URL, s.Transport, s.Unusable, s.Args, s.Env, s.Headers, s.Disabled})
+	}{s.Command, cwd, s.URL, s.Transport, s.Unusable, s.Args, s.Env, s.Headers, s.Disabled && !s.ProjectGone})
 	return string(b)
 }
 
@@ -286,7 +336,7 @@ func (w *tomlWriter) backend(prefix, name string, s *Server, secrets map[string]
 		}
 		if len(s.Args) > 0 {
 			for i := range s.Args {
-				mark(fmt.Sprintf("args[%d]", i))
+				mark(fmt.Sprintf("args #%d", i+1))
 			}
 			w.line(prefix + "args = " + tomlArray(s.Args))
 		}
@@ -394,8 +444,9 @@ func commentSafe(text string) string {
 	return b.String()
 }
 
-// findSecrets returns the keys ("env.NAME", "headers.NAME", "args[i]") of
-// s whose literal values look like secrets, with why.
+// findSecrets returns the keys ("env.NAME", "headers.NAME", "args #N",
+// counted from 1 as check counts) of s whose literal values look like
+// secrets, with why.
 func findSecrets(s *Server) map[string]string {
 	out := map[string]string{}
 	for k, v := range s.Env {
@@ -417,7 +468,7 @@ func findSecrets(s *Server) map[string]string {
 			flag, a = f, v
 		}
 		if why := secretReason(flag, a); why != "" {
-			out[fmt.Sprintf("args[%d]", i)] = why
+			out[fmt.Sprintf("args #%d", i+1)] = why
 		}
 	}
 	return out

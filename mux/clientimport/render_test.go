@@ -139,6 +139,72 @@ func TestImportSameServerInTwoFilesIsImportedOnce(t *testing.T) {
 	}
 }
 
+// TestImportSameServerInAUserAndAProjectFileIsImportedOnce: a server
+// defined the same in a user-level file and in a project's (Claude
+// Desktop's and a .mcp.json, or ~/.claude.json's projects), where only the
+// project directory it runs in differs, is imported once, as the first
+// file read has it, with a comment naming the other files; one that
+// differs in anything else is another backend.
+func TestImportSameServerInAUserAndAProjectFileIsImportedOnce(t *testing.T) {
+	exe, _ := os.Executable()
+	home, proj, proj2 := t.TempDir(), t.TempDir(), t.TempDir()
+	mem := map[string]any{"command": exe, "args": []string{"-v"}, "env": map[string]string{"A": "1"}}
+	other := map[string]any{"command": exe, "args": []string{"-v"}, "env": map[string]string{"A": "2"}}
+	solo := map[string]any{"command": exe, "args": []string{"-s"}, "env": map[string]string{"A": "3"}}
+	write := func(path string, v any) *File {
+		t.Helper()
+		data, _ := json.Marshal(v)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, data, 0o644)
+		f, err := Read(path, data, Options{Home: home})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	desktop := write(filepath.Join(home, ".config", "Claude", "claude_desktop_config.json"), map[string]any{"mcpServers": map[string]any{"mem": mem}})
+	// A project that is gone comes first: the server is not imported
+	// disabled for it.
+	claude := write(filepath.Join(home, ".claude.json"), map[string]any{"projects": map[string]any{
+		"/nonexistent/gone": map[string]any{"mcpServers": map[string]any{"mem": mem}},
+		proj2:               map[string]any{"mcpServers": map[string]any{"memory": mem}},
+	}})
+	project := write(filepath.Join(proj, ".mcp.json"), map[string]any{"mcpServers": map[string]any{"mem": mem, "mem-env": other}})
+	gone := write(filepath.Join(home, "g", ".claude.json"), map[string]any{"projects": map[string]any{
+		"/nonexistent/gone": map[string]any{"mcpServers": map[string]any{"solo": solo}},
+		proj2:               map[string]any{"mcpServers": map[string]any{"solo": solo}},
+	}})
+
+	res := Render([]*File{desktop, claude, project, gone})
+	cfg := parseImported(t, res, nil)
+	var got []string
+	for _, b := range cfg.Backends {
+		got = append(got, fmt.Sprintf("%s cwd=%q disabled=%v A=%s", b.Name, b.Cwd, b.Disabled, b.Env["A"]))
+	}
+	want := []string{
+		`mem cwd="" disabled=false A=1`,
+		`mem-env cwd="` + proj + `" disabled=false A=2`,
+		`solo cwd="` + proj2 + `" disabled=false A=3`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("backends:\n got %q\nwant %q\n%s", got, want, res.TOML)
+	}
+	flat := strings.ReplaceAll(string(res.TOML), "\n# ", " ")
+	for _, want := range []string{
+		"Also defined, the same, in " + claude.Path + " (Claude Code, project /nonexistent/gone), where it runs in the project's directory.",
+		"Also defined, the same, in " + claude.Path + " (Claude Code, project " + proj2 + `) as "memory", where it runs in the project's directory.`,
+		"Also defined, the same, in " + project.Path + " (Claude Code), where it runs in the project's directory.",
+		"Also defined, the same, in " + gone.Path + " (Claude Code, project /nonexistent/gone).",
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("missing %q in\n%s", want, res.TOML)
+		}
+	}
+	if len(res.Duplicates) != 4 || len(res.Renamed) != 0 {
+		t.Errorf("duplicates %q renamed %q", res.Duplicates, res.Renamed)
+	}
+}
+
 // TestImportTurnsRemoteServersIntoRemoteBackends: a client's url entries
 // become remote backends (url, transport, headers with the clients'
 // variables made mcp-mux's, a literal token marked as a secret); what
@@ -219,7 +285,7 @@ func TestImportTurnsRemoteServersIntoRemoteBackends(t *testing.T) {
 	for _, want := range []string{
 		`Authorization = "Bearer ${SSE_TOKEN}"`, // how to move a header's token out
 		"Its header \"Content-Type\" was left out, as the transport sets it",
-		"Not imported, as a remote server runs nothing: \"command\", \"env\"",
+		"Its keys \"command\", \"env\" were left out, as a remote server runs nothing",
 		"Not imported, as its url uses a variable (${...}), which mcp-mux does not expand in url",
 		"Not imported, as its url is not an http:// or https:// URL",
 		"Not imported, as it has type \"sse\" but no url",
@@ -242,6 +308,40 @@ func TestImportTurnsRemoteServersIntoRemoteBackends(t *testing.T) {
 		if strings.Contains(strings.Join(list, " "), token[:10]) {
 			t.Errorf("a header value in the result's lists: %q", list)
 		}
+	}
+}
+
+// TestImportSaysWhichKeysOfAnImportedServerWereLeftOut: a server imported
+// without some of its keys (VS Code's "dev", a remote server's command) is
+// said to have lost those keys, never to be "not imported" itself, which
+// is what a server kept commented out is told.
+func TestImportSaysWhichKeysOfAnImportedServerWereLeftOut(t *testing.T) {
+	exe, _ := os.Executable()
+	data, _ := json.Marshal(map[string]any{"servers": map[string]any{
+		"dev":    map[string]any{"type": "stdio", "command": exe, "dev": map[string]any{"watch": "src/**/*.ts"}},
+		"two":    map[string]any{"command": exe, "args": []string{"2"}, "dev": map[string]any{}, "gallery": true},
+		"remote": map[string]any{"type": "http", "url": "https://example.com/mcp", "command": exe, "env": map[string]string{"A": "1"}},
+	}})
+	f, err := Read(filepath.Join(t.TempDir(), ".vscode", "mcp.json"), data, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Render([]*File{f})
+	if cfg := parseImported(t, res, nil); len(cfg.Backends) != 3 || len(res.Commented) != 0 {
+		t.Fatalf("%d backends, commented %q\n%s", len(cfg.Backends), res.Commented, res.TOML)
+	}
+	flat := strings.ReplaceAll(string(res.TOML), "\n# ", " ")
+	for _, want := range []string{
+		`Its key "dev" was left out, as mcp-mux has no equivalent.`,
+		`Its keys "dev", "gallery" were left out, as mcp-mux has no equivalent.`,
+		`Its keys "command", "env" were left out, as a remote server runs nothing.`,
+	} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("missing %q in\n%s", want, res.TOML)
+		}
+	}
+	if strings.Contains(flat, "Not imported") {
+		t.Errorf("an imported server is said to be not imported:\n%s", res.TOML)
 	}
 }
 
@@ -329,11 +429,11 @@ func TestImportMarksWhatLooksLikeASecretAndKeepsIt(t *testing.T) {
 		"github": map[string]any{"command": exe, "args": []string{"--token", "sk-abcdefghijklmnopqrst", "--verbose"},
 			"env": map[string]string{"GITHUB_TOKEN": token, "LOG": "info"}},
 	})
-	if want := []string{"github.args[1]", "github.env.GITHUB_TOKEN"}; !reflect.DeepEqual(res.Secrets, want) {
+	if want := []string{"github.args #2", "github.env.GITHUB_TOKEN"}; !reflect.DeepEqual(res.Secrets, want) {
 		t.Errorf("secrets %q, want %q", res.Secrets, want)
 	}
 	text := string(res.TOML)
-	for _, want := range []string{"# env.GITHUB_TOKEN looks like a secret", "# args[1] looks like a secret", `GITHUB_TOKEN = "${GITHUB_TOKEN}"`, "Secrets:"} {
+	for _, want := range []string{"# env.GITHUB_TOKEN looks like a secret", "# args #2 looks like a secret", `GITHUB_TOKEN = "${GITHUB_TOKEN}"`, "Secrets:"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %q in\n%s", want, text)
 		}

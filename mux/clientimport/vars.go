@@ -128,15 +128,31 @@ func (c *converter) variable(s *Server, body string) variable {
 		return variable{literal: string(filepath.Separator)}
 	case strings.HasPrefix(body, "input:"):
 		id := body[len("input:"):]
+		in := c.inputs[id]
 		name := inputVarName(id)
-		note := fmt.Sprintf("${input:%s} became ${%s}: VS Code asks the user for it; mcp-mux reads it from its own environment", id, name)
-		if desc := c.inputs[id]; desc != "" {
-			note = fmt.Sprintf("${input:%s} (%s) became ${%s}: VS Code asks the user for it; mcp-mux reads it from its own environment", id, desc, name)
+		ref, also := name, ""
+		// The value VS Code offers becomes mcp-mux's default, used when
+		// the variable is not set; a password's stays out of the file, and
+		// a "}" would end the ${...}.
+		switch {
+		case !in.HasDefault || in.Default == "":
+		case in.Password:
+			also = "; its default is not copied, as it is a password"
+		case strings.Contains(in.Default, "}"):
+			also = fmt.Sprintf("; its default %s cannot be a default of mcp-mux's ${...}, which ends at the first \"}\"", tomlString(in.Default))
+		default:
+			ref = name + ":-" + in.Default
+			also = ", or takes the default that VS Code offers when it is not set"
 		}
+		what := "${input:" + id + "}"
+		if in.Description != "" {
+			what += " (" + in.Description + ")"
+		}
+		note := fmt.Sprintf("%s became ${%s}: VS Code asks the user for it; mcp-mux reads it from its own environment%s", what, ref, also)
 		if !slices.Contains(s.Notes, note) {
 			s.Notes = append(s.Notes, note)
 		}
-		return variable{ref: name, name: name}
+		return variable{ref: ref, name: name}
 	}
 	// ${NAME} and ${NAME:-default}: Claude Code's syntax is mcp-mux's.
 	if name, _, _ := strings.Cut(body, ":-"); config.IsEnvVarName(name) {

@@ -104,7 +104,7 @@ const (
 type Problem struct {
 	File    string `json:"file"`
 	Line    int    `json:"line"`          // 0 if unknown
-	Key     string `json:"key,omitempty"` // e.g. "backend[1] (github).env.TOKEN"; may be empty
+	Key     string `json:"key,omitempty"` // e.g. "backend #2 (github).env.TOKEN" (counting from 1); may be empty
 	Message string `json:"message"`
 }
 
@@ -289,12 +289,15 @@ func (p *parser) finish() []Problem {
 	})
 	out := make([]Problem, len(p.problems))
 	for i, pr := range p.problems {
-		k := pr.path
+		k := make(keyPath, len(pr.path))
+		for j, seg := range pr.path {
+			k[j] = displaySeg(seg)
+		}
 		if len(k) > 0 {
-			if m := backendSegRe.FindStringSubmatch(k[0]); m != nil {
+			if m := backendSegRe.FindStringSubmatch(pr.path[0]); m != nil {
 				if idx, err := strconv.Atoi(m[1]); err == nil {
 					if name, ok := p.names[idx]; ok {
-						k = append(keyPath{fmt.Sprintf("%s (%s)", k[0], name)}, k[1:]...)
+						k[0] = fmt.Sprintf("%s (%s)", k[0], name)
 					}
 				}
 			}
@@ -302,6 +305,36 @@ func (p *parser) finish() []Problem {
 		out[i] = Problem{File: p.file, Line: pr.line, Key: k.String(), Message: pr.message}
 	}
 	return out
+}
+
+// indexSuffixRe is the "[i]" that keyPath.index puts at the end of a
+// segment.
+var indexSuffixRe = regexp.MustCompile(`\[([0-9]+)\]$`)
+
+// displaySeg shows a key segment to the user, who counts from 1: the
+// fourth [[backend]], "backend[3]" in the key paths (which index the line
+// table), is "backend #4"; "args[0]" is "args #1".
+func displaySeg(seg string) string {
+	var nums []string
+	for {
+		m := indexSuffixRe.FindStringSubmatchIndex(seg)
+		if m == nil {
+			break
+		}
+		n, err := strconv.Atoi(seg[m[2]:m[3]])
+		if err != nil {
+			break
+		}
+		nums = append([]string{fmt.Sprintf("#%d", n+1)}, nums...)
+		seg = seg[:m[0]]
+	}
+	if len(nums) == 0 {
+		return seg
+	}
+	if seg == "" {
+		return strings.Join(nums, " ")
+	}
+	return seg + " " + strings.Join(nums, " ")
 }
 
 // Limits that keep absurd input (a config file is a few KiB of flat tables)

@@ -101,22 +101,22 @@ func TestConfigBadFiles(t *testing.T) {
 		{"key-twice.toml", []wantProblem{{6, "TOML syntax error: Key 'backend.args' has already been defined (column 1) (first at line 5)"}}},
 		{"unclosed-header.toml", []wantProblem{{4, `TOML syntax error: expected "]]" to end the [[table]] header (column 10)`}}},
 		{"unknown-key.toml", []wantProblem{
-			{8, "backend[1] (tasks).command: missing"},
-			{11, `backend[1] (tasks).comand: unknown key; did you mean "command"?`},
+			{8, "backend #2 (tasks).command: missing"},
+			{11, `backend #2 (tasks).comand: unknown key; did you mean "command"?`},
 		}},
-		{"wrong-type.toml", []wantProblem{{6, "backend[0] (notes).args: expected a list of strings"}}},
-		{"duplicate-name.toml", []wantProblem{{9, `backend[1] (notes).name: duplicate backend name "notes" (already used by backend[0] at line 4)`}}},
-		{"empty-command.toml", []wantProblem{{5, "backend[0] (notes).command: must not be empty"}}},
+		{"wrong-type.toml", []wantProblem{{6, "backend #1 (notes).args: expected a list of strings"}}},
+		{"duplicate-name.toml", []wantProblem{{9, `backend #2 (notes).name: duplicate backend name "notes" (already used by backend #1 at line 4)`}}},
+		{"empty-command.toml", []wantProblem{{5, "backend #1 (notes).command: must not be empty"}}},
 		{"bad-duration.toml", []wantProblem{{4, `mux.request_timeout: invalid duration "10"`}}},
-		{"unresolved-env.toml", []wantProblem{{8, "backend[0] (github).env.GITHUB_TOKEN: ${GITHUB_TOKEN} is not set (use ${GITHUB_TOKEN:-default} for a default)"}}},
-		{"command-not-found.toml", []wantProblem{{5, `backend[0] (notes).command: command "mcp-mux-test-no-such-command" not found on PATH`}}},
-		{"bad-name.toml", []wantProblem{{4, `backend[0].name: invalid name "my notes"`}}},
+		{"unresolved-env.toml", []wantProblem{{8, "backend #1 (github).env.GITHUB_TOKEN: ${GITHUB_TOKEN} is not set (use ${GITHUB_TOKEN:-default} for a default)"}}},
+		{"command-not-found.toml", []wantProblem{{5, `backend #1 (notes).command: command "mcp-mux-test-no-such-command" not found on PATH`}}},
+		{"bad-name.toml", []wantProblem{{4, `backend #1.name: invalid name "my notes"`}}},
 		{"multi-problem.toml", multiProblemWant},
 		{"tricky-lines.toml", []wantProblem{
-			{23, "backend[0] (notes).description: unknown key"},
-			{26, "backend[0] (notes).colour: unknown key"},
-			{31, "backend[0] (notes).env.SECRET: ${TRICKY_UNSET} is not set"},
-			{36, `backend[1] (tasks).restart: must be "on-failure" or "never" (got "sometimes")`},
+			{23, "backend #1 (notes).description: unknown key"},
+			{26, "backend #1 (notes).colour: unknown key"},
+			{31, "backend #1 (notes).env.SECRET: ${TRICKY_UNSET} is not set"},
+			{36, `backend #2 (tasks).restart: must be "on-failure" or "never" (got "sometimes")`},
 		}},
 	}
 	for _, tt := range tests {
@@ -149,14 +149,14 @@ var multiProblemWant = []wantProblem{
 	{4, `mux.log_level: must be one of debug, info, warn, error (got "verbose")`},
 	{5, "mux.max_subscriptions: must not be negative"},
 	{6, `mux.tool_separatr: unknown key; did you mean "tool_separator"?`},
-	{8, "backend[0].name: missing"},
-	{10, `backend[0].restart: must be "on-failure" or "never" (got "always")`},
-	{14, `backend[1] (notes).command: command "mcp-mux-test-no-such-command" not found on PATH`},
-	{15, `backend[1] (notes).prefix: invalid prefix "no spaces please"`},
-	{16, "backend[1] (notes).env.TOKEN: ${MUX_TEST_UNSET_TOKEN} is not set"},
-	{19, `backend[2] (notes).name: duplicate backend name "notes" (already used by backend[1] at line 13)`},
-	{21, `backend[2] (notes).cwd: directory "/mcp-mux-test/no/such/dir" does not exist`},
-	{22, "backend[2] (notes).disabled: expected true or false, got a string"},
+	{8, "backend #1.name: missing"},
+	{10, `backend #1.restart: must be "on-failure" or "never" (got "always")`},
+	{14, `backend #2 (notes).command: command "mcp-mux-test-no-such-command" not found on PATH`},
+	{15, `backend #2 (notes).prefix: invalid prefix "no spaces please"`},
+	{16, "backend #2 (notes).env.TOKEN: ${MUX_TEST_UNSET_TOKEN} is not set"},
+	{19, `backend #3 (notes).name: duplicate backend name "notes" (already used by backend #2 at line 13)`},
+	{21, `backend #3 (notes).cwd: directory "/mcp-mux-test/no/such/dir" does not exist`},
+	{22, "backend #3 (notes).disabled: expected true or false, got a string"},
 }
 
 func TestConfigMultiProblem(t *testing.T) {
@@ -324,8 +324,8 @@ E = "${oops"
 `
 	_, ps := parseString(t, src, env)
 	checkProblems(t, "test.toml", ps, []wantProblem{
-		{9, "backend[0] (b).env.D: ${NOPE} is not set"},
-		{10, `backend[0] (b).env.E: "${" without a closing "}"`},
+		{9, "backend #1 (b).env.D: ${NOPE} is not set"},
+		{10, `backend #1 (b).env.E: "${" without a closing "}"`},
 	})
 	cfg, ps := parseString(t, strings.Replace(strings.Replace(src, "${NOPE}", "x", 1), "${oops", "y", 1), env)
 	if ps != nil {
@@ -347,7 +347,7 @@ command = "go"
 disabled = true
 env = { T = "${NOPE}", U = "${" }
 `, env)
-	checkProblems(t, "test.toml", ps, []wantProblem{{9, `backend[1] (off).env.U: "${" without a closing "}"`}})
+	checkProblems(t, "test.toml", ps, []wantProblem{{9, `backend #2 (off).env.U: "${" without a closing "}"`}})
 }
 
 func TestConfigSecretsNeverInErrors(t *testing.T) {
@@ -431,9 +431,9 @@ func TestConfigValidation(t *testing.T) {
 			[]wantProblem{{0, "no enabled [[backend]] (all 1 are disabled)"}}},
 		{"disabled: command not checked, name still checked",
 			ok + "[[backend]]\nname = \"bad name\"\ncommand = \"x-not-installed\"\ncwd = \"/no/such/dir\"\ndisabled = true\n",
-			[]wantProblem{{5, `backend[1].name: invalid name "bad name"`}}},
+			[]wantProblem{{5, `backend #2.name: invalid name "bad name"`}}},
 		{"disabled: command still required", ok + "[[backend]]\nname = \"off\"\ndisabled = true\n",
-			[]wantProblem{{4, "backend[1] (off).command: missing"}}},
+			[]wantProblem{{4, "backend #2 (off).command: missing"}}},
 		{"single [backend] table", "[backend]\nname = \"a\"\ncommand = \"go\"\n", []wantProblem{
 			{1, "backend: must be an array of tables: write [[backend]] (double brackets)"},
 			{0, "no enabled [[backend]]"},
@@ -449,7 +449,7 @@ func TestConfigValidation(t *testing.T) {
 			{3, `command: unknown key; "command" belongs in a [[backend]] section`},
 			{4, "foo: unknown key"},
 		}},
-		{"mux key in backend", ok + "log_level = \"debug\"\n", []wantProblem{{4, `backend[0] (ok).log_level: unknown key; "log_level" is a [mux] key`}}},
+		{"mux key in backend", ok + "log_level = \"debug\"\n", []wantProblem{{4, `backend #1 (ok).log_level: unknown key; "log_level" is a [mux] key`}}},
 		{"backend key in mux", "[mux]\ncwd = \"/\"\n" + ok, []wantProblem{{2, `mux.cwd: unknown key; "cwd" is a [[backend]] key`}}},
 		{"many type errors at once", "[mux]\nname = 5\nlog_level = true\nmax_subscriptions = \"10\"\nrequest_timeout = 30\nmax_message_size = 1.5\n" +
 			"[[backend]]\nname = \"b\"\ncommand = [\"go\"]\nargs = [\"run\", 3]\nenv = { PORT = 8080 }\nprefix = 1\ndisabled = \"yes\"\npoll_interval = \"soon\"\n", []wantProblem{
@@ -458,12 +458,12 @@ func TestConfigValidation(t *testing.T) {
 			{4, "mux.max_subscriptions: expected an integer, got a string"},
 			{5, `mux.request_timeout: expected a duration in double quotes, such as "30s" or "2m", got an integer`},
 			{6, "mux.max_message_size: expected an integer, got a float"},
-			{9, "backend[0] (b).command: expected a string, got an array"},
-			{10, "backend[0] (b).args[1]: expected a string, got an integer"},
-			{11, "backend[0] (b).env.PORT: expected a string, got an integer (put the value in double quotes)"},
-			{12, "backend[0] (b).prefix: expected a string, got an integer"},
-			{13, "backend[0] (b).disabled: expected true or false, got a string"},
-			{14, `backend[0] (b).poll_interval: invalid duration "soon"`},
+			{9, "backend #1 (b).command: expected a string, got an array"},
+			{10, "backend #1 (b).args #2: expected a string, got an integer"},
+			{11, "backend #1 (b).env.PORT: expected a string, got an integer (put the value in double quotes)"},
+			{12, "backend #1 (b).prefix: expected a string, got an integer"},
+			{13, "backend #1 (b).disabled: expected true or false, got a string"},
+			{14, `backend #1 (b).poll_interval: invalid duration "soon"`},
 		}},
 		{"negative duration", ok + "restart = \"never\"\npoll_interval = \"-5s\"\n", []wantProblem{{5, "must not be negative"}}},
 		{"mux numbers", "[mux]\nmax_message_size = 100\nrestart_max = -2\nmax_subscriptions = -1\n" + ok, []wantProblem{
@@ -482,36 +482,36 @@ func TestConfigValidation(t *testing.T) {
 			{3, "max_request_time (1m0s) must not be shorter than request_timeout (2m0s)"},
 		}},
 		{"prefix contains separator", "[[backend]]\nname = \"a__b\"\ncommand = \"go\"\n[[backend]]\nname = \"c\"\ncommand = \"go\"\nprefix = \"x__\"\n", []wantProblem{
-			{2, `backend[0] (a__b).name: tool prefix "a__b" contains the tool separator "__"`},
-			{7, `backend[1] (c).prefix: tool prefix "x__" contains the tool separator`},
+			{2, `backend #1 (a__b).name: tool prefix "a__b" contains the tool separator "__"`},
+			{7, `backend #2 (c).prefix: tool prefix "x__" contains the tool separator`},
 		}},
 		{"empty prefix is fine", ok + "prefix = \"\"\n", nil},
 		{"missing name and command", "[[backend]]\nargs = []\n", []wantProblem{
-			{1, "backend[0].name: missing: every [[backend]] needs a name"},
-			{1, "backend[0].command: missing: every [[backend]] needs a command"},
+			{1, "backend #1.name: missing: every [[backend]] needs a name"},
+			{1, "backend #1.command: missing: every [[backend]] needs a command"},
 		}},
-		{"blank command", "[[backend]]\nname = \"a\"\ncommand = \"  \"\n", []wantProblem{{3, "backend[0] (a).command: must not be empty"}}},
+		{"blank command", "[[backend]]\nname = \"a\"\ncommand = \"  \"\n", []wantProblem{{3, "backend #1 (a).command: must not be empty"}}},
 		{"command path ok", "[[backend]]\nname = \"a\"\ncommand = \"" + exe + "\"\n", nil},
 		{"command relative to cwd", "[[backend]]\nname = \"a\"\ncommand = \"./server\"\ncwd = \"" + dir + "\"\n", nil},
 		{"command relative, missing", "[[backend]]\nname = \"a\"\ncommand = \"./server\"\ncwd = \"/\"\n", []wantProblem{
-			{3, `backend[0] (a).command: command "./server" not found (looked at "/server")`},
+			{3, `backend #1 (a).command: command "./server" not found (looked at "/server")`},
 		}},
 		{"command not executable", "[[backend]]\nname = \"a\"\ncommand = \"" + noexec + "\"\n", []wantProblem{{3, "is not executable"}}},
 		{"command is a directory", "[[backend]]\nname = \"a\"\ncommand = \"" + dir + "/\"\n", []wantProblem{{3, "is a directory"}}},
 		{"cwd is a file", "[[backend]]\nname = \"a\"\ncommand = \"go\"\ncwd = \"" + exe + "\"\n", []wantProblem{{4, "is not a directory"}}},
 		{"inline array of tables", "backend = [\n  { name = \"a\", command = \"go\" },\n  { name = \"a\", command = \"go\", restart = \"x\" },\n]\n", []wantProblem{
-			{3, `backend[1] (a).name: duplicate backend name "a" (already used by backend[0] at line 2)`},
-			{3, `backend[1] (a).restart: must be`},
+			{3, `backend #2 (a).name: duplicate backend name "a" (already used by backend #1 at line 2)`},
+			{3, `backend #2 (a).restart: must be`},
 		}},
 		{"bad backend element", "backend = [1]\n", []wantProblem{
-			{1, "backend[0]: expected a table, got an integer"},
+			{1, "backend #1: expected a table, got an integer"},
 			{0, "no enabled [[backend]]"},
 		}},
 		{"dotted keys", "mux.log_level = \"loud\"\n" + ok + "env.A.B = \"x\"\n", []wantProblem{
 			{1, "mux.log_level: must be one of"},
-			{5, "backend[0] (ok).env.A: expected a string, got a table"},
+			{5, "backend #1 (ok).env.A: expected a string, got a table"},
 		}},
-		{"quoted keys", ok + "\"env\" = { \"A.B\" = \"${NOPE}\" }\n", []wantProblem{{4, `backend[0] (ok).env."A.B": ${NOPE} is not set`}}},
+		{"quoted keys", ok + "\"env\" = { \"A.B\" = \"${NOPE}\" }\n", []wantProblem{{4, `backend #1 (ok).env."A.B": ${NOPE} is not set`}}},
 		{"nesting too deep", ok + "args = " + strings.Repeat("[", 40) + "\n", []wantProblem{{4, "nested more than 32 deep"}}},
 		{"nesting too deep, inline tables", "x = 1\n\na = " + strings.Repeat("{b=", 40) + strings.Repeat("}", 40) + "\n", []wantProblem{{3, "nested more than 32 deep"}}},
 		{"missing ] is a syntax error, not deep nesting", "[[backend]]\nname = \"a\"\nargs = [\"x\"\ncommand = \"go\"\n" + strings.Repeat("[[backend]]\nname = \"b\"\n", 40), []wantProblem{{4, "TOML syntax error"}}},
@@ -896,9 +896,9 @@ cwd = "data"
 	}
 	checkProblems(t, path, ce.Problems, []wantProblem{
 		{2, `mux.log_file: directory "nologs" ` + rel + ` does not exist`},
-		{5, `backend[0] (a).command: command "./nobin/server" not found (looked at "` + filepath.Join(dir, "nobin/server") + `"): a relative command path is relative to the config file's directory`},
-		{9, `backend[1] (b).cwd: directory "nodata" ` + rel + ` does not exist`},
-		{12, `backend[2] (c).command: command "nobin/server" not found (looked at "` + filepath.Join(dir, "data/nobin/server") + `"): a relative command path is relative to cwd`},
+		{5, `backend #1 (a).command: command "./nobin/server" not found (looked at "` + filepath.Join(dir, "nobin/server") + `"): a relative command path is relative to the config file's directory`},
+		{9, `backend #2 (b).cwd: directory "nodata" ` + rel + ` does not exist`},
+		{12, `backend #3 (c).command: command "nobin/server" not found (looked at "` + filepath.Join(dir, "data/nobin/server") + `"): a relative command path is relative to cwd`},
 	})
 }
 
@@ -971,7 +971,7 @@ url = "ftp://x"
 	if want := "[good broken=false unset broken=true backend #3 broken=true backend #4 broken=true]"; fmt.Sprint(got) != want {
 		t.Errorf("backends %v, want %s", got, want)
 	}
-	if b := cfg.Backends[1].Broken; !strings.HasPrefix(b, "serve.toml:12: backend[1] (unset).env.T: ${NOT_SET_ANYWHERE} is not set") {
+	if b := cfg.Backends[1].Broken; !strings.HasPrefix(b, "serve.toml:12: backend #2 (unset).env.T: ${NOT_SET_ANYWHERE} is not set") {
 		t.Errorf("unset's Broken = %q", b)
 	}
 	if b := cfg.Backends[3].Broken; !strings.Contains(b, "serve.toml:19:") || !strings.Contains(b, "serve.toml:20:") {

@@ -57,7 +57,7 @@ func (p *parser) checkPrefixes(entries []backendEntry, specs []Backend) {
 		}
 		k := keyPath{e.path[0], key}
 		if o, dup := first[pre]; dup {
-			where := o.seg
+			where := displaySeg(o.seg)
 			if o.line > 0 {
 				where += fmt.Sprintf(", line %d", o.line)
 			}

@@ -33,7 +33,7 @@ func TestConfigCommandWithSpacesSaysNoShellIsUsed(t *testing.T) {
 		want []wantProblem
 	}{
 		{"npx line", b("command = \"npx -y @scope/pkg\"\n"), []wantProblem{
-			{3, `backend[0] (a).command: command "npx -y @scope/pkg" contains spaces, but no shell is used: write command = "npx", args = ["-y", "@scope/pkg"]`},
+			{3, `backend #1 (a).command: command "npx -y @scope/pkg" contains spaces, but no shell is used: write command = "npx", args = ["-y", "@scope/pkg"]`},
 		}},
 		{"args given too: they follow", b("command = \"uvx mcp-server-git\"\nargs = [\"--repository\", \"/r\"]\n"), []wantProblem{
 			{3, `no shell is used: write command = "uvx", args = ["mcp-server-git", "--repository", "/r"]`},
@@ -113,7 +113,7 @@ cwd = "~"
 	_, ps = parseString(t, "[mux]\nlog_file = \"~/mux.log\"\n[[backend]]\nname = \"a\"\ncommand = \"go\"\nargs = [\"~/x\"]\n", noEnv)
 	checkProblems(t, "test.toml", ps, []wantProblem{
 		{2, "mux.log_file: cannot expand \"~\": HOME is not set"},
-		{6, "backend[0] (a).args[0]: cannot expand \"~\": HOME is not set"},
+		{6, "backend #1 (a).args #1: cannot expand \"~\": HOME is not set"},
 	})
 }
 
@@ -166,10 +166,10 @@ name = "on"
 command = "go"
 `, env)
 	checkProblems(t, "test.toml", ps, []wantProblem{
-		{3, "backend[0] (a).command: ${TOOLS_DIR} is not set (use ${TOOLS_DIR:-default} for a default)"},
-		{4, "backend[0] (a).args[1]: ${Ab12Cd34Ef56} is not set"},
-		{4, `backend[0] (a).args[2]: "${" without a closing "}"`},
-		{5, `backend[0] (a).cwd: empty "${}"`},
+		{3, "backend #1 (a).command: ${TOOLS_DIR} is not set (use ${TOOLS_DIR:-default} for a default)"},
+		{4, "backend #1 (a).args #2: ${Ab12Cd34Ef56} is not set"},
+		{4, `backend #1 (a).args #3: "${" without a closing "}"`},
+		{5, `backend #1 (a).cwd: empty "${}"`},
 	})
 }
 
@@ -192,11 +192,11 @@ env = { TOKEN = "$GITHUB_TOKEN", PASS = "pa$$word", PLAIN = "abc" }
 	}
 	got := problemStrings(cfg.Warnings)
 	checkProblems(t, "test.toml", cfg.Warnings, []wantProblem{
-		{4, `backend[0] (a).args[0]: "$HOME" is not expanded (only "${...}" is): write ${HOME}, or $$ for a literal "$"`},
-		{4, `backend[0] (a).args[5]: "$_x" is not expanded`},
-		{4, `backend[0] (a).args[5]: "$Y" is not expanded`},
-		{5, `backend[0] (a).cwd: "$PWD" is not expanded (only "${...}" is): write ${PWD}`},
-		{6, `backend[0] (a).env.TOKEN: a "$" followed by a name is not expanded (only "${...}" is): write ${NAME}, or $$ for a literal "$"`},
+		{4, `backend #1 (a).args #1: "$HOME" is not expanded (only "${...}" is): write ${HOME}, or $$ for a literal "$"`},
+		{4, `backend #1 (a).args #6: "$_x" is not expanded`},
+		{4, `backend #1 (a).args #6: "$Y" is not expanded`},
+		{5, `backend #1 (a).cwd: "$PWD" is not expanded (only "${...}" is): write ${PWD}`},
+		{6, `backend #1 (a).env.TOKEN: a "$" followed by a name is not expanded (only "${...}" is): write ${NAME}, or $$ for a literal "$"`},
 	})
 	if strings.Contains(got, "GITHUB_TOKEN") {
 		t.Errorf("a warning about an env value shows part of the value:%s", got)

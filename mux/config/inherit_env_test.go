@@ -53,12 +53,12 @@ inherit_env = [
 ]
 `, noEnv)
 	checkProblems(t, "test.toml", ps, []wantProblem{
-		{5, `backend[0] (str).inherit_env: expected true, false or a list of variable names, such as ["GITHUB_TOKEN", "AWS_*"], got a string`},
-		{10, `backend[1] (num).inherit_env: expected true, false or a list of variable names, such as ["GITHUB_TOKEN", "AWS_*"], got an integer`},
-		{17, `backend[2] (elems).inherit_env[1]: expected a string, got an integer`},
-		{18, `backend[2] (elems).inherit_env[2]: invalid variable name "A=B"`},
-		{19, `backend[2] (elems).inherit_env[3]: invalid variable name ""`},
-		{20, `backend[2] (elems).inherit_env[4]: invalid variable name "*AWS"`},
-		{21, `backend[2] (elems).inherit_env[5]: invalid variable name "A*B"`},
+		{5, `backend #1 (str).inherit_env: expected true, false or a list of variable names, such as ["GITHUB_TOKEN", "AWS_*"], got a string`},
+		{10, `backend #2 (num).inherit_env: expected true, false or a list of variable names, such as ["GITHUB_TOKEN", "AWS_*"], got an integer`},
+		{17, `backend #3 (elems).inherit_env #2: expected a string, got an integer`},
+		{18, `backend #3 (elems).inherit_env #3: invalid variable name "A=B"`},
+		{19, `backend #3 (elems).inherit_env #4: invalid variable name ""`},
+		{20, `backend #3 (elems).inherit_env #5: invalid variable name "*AWS"`},
+		{21, `backend #3 (elems).inherit_env #6: invalid variable name "A*B"`},
 	})
 }

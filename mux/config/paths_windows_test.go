@@ -62,7 +62,7 @@ cwd = 'bin'
 	}
 	checkProblems(t, path, ce.Problems, []wantProblem{
 		{2, `mux.log_file: directory "\\dev" `}, // relative to the config file's drive
-		{5, `backend[0] (a).command: command "bin\\notes.txt" is not executable`},
+		{5, `backend #1 (a).command: command "bin\\notes.txt" is not executable`},
 	})
 	if strings.Contains(err.Error(), "stdout") {
 		t.Errorf("/dev/stdout is no name of stdout on Windows: %v", err)

@@ -159,7 +159,7 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 			p.add(k("name"), "invalid name %q: use only letters, digits, \"_\" and \"-\"", s.Name)
 		default:
 			if first, dup := firstByName[s.Name]; dup {
-				where := first.path[0]
+				where := displaySeg(first.path[0])
 				if first.line > 0 {
 					where += fmt.Sprintf(" at line %d", first.line)
 				}

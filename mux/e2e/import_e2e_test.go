@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -329,45 +331,150 @@ func TestImportRefusesToOverwriteWithoutForce(t *testing.T) {
 
 // TestImportPrintsTheBlockThatRegistersMcpMuxAlone: after writing, import
 // prints (stderr) the entry to paste into the client: this executable with
-// --config and the written file, in the client's own form.
+// --config and the written file, in the client's own form, with every
+// variable the config needs in its "env" (Claude Code's command: -e), set to
+// a placeholder, never to a value; none when it needs none.
 func TestImportPrintsTheBlockThatRegistersMcpMuxAlone(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("VSCODE_TOKEN", "v")
 	t.Setenv("API_KEY", "k")
 	desktop := importSample(t, dir, "claude_desktop_config.json", "")
 	vscode := importSample(t, dir, "vscode/.vscode/mcp.json", "")
-	out := filepath.Join(dir, "mux.toml")
-	_, stderr, code := runEnv(t, dir, nil, "import", desktop, vscode, "-o", out)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s", code, stderr)
-	}
+	claude := importSample(t, dir, "claude.json", t.TempDir())
 	exe, _ := filepath.EvalSymlinks(testkit.MuxBin(t))
-	block := func(after string) map[string]map[string]struct {
+	type entry struct {
 		Type, Command string
 		Args          []string
-	} {
+		Env           map[string]string
+	}
+	block := func(stderr, after string) map[string]map[string]entry {
 		i := strings.Index(stderr, after)
 		if i < 0 {
 			t.Fatalf("no %q in\n%s", after, stderr)
 		}
-		var v map[string]map[string]struct {
-			Type, Command string
-			Args          []string
-		}
+		var v map[string]map[string]entry
 		if err := json.NewDecoder(strings.NewReader(stderr[i+len(after):])).Decode(&v); err != nil {
 			t.Fatalf("block after %q: %v\n%s", after, err, stderr)
 		}
 		return v
 	}
+
+	out := filepath.Join(dir, "mux.toml")
+	_, stderr, code := runEnv(t, dir, nil, "import", desktop, vscode, claude, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
 	want := []string{"--config", out}
-	if e := block(`Claude Desktop ("mcpServers"):`)["mcpServers"]["mcp-mux"]; e.Command != exe || !slices.Equal(e.Args, want) {
+	env := map[string]string{"API_KEY": "YOUR_API_KEY", "SEARCH_TOKEN": "YOUR_SEARCH_TOKEN", "VSCODE_TOKEN": "YOUR_VSCODE_TOKEN"}
+	if e := block(stderr, `Claude Desktop, Claude Code ("mcpServers"):`)["mcpServers"]["mcp-mux"]; e.Command != exe || !slices.Equal(e.Args, want) || !maps.Equal(e.Env, env) {
 		t.Errorf("Claude Desktop block: %+v", e)
 	}
-	if e := block(`VS Code ("servers", in its mcp.json):`)["servers"]["mcp-mux"]; e.Type != "stdio" || e.Command != exe || !slices.Equal(e.Args, want) {
+	if e := block(stderr, `VS Code ("servers", in its mcp.json):`)["servers"]["mcp-mux"]; e.Type != "stdio" || e.Command != exe || !slices.Equal(e.Args, want) || !maps.Equal(e.Env, env) {
 		t.Errorf("VS Code block: %+v", e)
 	}
-	if !strings.Contains(stderr, "API_KEY, VSCODE_TOKEN") {
-		t.Errorf("the variables to give mcp-mux are not named:\n%s", stderr)
+	// -e takes every word up to the next option: the name goes first.
+	add := "claude mcp add --scope user mcp-mux -e API_KEY=YOUR_API_KEY -e SEARCH_TOKEN=YOUR_SEARCH_TOKEN -e VSCODE_TOKEN=YOUR_VSCODE_TOKEN -- " + exe + " --config " + out + "\n"
+	if !strings.Contains(stderr, add) {
+		t.Errorf("no %q in\n%s", add, stderr)
+	}
+	if !strings.Contains(stderr, "API_KEY, SEARCH_TOKEN, VSCODE_TOKEN") || strings.Contains(stderr, `"v"`) {
+		t.Errorf("the variables to give mcp-mux are not named, or a value is shown:\n%s", stderr)
+	}
+
+	// Nothing to set: no "env", no -e.
+	out = filepath.Join(dir, "desktop.toml")
+	_, stderr, code = runEnv(t, dir, nil, "import", desktop, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if e := block(stderr, `Claude Desktop ("mcpServers"):`)["mcpServers"]["mcp-mux"]; e.Command != exe || e.Env != nil || strings.Contains(stderr, "YOUR_") {
+		t.Errorf("Claude Desktop block without variables: %+v\n%s", e, stderr)
+	}
+}
+
+// TestImportCarriesClaudeCodePermissionRulesOver: importing Claude Code's
+// servers, import prints each of its permission rules for them (the user's
+// settings, and the projects') with the rule that matches the same tools
+// through mcp-mux; with no rules, how a rule is rewritten; and how to keep
+// the names short. Importing no Claude Code server, it says nothing of it.
+func TestImportCarriesClaudeCodePermissionRulesOver(t *testing.T) {
+	dir, home, project := t.TempDir(), t.TempDir(), t.TempDir()
+	src := importSample(t, dir, "claude.json", project)
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SEARCH_TOKEN=s"}
+	short := `To keep the names short, give a [[backend]] a shorter prefix (by default, its name) and write the rules with it: prefix = "n" gives mcp__mcp-mux__n__TOOL; prefix = "" gives mcp__mcp-mux__TOOL`
+
+	_, stderr, code := runEnv(t, dir, env, "import", src, "-o", filepath.Join(dir, "a.toml"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"through mcp-mux they are mcp__mcp-mux__BACKEND__TOOL",
+		"No rule for them was found in Claude Code's settings (" + filepath.Join(home, ".claude", "settings.json"),
+		"  mcp__notes__TOOL → mcp__mcp-mux__notes__TOOL, mcp__notes → mcp__mcp-mux__notes__*\n",
+		"  mcp__notes__TOOL → mcp__mcp-mux__notes-2__TOOL, mcp__notes → mcp__mcp-mux__notes-2__* (project " + project + ")\n",
+		"  mcp__search__TOOL → mcp__mcp-mux__search__TOOL, mcp__search → mcp__mcp-mux__search__* (project " + project + ")\n",
+		short,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(home, ".claude", "settings.json"), []byte(`{"permissions": {
+  "allow": ["mcp__notes__add", "mcp__search", "Bash(ls)", "mcp__github__x"],
+  "deny": ["mcp__notes__list"]}}`), 0o644)
+	os.MkdirAll(filepath.Join(project, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(project, ".claude", "settings.local.json"), []byte(`{"permissions": {"ask": ["mcp__notes__add"]}}`), 0o644)
+	_, stderr, code = runEnv(t, dir, env, "import", src, "-o", filepath.Join(dir, "b.toml"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	want := "Add these rules to the same lists to carry them over:\n" +
+		"  " + filepath.Join(home, ".claude", "settings.json") + ":\n" +
+		"    allow  mcp__notes__add → mcp__mcp-mux__notes__add, mcp__mcp-mux__notes-2__add\n" +
+		"    allow  mcp__search → mcp__mcp-mux__search__*\n" +
+		"    deny   mcp__notes__list → mcp__mcp-mux__notes__list, mcp__mcp-mux__notes-2__list\n" +
+		"  " + filepath.Join(project, ".claude", "settings.local.json") + ":\n" +
+		"    ask    mcp__notes__add → mcp__mcp-mux__notes-2__add\n" +
+		short
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks\n%s\nin:\n%s", want, stderr)
+	}
+
+	desktop := importSample(t, dir, "claude_desktop_config.json", "")
+	_, stderr, code = runEnv(t, dir, env, "import", desktop, "-o", filepath.Join(dir, "c.toml"))
+	if code != 0 || strings.Contains(stderr, "mcp__") {
+		t.Errorf("Claude Desktop alone: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestImportReportNamesTheFileOfEachProblem: what check finds in the
+// written config is reported as check reports it, FILE:LINE: key: message,
+// with the --output file, or mcp-mux.toml when the config went to stdout,
+// and the backend counted from 1.
+func TestImportReportNamesTheFileOfEachProblem(t *testing.T) {
+	dir := t.TempDir()
+	src := importSample(t, dir, "claude.json", t.TempDir())
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()} // SEARCH_TOKEN is not set
+	out := filepath.Join(dir, "out.toml")
+	_, stderr, code := runEnv(t, dir, env, "import", src, "--output", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	text, _ := os.ReadFile(out)
+	line := 1 + strings.Count(string(text[:strings.Index(string(text), "Authorization = ")]), "\n")
+	want := fmt.Sprintf("  %s:%d: backend #3 (search).headers.Authorization: ${SEARCH_TOKEN} is not set", out, line)
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	stdout, stderr, code := runEnv(t, dir, env, "import", src)
+	if code != 0 || stdout != string(text) {
+		t.Fatalf("exit %d, stdout differs from the --output file\n%s", code, stderr)
+	}
+	want = fmt.Sprintf("  mcp-mux.toml:%d: backend #3 (search).headers.Authorization: ${SEARCH_TOKEN} is not set", line)
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 }
 

@@ -676,7 +676,7 @@ args = ["-name", "b", "-grandchild-pidfile", %q]
 	// A relative cwd that does not exist: the message says relative to what.
 	os.WriteFile(cfg, []byte(strings.Replace(src, `cwd = "data"`, `cwd = "nodata"`, 1)), 0o644)
 	out, code := runCheck(t, "--config", cfg)
-	want := fmt.Sprintf(`%s:13: backend[1] (b).cwd: directory "nodata" (relative to the config file's directory %s) does not exist`, cfg, dir)
+	want := fmt.Sprintf(`%s:13: backend #2 (b).cwd: directory "nodata" (relative to the config file's directory %s) does not exist`, cfg, dir)
 	if code != 1 || !strings.Contains(out, want) {
 		t.Errorf("exit %d, want 1 and %q in\n%s", code, want, out)
 	}
