@@ -237,3 +237,25 @@ func TestEveryEraTalksToEveryEra(t *testing.T) {
 		}
 	}
 }
+
+// TestTheAgentsExtensionsReachEveryBackend: client extensions the agent
+// declares (MCP Apps' io.modelcontextprotocol/ui) are declared to the
+// backends, in either era on both sides, so a backend shows through mux
+// what it shows the agent directly.
+func TestTheAgentsExtensionsReachEveryBackend(t *testing.T) {
+	auto := fixture(t, "modern", "-client-requests")
+	auto.Protocol = "auto"
+	for _, era := range []string{legacyEra, currentEraV} {
+		t.Run("agent "+era, func(t *testing.T) {
+			m := startMux(t, fixture(t, "old", "-client-requests"), auto)
+			caps := &mcp.ClientCapabilities{}
+			caps.AddExtension("io.modelcontextprotocol/ui", map[string]any{"mimeTypes": []any{"text/html;profile=mcp-app"}})
+			cs := connectWith(t, m, mcp.NewClient(&mcp.Implementation{Name: "apps", Version: "1"}, &mcp.ClientOptions{Capabilities: caps}), era)
+			for _, tool := range []string{"old__client_info", "modern__client_info"} {
+				if got := callText(t, cs, tool, nil); !strings.Contains(got, `"extensions":{"io.modelcontextprotocol/ui":{"mimeTypes":["text/html;profile=mcp-app"]}}`) {
+					t.Errorf("%s: %s", tool, got)
+				}
+			}
+		})
+	}
+}
