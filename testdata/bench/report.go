@@ -162,6 +162,7 @@ type httpRow struct {
 	sum       bool // the total over the rounds, not the median (errors)
 	target    string
 	met       func(d, v float64) bool // of mcp-mux's value v, direct's d
+	note      func(m mode) string     // after m's value, if any
 }
 
 func (b *bench) httpRows() []httpRow {
@@ -180,31 +181,38 @@ func (b *bench) httpRows() []httpRow {
 			label = "1 session"
 		}
 		rows = append(rows,
-			httpRow{label + ": calls/s", kHTTPCalls(n), "", perSec, true, false, callsTarget, callsMet},
-			httpRow{label + ": tools/call p50 (every call of that row)", kHTTPP50(n), "", dur, true, false, p50Target, p50Met})
+			httpRow{label + ": calls/s", kHTTPCalls(n), "", perSec, true, false, callsTarget, callsMet, nil},
+			httpRow{label + ": tools/call p50 (every call of that row)", kHTTPP50(n), "", dur, true, false, p50Target, p50Met, nil})
 	}
 	rows = append(rows,
-		httpRow{"errors in the rows above: failed calls and sessions, all rounds", kHTTPErrors, "", count, false, true, "0", zero},
+		httpRow{"errors in the rows above: failed calls and sessions, all rounds", kHTTPErrors, "", count, false, true, "0", zero, nil},
 		httpRow{"remote backend (stdio agent → mcp-mux → the fixture over HTTP; direct: the go-sdk client over HTTP to the fixture): tools/call p50, 1 caller",
-			kRemoteP50, kHTTPP50(1), dur, true, false, "≤ ×1.4", atMost(1.4)},
-		httpRow{"… calls/s, 1 caller", kRemoteCalls1, kHTTPCalls(1), perSec, true, false, "—", nil})
+			kRemoteP50, kHTTPP50(1), dur, true, false, "≤ ×1.4", atMost(1.4), nil},
+		httpRow{"… calls/s, 1 caller", kRemoteCalls1, kHTTPCalls(1), perSec, true, false, "—", nil, nil})
 	if slices.Contains(b.httpSessions, 8) {
 		rows = append(rows, httpRow{"… calls/s, 8 concurrent callers in the one stdio session (direct: 8 HTTP sessions)",
-			kRemoteCalls8, kHTTPCalls(8), perSec, true, false, "—", nil})
+			kRemoteCalls8, kHTTPCalls(8), perSec, true, false, "—", nil, nil})
 	}
 	rows = append(rows,
-		httpRow{"… errors, all rounds", kRemoteErrors, "", count, false, true, "0", zero},
+		httpRow{"… errors, all rounds", kRemoteErrors, "", count, false, true, "0", zero, nil},
 		httpRow{"idle sessions, each having listed resources (one page) and holding one resources/subscribe: RSS (VmRSS) of the serving process with none (after one warm-up session)",
-			kIdleRSS0, "", mb, false, false, "—", nil})
+			kIdleRSS0, "", mb, false, false, "—", nil, nil})
 	for _, n := range b.idleNs {
-		rows = append(rows, httpRow{fmt.Sprintf("… RSS per session at %s sessions: (RSS at %s − RSS with none) / %s", count(float64(n)), count(float64(n)), count(float64(n))),
-			kIdleRSS(n), "", kib, false, false, "≤ 64 KiB", func(_, v float64) bool { return v <= 64*1024 }})
+		r := httpRow{label: fmt.Sprintf("… RSS per session at %s sessions: (RSS at %s − RSS with none) / %s", count(float64(n)), count(float64(n)), count(float64(n))),
+			key: kIdleRSS(n), unit: kib, target: "≤ 64 KiB", met: func(_, v float64) bool { return v <= 64*1024 }}
+		r.note = func(m mode) string {
+			if open, ok := b.median(m, kIdleOpen(n)); ok && open < float64(n) {
+				return fmt.Sprintf(" (only %s opened: divided by that)", count(open))
+			}
+			return ""
+		}
+		rows = append(rows, r)
 	}
 	for _, n := range b.idleNs {
 		rows = append(rows, httpRow{fmt.Sprintf("… goroutines per session at %s sessions (not measured: no hook to count them)", count(float64(n))),
-			kIdleGoroutines(n), "", count, false, false, "≤ 4", nil})
+			kIdleGoroutines(n), "", count, false, false, "≤ 4", nil, nil})
 	}
-	return append(rows, httpRow{"… sessions that failed to open or subscribe, all rounds", kIdleErrors, "", count, false, true, "0", zero})
+	return append(rows, httpRow{"… sessions that failed to open or subscribe, all rounds", kIdleErrors, "", count, false, true, "0", zero, nil})
 }
 
 // printHTTP is the table of the HTTP rows and the client's CPU in them.
@@ -234,9 +242,15 @@ func (b *bench) printHTTP(w io.Writer) {
 			dk = r.directKey
 		}
 		d, dok := value(direct, dk)
+		note := func(m mode) string {
+			if r.note == nil {
+				return ""
+			}
+			return r.note(m)
+		}
 		dcell := "—"
 		if dok {
-			dcell = r.unit(d)
+			dcell = r.unit(d) + note(direct)
 		}
 		fmt.Fprintf(w, "| %s | %s |", r.label, dcell)
 		for _, m := range cols {
@@ -245,9 +259,9 @@ func (b *bench) printHTTP(w io.Writer) {
 			case !ok:
 				fmt.Fprint(w, " — |")
 			case r.ratio && dok && d > 0:
-				fmt.Fprintf(w, " ×%.2f (%s) |", v/d, r.unit(v))
+				fmt.Fprintf(w, " ×%.2f (%s)%s |", v/d, r.unit(v), note(m))
 			default:
-				fmt.Fprintf(w, " %s |", r.unit(v))
+				fmt.Fprintf(w, " %s%s |", r.unit(v), note(m))
 			}
 		}
 		met := ""
