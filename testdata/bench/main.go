@@ -7,7 +7,12 @@
 // into a temporary directory, prints a Markdown table of the medians to
 // stdout (progress goes to stderr) and stops every process it started.
 //
-//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json]
+//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http] [-mcpmu PATH]
+//
+// The HTTP rows (http.go) are a second table: the fixture serving
+// Streamable HTTP itself against mcp-mux serve --http (and mcpmu serve
+// --http, with -mcpmu), a stdio agent through mcp-mux to the fixture as a
+// remote backend, and the memory of idle sessions.
 //
 // Speed targets are reported, never asserted: it fails only when something
 // does not work (a request fails, a process does not start).
