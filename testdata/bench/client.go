@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +24,7 @@ const reqTimeout = 10 * time.Second
 type client struct {
 	p  *proc
 	cs *mcp.ClientSession
+	tr *http.Transport // over HTTP, the session's own connections (http.go)
 
 	updateURI   atomic.Pointer[string]
 	updates     atomic.Int64
@@ -41,7 +43,23 @@ func connect(ctx context.Context, p *proc) (*client, error) {
 // current era (server/discover, then _meta on every request).
 func connectAt(ctx context.Context, p *proc, version string) (*client, error) {
 	c := &client{p: p, listChanged: make(chan struct{}, 1)}
-	opts := &mcp.ClientOptions{
+	watchdog := time.AfterFunc(reqTimeout, p.kill)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mcp-mux-bench", Version: "0"}, c.options()).Connect(ctx,
+		&mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if !watchdog.Stop() && err == nil {
+		err = errors.New("initialize took longer than " + reqTimeout.String())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: initialize: %w\n%s stderr (last lines):\n%s", p.mode, err, p.mode, p.logTail(20))
+	}
+	c.cs = cs
+	return c, nil
+}
+
+// options are the client's: it counts the updates of updateURI and is told
+// of tools/list changes.
+func (c *client) options() *mcp.ClientOptions {
+	return &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			if u := c.updateURI.Load(); u != nil && req.Params != nil && req.Params.URI == *u {
 				c.updates.Add(1)
@@ -55,17 +73,6 @@ func connectAt(ctx context.Context, p *proc, version string) (*client, error) {
 			}
 		},
 	}
-	watchdog := time.AfterFunc(reqTimeout, p.kill)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mcp-mux-bench", Version: "0"}, opts).Connect(ctx,
-		&mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if !watchdog.Stop() && err == nil {
-		err = errors.New("initialize took longer than " + reqTimeout.String())
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: initialize: %w\n%s stderr (last lines):\n%s", p.mode, err, p.mode, p.logTail(20))
-	}
-	c.cs = cs
-	return c, nil
 }
 
 func (p *proc) kill() { _ = p.cmd.Process.Kill() }
@@ -225,8 +232,11 @@ func (c *client) allResources(ctx context.Context) (n, pages int, err error) {
 
 // toolName is the fixture's tool as the agent sees it in mode m.
 func toolName(m mode, fixture, tool string) string {
-	if m.isMux() {
+	switch {
+	case m.isMux():
 		return fixture + "__" + tool
+	case m == mcpmu:
+		return fixture + "." + tool
 	}
 	return tool
 }

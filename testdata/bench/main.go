@@ -7,7 +7,12 @@
 // into a temporary directory, prints a Markdown table of the medians to
 // stdout (progress goes to stderr) and stops every process it started.
 //
-//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json]
+//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http] [-mcpmu PATH]
+//
+// The HTTP rows (http.go) are a second table: the fixture serving
+// Streamable HTTP itself against mcp-mux serve --http (and mcpmu serve
+// --http, with -mcpmu), a stdio agent through mcp-mux to the fixture as a
+// remote backend, and the memory of idle sessions.
 //
 // Speed targets are reported, never asserted: it fails only when something
 // does not work (a request fails, a process does not start).
@@ -53,6 +58,14 @@ type bench struct {
 	ours0, machine0         time.Duration // ourCPU and machineCPU then
 	others                  float64       // other processes' share of the machine's CPU since
 	quick, jsonOut, keepDir bool
+
+	// The HTTP rows (http.go).
+	only         string        // "", "stdio" or "http": which rows
+	mcpmu        string        // mcpmu binary (-mcpmu), "" for none
+	httpModes    []mode        // the HTTP rows' columns, in this order
+	httpSessions []int         // concurrent sessions of the loaded rows
+	idleNs       []int         // idle sessions, in increasing order
+	settle       time.Duration // before reading an idle process's RSS
 }
 
 func main() {
@@ -66,6 +79,8 @@ func main() {
 	flag.DurationVar(&b.duration, "duration", 2*time.Second, "length of each throughput row")
 	flag.IntVar(&b.burstN, "burst", 20000, "resources/updated notifications in the burst row")
 	flag.BoolVar(&b.keepDir, "keep", false, "keep the temporary directory (binaries, configs, every process's stderr)")
+	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table) or \"http\" (serve --http, the remote backend, idle sessions)")
+	flag.StringVar(&b.mcpmu, "mcpmu", "", "also measure this mcpmu binary (github.com/Bigsy/mcpmu) in the HTTP rows, as mcpmu serve --http --eager")
 	flag.Parse()
 	if os.Getenv("GOGC") == "" {
 		// The client is not under test: it should take as little of the
@@ -76,8 +91,14 @@ func main() {
 	if b.quick {
 		b.rounds, b.latencyN, b.duration, b.burstN = 1, 200, 300*time.Millisecond, 2000
 		b.warmup, b.spawnReps, b.startReps, b.listReps = 20, 1, 1, 1
+		b.httpSessions, b.idleNs, b.settle = []int{1, 8}, []int{100}, 200*time.Millisecond
 	} else {
 		b.warmup, b.spawnReps, b.startReps, b.listReps = 200, 5, 1, 3
+		b.httpSessions, b.idleNs, b.settle = []int{1, 8, 64}, []int{100, 1000}, 500*time.Millisecond
+	}
+	if b.only != "" && b.only != "stdio" && b.only != "http" {
+		fmt.Fprintln(os.Stderr, "bench: -only is stdio or http")
+		os.Exit(2)
 	}
 	if b.rounds < 1 || b.latencyN < 1 || b.burstN < 1 || b.duration <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -rounds, -n, -burst and -duration must be positive")
@@ -93,6 +114,16 @@ func main() {
 		}
 		b.before = abs
 		b.modes = []mode{direct, relay, before, muxed}
+	}
+	b.httpModes = slices.DeleteFunc(slices.Clone(b.modes), func(m mode) bool { return m == relay })
+	if b.mcpmu != "" {
+		abs, err := filepath.Abs(b.mcpmu)
+		if fi, serr := os.Stat(abs); err != nil || serr != nil || fi.IsDir() {
+			fmt.Fprintf(os.Stderr, "bench: -mcpmu %s: not a file\n", b.mcpmu)
+			os.Exit(2)
+		}
+		b.mcpmu = abs
+		b.httpModes = append(b.httpModes, mcpmu)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -138,35 +169,54 @@ func (b *bench) run(ctx context.Context) error {
 	if err := b.build(ctx, root); err != nil {
 		return err
 	}
+	if b.only != "stdio" {
+		if err := b.raiseOpenFiles(); err != nil {
+			return err
+		}
+	}
 	b.measuring, b.ours0, b.machine0 = time.Now(), ourCPU(), machineCPU()
 	// Every binary once before measuring: page cache, first-exec costs.
-	for _, m := range b.modes {
-		if _, err := b.startToFullList(ctx, m, []fixtureSpec{loadFixture}, nil); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
+	// (The HTTP rows warm each server up before measuring it.)
+	if b.only != "http" {
+		for _, m := range b.modes {
+			if _, err := b.startToFullList(ctx, m, []fixtureSpec{loadFixture}, nil); err != nil {
+				return fmt.Errorf("warm-up: %w", err)
+			}
 		}
 	}
 	type step struct {
 		name  string
 		run   func(context.Context, mode, sample) error
-		relay bool // also measured through the relay
+		modes []mode // measured in these modes, in this order
 	}
-	steps := []step{
-		{"load (latency, throughput, burst, CPU, RSS)", b.loadRun, true},
-		{"latency, current era", b.currentEra, true},
-		{"spawn → first full tools/list", b.spawn, true},
-		{"10 slow backends → first full tools/list", b.start10, false},
-		{"resources/list 10 × 1,000", b.listing, false},
+	noRelay := slices.DeleteFunc(slices.Clone(b.modes), func(m mode) bool { return m == relay })
+	// The remote backend's direct is the HTTP rows' (the go-sdk client over
+	// HTTP to the fixture).
+	muxes := slices.DeleteFunc(slices.Clone(b.modes), func(m mode) bool { return !m.isMux() })
+	var steps []step
+	if b.only != "http" {
+		steps = append(steps,
+			step{"load (latency, throughput, burst, CPU, RSS)", b.loadRun, b.modes},
+			step{"latency, current era", b.currentEra, b.modes},
+			step{"spawn → first full tools/list", b.spawn, b.modes},
+			step{"10 slow backends → first full tools/list", b.start10, noRelay},
+			step{"resources/list 10 × 1,000", b.listing, noRelay},
+		)
+	}
+	if b.only != "stdio" {
+		steps = append(steps,
+			step{"HTTP: tools/call, " + joinInts(b.httpSessions, "/") + " sessions", b.httpLoad, b.httpModes},
+			step{"remote backend: stdio agent → mcp-mux → the fixture over HTTP", b.remoteBackend, muxes},
+			step{"HTTP: idle sessions, " + joinInts(b.idleNs, " and "), b.idleSessions, b.httpModes},
+		)
 	}
 	for r := range b.rounds {
 		round := map[mode]sample{}
-		for _, m := range b.modes {
+		for _, m := range b.allModes() {
 			round[m] = sample{}
 		}
 		for _, st := range steps {
-			for _, m := range b.modes {
-				if m == relay && !st.relay {
-					continue
-				}
+			for _, m := range st.modes {
 				fmt.Fprintf(os.Stderr, "bench: round %d/%d: %s: %s\n", r+1, b.rounds, st.name, m)
 				if err := st.run(ctx, m, round[m]); err != nil {
 					return fmt.Errorf("round %d, %s, %s: %w", r+1, st.name, m, err)
@@ -299,6 +349,19 @@ func (b *bench) median(m mode, key string) (float64, bool) {
 	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2, true
 }
 
+// total of a metric of mode m over the rounds (errors, which a median
+// would hide).
+func (b *bench) total(m mode, key string) (float64, bool) {
+	var sum float64
+	found := false
+	for _, r := range b.samples {
+		if v, ok := r[m][key]; ok {
+			sum, found = sum+v, true
+		}
+	}
+	return sum, found
+}
+
 func (b *bench) printJSON() error {
 	out := map[string]any{"meta": b.meta()}
 	med := map[string]sample{}
@@ -310,7 +373,7 @@ func (b *bench) printJSON() error {
 		}
 		rounds = append(rounds, rr)
 	}
-	for _, m := range b.modes {
+	for _, m := range b.allModes() {
 		med[m.String()] = sample{}
 		for k := range b.samples[0][m] {
 			med[m.String()][k], _ = b.median(m, k)
@@ -322,11 +385,31 @@ func (b *bench) printJSON() error {
 	return enc.Encode(out)
 }
 
+// allModes are the modes of every row, each once.
+func (b *bench) allModes() []mode {
+	out := slices.Clone(b.modes)
+	for _, m := range b.httpModes {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func joinInts(ns []int, sep string) string {
+	var s []string
+	for _, n := range ns {
+		s = append(s, count(float64(n)))
+	}
+	return strings.Join(s, sep)
+}
+
 func (b *bench) meta() map[string]any {
 	return map[string]any{
 		"mux": b.muxFrom, "go": runtime.Version(), "os": runtime.GOOS + "/" + runtime.GOARCH, "cpus": runtime.NumCPU(),
 		"rounds": b.rounds, "latency_n": b.latencyN, "throughput_s": b.duration.Seconds(), "burst": b.burstN,
 		"spawn_reps": b.spawnReps, "list_reps": b.listReps, "elapsed_s": time.Since(b.started).Seconds(),
-		"other_processes_cpu_share": b.others,
+		"other_processes_cpu_share": b.others, "only": b.only, "mcpmu": b.mcpmu,
+		"http_sessions": b.httpSessions, "idle_sessions": b.idleNs,
 	}
 }

@@ -23,10 +23,11 @@ const (
 	relay              // the relay, which runs the fixture
 	muxed              // mcp-mux, configured with the fixture(s) as backends
 	before             // as muxed, another mcp-mux binary (-before)
+	mcpmu              // mcpmu serve --http (-mcpmu), the HTTP rows only
 )
 
 func (m mode) String() string {
-	return [...]string{"direct", "relay", "mcp-mux", "mcp-mux (before)"}[m]
+	return [...]string{"direct", "relay", "mcp-mux", "mcp-mux (before)", "mcpmu"}[m]
 }
 
 func (m mode) isMux() bool { return m == muxed || m == before }
@@ -50,6 +51,7 @@ type proc struct {
 	started time.Time
 	waited  chan struct{}
 	waitErr error
+	url     string // an HTTP server's endpoint; stop then sends SIGTERM (see http.go)
 }
 
 // procs tracks every process started, so that an error or Ctrl-C kills
@@ -63,10 +65,7 @@ var procs struct {
 // start runs the process under test for mode m with the given fixtures
 // (exactly one unless m is a mcp-mux).
 func (b *bench) start(m mode, fixtures ...fixtureSpec) (*proc, error) {
-	procs.Lock()
-	procs.seq++
-	seq := procs.seq
-	procs.Unlock()
+	seq := nextSeq()
 	var argv []string
 	switch m {
 	case direct:
@@ -84,7 +83,22 @@ func (b *bench) start(m mode, fixtures ...fixtureSpec) (*proc, error) {
 		}
 		argv = []string{bin, "--config", cfg}
 	}
-	logPath := filepath.Join(b.dir, fmt.Sprintf("%s-%d.log", m, seq))
+	return b.launch(m, fmt.Sprintf("%s-%d", m, seq), argv, nil, "")
+}
+
+// nextSeq numbers the files (configs, logs) of each process started.
+func nextSeq() int {
+	procs.Lock()
+	defer procs.Unlock()
+	procs.seq++
+	return procs.seq
+}
+
+// launch starts argv as the process under test for mode m, with env added
+// to ours, its stderr to the log file named for tag; url is its endpoint
+// if it serves HTTP ("" for stdio).
+func (b *bench) launch(m mode, tag string, argv, env []string, url string) (*proc, error) {
+	logPath := filepath.Join(b.dir, tag+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating a log file: %w", err)
@@ -102,11 +116,12 @@ func (b *bench) start(m mode, fixtures ...fixtureSpec) (*proc, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, logf
+	cmd.Env = append(os.Environ(), env...)
 	if os.Getenv("GOTRACEBACK") == "" {
-		cmd.Env = append(os.Environ(), "GOTRACEBACK=system") // for dumpGoroutines
+		cmd.Env = append(cmd.Env, "GOTRACEBACK=system") // for dumpGoroutines
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &proc{mode: m, cmd: cmd, stdin: inW, stdout: outR, logPath: logPath, waited: make(chan struct{})}
+	p := &proc{mode: m, cmd: cmd, stdin: inW, stdout: outR, logPath: logPath, waited: make(chan struct{}), url: url}
 	p.started = time.Now()
 	err = cmd.Start()
 	inR.Close()
@@ -158,10 +173,14 @@ func tomlString(s string) string {
 	return strconv.Quote(s) // close enough for what the benchmark writes
 }
 
-// stop ends the process as an agent would (stdin EOF), then kills its
-// process group if it is still there after grace.
+// stop ends the process as an agent would (stdin EOF; an HTTP server, which
+// does not read its stdin, as a service manager would: SIGTERM), then kills
+// its process group if it is still there after grace.
 func (p *proc) stop(grace time.Duration) {
 	p.stdin.Close()
+	if p.url != "" {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
 	select {
 	case <-p.waited:
 	case <-time.After(grace):
@@ -261,18 +280,24 @@ func descendants(pid int) []procStat {
 }
 
 // peakRSS is VmHWM of pid, in bytes.
-func peakRSS(pid int) (int64, error) {
+func peakRSS(pid int) (int64, error) { return statusBytes(pid, "VmHWM") }
+
+// rss is VmRSS of pid, in bytes.
+func rss(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
+
+// statusBytes is the field (in kB) of /proc/pid/status, in bytes.
+func statusBytes(pid int, field string) (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb * 1024, err
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmHWM", pid)
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
 
 // leftovers are processes still running one of the binaries in dir (the

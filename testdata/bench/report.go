@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,30 @@ func (b *bench) printTable(w io.Writer) {
 		b.muxFrom, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), b.rounds, b.latencyN, b.duration, b.burstN)
 	if b.before != "" {
 		fmt.Fprintf(w, "mcp-mux (before): %s.\n\n", b.before)
+	}
+	if b.only != "http" {
+		b.printStdio(w)
+	}
+	if b.only != "stdio" {
+		if b.only != "http" {
+			fmt.Fprintln(w)
+		}
+		b.printHTTP(w)
+	}
+	if len(b.warnings) > 0 {
+		fmt.Fprintln(w, "\nWarnings:")
+		for _, s := range b.warnings {
+			fmt.Fprintln(w, "- "+s)
+		}
+	}
+	fmt.Fprintf(w, "\nOther processes used %.0f%% of the machine's CPU while measuring. Total time: %v.\n",
+		100*b.others, time.Since(b.started).Round(100*time.Millisecond))
+}
+
+// printStdio is the table of the stdio rows, the client's CPU in them and
+// the CPU by process.
+func (b *bench) printStdio(w io.Writer) {
+	if b.before != "" {
 		fmt.Fprintln(w, "| metric | direct | relay (floor) | mcp-mux (before) | mcp-mux | target | met |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	} else {
@@ -125,14 +150,161 @@ func (b *bench) printTable(w io.Writer) {
 		fmt.Fprintf(w, " %s: %s.", m, b.cpuInfo[m])
 	}
 	fmt.Fprintln(w)
-	if len(b.warnings) > 0 {
-		fmt.Fprintln(w, "\nWarnings:")
-		for _, s := range b.warnings {
-			fmt.Fprintln(w, "- "+s)
+}
+
+// httpRow is one line of the HTTP table.
+type httpRow struct {
+	label     string
+	key       string
+	directKey string // direct's value, when it is another key's
+	unit      func(float64) string
+	ratio     bool // the other columns as ratios to direct
+	sum       bool // the total over the rounds, not the median (errors)
+	target    string
+	met       func(d, v float64) bool // of mcp-mux's value v, direct's d
+	note      func(m mode) string     // after m's value, if any
+}
+
+func (b *bench) httpRows() []httpRow {
+	atMost := func(r float64) func(d, v float64) bool { return func(d, v float64) bool { return v <= r*d } }
+	atLeast := func(r float64) func(d, v float64) bool { return func(d, v float64) bool { return v >= r*d } }
+	zero := func(_, v float64) bool { return v == 0 }
+	var rows []httpRow
+	for _, n := range b.httpSessions {
+		callsTarget, p50Target := "≥ ×0.9", "—"
+		callsMet, p50Met := atLeast(0.9), (func(d, v float64) bool)(nil)
+		if n == 1 {
+			callsTarget, p50Target, callsMet, p50Met = "≥ ×0.75", "≤ ×1.4", atLeast(0.75), atMost(1.4)
 		}
+		label := count(float64(n)) + " sessions"
+		if n == 1 {
+			label = "1 session"
+		}
+		rows = append(rows,
+			httpRow{label + ": calls/s", kHTTPCalls(n), "", perSec, true, false, callsTarget, callsMet, nil},
+			httpRow{label + ": tools/call p50 (every call of that row)", kHTTPP50(n), "", dur, true, false, p50Target, p50Met, nil})
 	}
-	fmt.Fprintf(w, "\nOther processes used %.0f%% of the machine's CPU while measuring. Total time: %v.\n",
-		100*b.others, time.Since(b.started).Round(100*time.Millisecond))
+	rows = append(rows,
+		httpRow{"errors in the rows above: failed calls and sessions, all rounds", kHTTPErrors, "", count, false, true, "0", zero, nil},
+		httpRow{"remote backend (stdio agent → mcp-mux → the fixture over HTTP; direct: the go-sdk client over HTTP to the fixture): tools/call p50, 1 caller",
+			kRemoteP50, kHTTPP50(1), dur, true, false, "≤ ×1.4", atMost(1.4), nil},
+		httpRow{"… calls/s, 1 caller", kRemoteCalls1, kHTTPCalls(1), perSec, true, false, "—", nil, nil})
+	if slices.Contains(b.httpSessions, 8) {
+		rows = append(rows, httpRow{"… calls/s, 8 concurrent callers in the one stdio session (direct: 8 HTTP sessions)",
+			kRemoteCalls8, kHTTPCalls(8), perSec, true, false, "—", nil, nil})
+	}
+	rows = append(rows,
+		httpRow{"… errors, all rounds", kRemoteErrors, "", count, false, true, "0", zero, nil},
+		httpRow{"idle sessions, each having listed resources (one page) and holding one resources/subscribe: RSS (VmRSS) of the serving process with none (after one warm-up session)",
+			kIdleRSS0, "", mb, false, false, "—", nil, nil})
+	for _, n := range b.idleNs {
+		r := httpRow{label: fmt.Sprintf("… RSS per session at %s sessions: (RSS at %s − RSS with none) / %s", count(float64(n)), count(float64(n)), count(float64(n))),
+			key: kIdleRSS(n), unit: kib, target: "≤ 64 KiB", met: func(_, v float64) bool { return v <= 64*1024 }}
+		r.note = func(m mode) string {
+			if open, ok := b.median(m, kIdleOpen(n)); ok && open < float64(n) {
+				return fmt.Sprintf(" (only %s opened: divided by that)", count(open))
+			}
+			return ""
+		}
+		rows = append(rows, r)
+	}
+	for _, n := range b.idleNs {
+		rows = append(rows, httpRow{fmt.Sprintf("… goroutines per session at %s sessions (not measured: no hook to count them)", count(float64(n))),
+			kIdleGoroutines(n), "", count, false, false, "≤ 4", nil, nil})
+	}
+	return append(rows, httpRow{"… sessions that failed to open or subscribe, all rounds", kIdleErrors, "", count, false, true, "0", zero, nil})
+}
+
+// printHTTP is the table of the HTTP rows and the client's CPU in them.
+func (b *bench) printHTTP(w io.Writer) {
+	fmt.Fprintf(w, "### Over HTTP\n\n")
+	fmt.Fprintf(w, "go-sdk Streamable HTTP clients at protocol 2025-11-25, each session on connections of its own, one caller per session "+
+		"calling the fixture's echo back to back for %v per row; p50 of every call of the row. direct: the fixture serving HTTP itself; "+
+		"mcp-mux: `serve --http`, the fixture a stdio backend", b.duration)
+	if b.mcpmu != "" {
+		fmt.Fprintf(w, "; mcpmu: `%s serve --http --eager` (shared, not isolated), the same fixture", b.mcpmu)
+	}
+	fmt.Fprintf(w, ". Idle sessions: %s, the RSS read %v after the last opened.\n\n", joinInts(b.idleNs, " and "), b.settle)
+	cols := b.httpModes[1:]
+	fmt.Fprint(w, "| metric | direct |")
+	for _, m := range cols {
+		fmt.Fprintf(w, " %s |", m)
+	}
+	fmt.Fprintln(w, " target | met |")
+	fmt.Fprintln(w, "|---|---|"+strings.Repeat("---|", len(cols))+"---|---|")
+	for _, r := range b.httpRows() {
+		value := b.median
+		if r.sum {
+			value = b.total
+		}
+		dk := r.key
+		if r.directKey != "" {
+			dk = r.directKey
+		}
+		d, dok := value(direct, dk)
+		note := func(m mode) string {
+			if r.note == nil {
+				return ""
+			}
+			return r.note(m)
+		}
+		dcell := "—"
+		if dok {
+			dcell = r.unit(d) + note(direct)
+		}
+		fmt.Fprintf(w, "| %s | %s |", r.label, dcell)
+		for _, m := range cols {
+			v, ok := value(m, r.key)
+			switch {
+			case !ok:
+				fmt.Fprint(w, " — |")
+			case r.ratio && dok && d > 0:
+				fmt.Fprintf(w, " ×%.2f (%s)%s |", v/d, r.unit(v), note(m))
+			default:
+				fmt.Fprintf(w, " %s%s |", r.unit(v), note(m))
+			}
+		}
+		met := ""
+		if v, ok := value(muxed, r.key); ok && r.met != nil && (dok || !r.ratio) {
+			met = "no"
+			if r.met(d, v) {
+				met = "yes"
+			}
+		}
+		fmt.Fprintf(w, " %s | %s |\n", r.target, met)
+	}
+
+	fmt.Fprint(w, "\nThe client's own CPU (this program) during the HTTP rows, as a share of one core:\n\n| row |")
+	for _, m := range b.httpModes {
+		fmt.Fprintf(w, " %s |", m)
+	}
+	fmt.Fprintln(w, "\n|---|"+strings.Repeat("---|", len(b.httpModes)))
+	cpuRow := func(label string, key func(m mode) string) {
+		fmt.Fprintf(w, "| %s |", label)
+		for _, m := range b.httpModes {
+			if v, ok := b.median(m, key(m)); ok {
+				fmt.Fprintf(w, " %.0f%% |", 100*v)
+			} else {
+				fmt.Fprint(w, " — |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	for _, n := range b.httpSessions {
+		cpuRow(count(float64(n))+" HTTP session(s)", func(mode) string { return cHTTP(n) })
+	}
+	cpuRow("remote backend, 1 caller (direct: 1 HTTP session)", func(m mode) string {
+		if m == direct {
+			return cHTTP(1)
+		}
+		return cRemote1
+	})
+	cpuRow("remote backend, 8 callers (direct: 8 HTTP sessions)", func(m mode) string {
+		if m == direct {
+			return cHTTP(8)
+		}
+		return cRemote8
+	})
 }
 
 func dur(s float64) string {
@@ -148,6 +320,8 @@ func dur(s float64) string {
 func secs(s float64) string { return fmt.Sprintf("%.2f s", s) }
 
 func mb(v float64) string { return fmt.Sprintf("%.1f MB", v/1e6) }
+
+func kib(v float64) string { return fmt.Sprintf("%.1f KiB", v/1024) }
 
 func perSec(v float64) string { return count(v) + "/s" }
 
