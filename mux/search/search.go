@@ -117,22 +117,56 @@ type backend struct {
 func New(docs []Doc) *Index { return build(docs, defaults) }
 
 func build(docs []Doc, p params) *Index {
-	ix := &Index{p: p, terms: map[string]int32{}, names: make([]string, len(docs)), tools: make([]string, len(docs))}
 	n := len(docs)
-	// Per doc and field, the term frequencies; then per field the average
-	// length, for BM25F's normalization.
-	type docTerms struct {
-		tf  map[string]*[nFields]float64
-		len [nFields]float64
+	ix := &Index{p: p, terms: map[string]int32{}, names: make([]string, n), tools: make([]string, n), factor: make([]float32, n)}
+	// Each doc's terms, in the order first seen, with their frequency in
+	// each field (entries[start[i]:start[i+1]] are doc i's), and each
+	// field's length; then per field the average length, for BM25F's
+	// normalization. Terms are numbered as first seen.
+	type entry struct {
+		term int32
+		tf   [nFields]float32
 	}
-	all := make([]docTerms, n)
+	entries := make([]entry, 0, 48*n) // about what the real catalog has
+	start := make([]int, n+1)
+	lens := make([][nFields]float32, n)
 	var total [nFields]float64
+	var df []int32
+	slot := map[int32]int{} // term -> its entry, for the doc at hand
+	count := func(i, f int, w string) {
+		t, ok := ix.terms[w]
+		if !ok {
+			t = int32(len(df))
+			ix.terms[w] = t
+			df = append(df, 0)
+		}
+		e, ok := slot[t]
+		if !ok {
+			e = len(entries)
+			slot[t] = e
+			entries = append(entries, entry{term: t})
+			df[t]++
+		}
+		entries[e].tf[f]++
+		lens[i][f]++
+	}
 	var buf []string
-	ix.factor = make([]float32, n)
 	byName := map[string]int{}
 	for i, d := range docs {
+		start[i] = len(entries)
+		clear(slot)
 		ix.factor[i] = 1
-		if !p.plain {
+		ix.names[i], ix.tools[i] = strings.ToLower(d.Name), strings.ToLower(d.Tool)
+		add := func(f int, text string) {
+			buf = p.indexWords(buf[:0], text)
+			for _, w := range buf {
+				count(i, f, w)
+			}
+		}
+		ptext, pnames := paramText(d.InputSchema)
+		if p.plain {
+			add(fDesc, d.Name+" "+d.Title+" "+d.Description+" "+ptext)
+		} else {
 			if deprecated(d.Description) {
 				ix.factor[i] = float32(p.obsolete)
 			}
@@ -143,25 +177,6 @@ func build(docs []Doc, p params) *Index {
 				ix.backends = append(ix.backends, backend{words: p.indexWords(nil, d.Backend)})
 			}
 			ix.backends[b].docs = append(ix.backends[b].docs, int32(i))
-		}
-		ix.names[i], ix.tools[i] = strings.ToLower(d.Name), strings.ToLower(d.Tool)
-		dt := docTerms{tf: map[string]*[nFields]float64{}}
-		add := func(f int, text string) {
-			buf = p.indexWords(buf[:0], text)
-			for _, w := range buf {
-				c := dt.tf[w]
-				if c == nil {
-					c = new([nFields]float64)
-					dt.tf[w] = c
-				}
-				c[f]++
-				dt.len[f]++
-			}
-		}
-		ptext, pnames := paramText(d.InputSchema)
-		if p.plain {
-			add(fDesc, d.Name+" "+d.Title+" "+d.Description+" "+ptext)
-		} else {
 			tool := d.Tool
 			if tool == "" {
 				tool = d.Name
@@ -171,79 +186,55 @@ func build(docs []Doc, p params) *Index {
 			add(fDesc, d.Description)
 			add(fParams, ptext)
 			for _, name := range pnames {
-				for _, w := range words(nil, name) {
-					w = paramMark + stem(w)
-					c := dt.tf[w]
-					if c == nil {
-						c = new([nFields]float64)
-						dt.tf[w] = c
-					}
-					c[fParams]++
+				for _, w := range words(buf[:0], name) {
+					count(i, fParams, paramMark+stem(w))
 				}
 			}
 			prefix := strings.TrimSuffix(d.Name, d.Tool)
 			add(fServer, d.Backend+" "+prefix+" "+firstWords(d.About, p.aboutMax))
 		}
 		for f := range total {
-			total[f] += dt.len[f]
+			total[f] += float64(lens[i][f])
 		}
-		all[i] = dt
 	}
+	start[n] = len(entries)
 	var avg [nFields]float64
 	for f := range avg {
 		avg[f] = max(total[f]/float64(max(n, 1)), 1)
 	}
-	// Document frequencies, then each posting's impact.
-	df := map[string]int{}
-	for _, dt := range all {
-		for w := range dt.tf {
-			df[w]++
-		}
+	idf := make([]float64, len(df))
+	for t, c := range df {
+		idf[t] = math.Log(1 + (float64(n)-float64(c)+0.5)/(float64(c)+0.5))
 	}
-	// Terms in a fixed order, so that the index (and every float sum made
-	// over it) is the same for the same docs.
-	termList := make([]string, 0, len(df))
-	for w := range df {
-		termList = append(termList, w)
+	// Each posting's impact, doc by doc, so each list is in doc order.
+	ix.postings = make([][]posting, len(df))
+	for t, c := range df {
+		ix.postings[t] = make([]posting, 0, c)
 	}
-	slices.Sort(termList)
-	for i, w := range termList {
-		ix.terms[w] = int32(i)
-	}
-	ix.postings = make([][]posting, len(termList))
-	for i, w := range termList {
-		ix.postings[i] = make([]posting, 0, df[w])
-	}
-	idf := func(w string) float64 {
-		return math.Log(1 + (float64(n)-float64(df[w])+0.5)/(float64(df[w])+0.5))
-	}
-	for i, dt := range all {
+	for i := range n {
+		doc := entries[start[i]:start[i+1]]
 		// The name's words by idf: a query that says all of them names
 		// the tool ("merge pull request": merge_pull_request), one that
 		// says its rarest word most of it.
 		var nameIDF float64
-		for w, c := range dt.tf {
-			if c[fName] > 0 {
-				nameIDF += idf(w)
+		for _, e := range doc {
+			if e.tf[fName] > 0 {
+				nameIDF += idf[e.term]
 			}
 		}
-		for w, c := range dt.tf {
+		for _, e := range doc {
 			var tf float64
 			for f := range nFields {
-				if c[f] > 0 {
-					tf += p.weight[f] * c[f] / (1 - p.b[f] + p.b[f]*dt.len[f]/avg[f])
+				if e.tf[f] > 0 {
+					tf += p.weight[f] * float64(e.tf[f]) / (1 - p.b[f] + p.b[f]*float64(lens[i][f])/avg[f])
 				}
 			}
-			impact := idf(w) * tf * (p.k1 + 1) / (tf + p.k1)
-			if c[fName] > 0 {
-				impact += p.cover * idf(w) / nameIDF
+			impact := idf[e.term] * tf * (p.k1 + 1) / (tf + p.k1)
+			if e.tf[fName] > 0 {
+				impact += p.cover * idf[e.term] / nameIDF
 			}
-			t := ix.terms[w]
-			ix.postings[t] = append(ix.postings[t], posting{doc: int32(i), impact: float32(impact)})
+			ix.postings[e.term] = append(ix.postings[e.term], posting{doc: int32(i), impact: float32(impact)})
 		}
-	}
-	for _, ps := range ix.postings {
-		slices.SortFunc(ps, func(a, b posting) int { return cmp.Compare(a.doc, b.doc) })
 	}
 	ix.order = make([]int32, n)
 	for i := range ix.order {
@@ -418,61 +409,6 @@ func firstWords(s string, n int) string {
 		f = f[:n]
 	}
 	return strings.Join(f, " ")
-}
-
-// paramText is the text of a tool's parameters: each property's name and
-// description, nested properties and array items included (to a depth of
-// three), but not the schema's $defs. The names of the top-level
-// properties are also given as words of their own, each marked with a
-// leading "=" (=url, =path): what a query's URL or path stands for
-// (queryTerms): they are returned apart.
-func paramText(schema json.RawMessage) (text string, names []string) {
-	if len(schema) == 0 {
-		return "", nil
-	}
-	var root any
-	if json.Unmarshal(schema, &root) != nil {
-		return "", nil
-	}
-	var sb strings.Builder
-	var walk func(v any, depth int)
-	walk = func(v any, depth int) {
-		m, ok := v.(map[string]any)
-		if !ok || depth > 3 {
-			return
-		}
-		if props, ok := m["properties"].(map[string]any); ok {
-			keys := make([]string, 0, len(props))
-			for k := range props {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				sb.WriteString(k)
-				sb.WriteByte(' ')
-				if depth == 0 {
-					names = append(names, k)
-				}
-				if pm, ok := props[k].(map[string]any); ok {
-					if d, ok := pm["description"].(string); ok {
-						sb.WriteString(d)
-						sb.WriteByte(' ')
-					}
-				}
-				walk(props[k], depth+1)
-			}
-		}
-		walk(m["items"], depth+1)
-		for _, k := range []string{"anyOf", "oneOf", "allOf"} {
-			if alts, ok := m[k].([]any); ok {
-				for _, a := range alts {
-					walk(a, depth+1)
-				}
-			}
-		}
-	}
-	walk(root, 0)
-	return sb.String(), names
 }
 
 // paramMark marks a term that is a word of a parameter's name (=url).

@@ -275,8 +275,9 @@ func TestSearchConcurrent(t *testing.T) {
 func TestParamText(t *testing.T) {
 	text, names := paramText(json.RawMessage(`{"type":"object","$defs":{"x":{"properties":{"secretDef":{}}}},
 		"properties":{"url":{"type":"string","description":"The page"},"opts":{"type":"object","properties":{"deep":{"description":"nested"}}},
-		"items":{"type":"array","items":{"anyOf":[{"properties":{"alt":{}}}]}}}}`))
-	for _, w := range []string{"url", "The page", "opts", "deep", "nested", "alt"} {
+		"items":{"type":"array","items":{"anyOf":[{"properties":{"alt":{}}}]}},
+		"flag":true,"tuple":{"items":[{},{}],"description":7},"after":{"description":"still read"}}}`))
+	for _, w := range []string{"url", "The page", "opts", "deep", "nested", "alt", "still read"} {
 		if !strings.Contains(text, w) {
 			t.Errorf("param text %q lacks %q", text, w)
 		}
@@ -284,7 +285,7 @@ func TestParamText(t *testing.T) {
 	if strings.Contains(text, "secretDef") {
 		t.Errorf("param text %q has $defs", text)
 	}
-	if !slices.Equal(names, []string{"items", "opts", "url"}) {
+	if !slices.Equal(names, []string{"after", "flag", "items", "opts", "tuple", "url"}) {
 		t.Errorf("top-level names %q", names)
 	}
 	if text, names := paramText(json.RawMessage(`not json`)); text != "" || names != nil {

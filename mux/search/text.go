@@ -20,7 +20,11 @@ func words(dst []string, s string) []string {
 	var prev rune // the previous rune of the current word
 	flush := func(end int) {
 		if start >= 0 && end > start {
-			dst = append(dst, strings.ToLower(s[start:end]))
+			w := s[start:end]
+			if hasUpper(w) {
+				w = strings.ToLower(w)
+			}
+			dst = append(dst, w)
 		}
 		start = -1
 	}
@@ -46,6 +50,17 @@ func words(dst []string, s string) []string {
 	}
 	flush(len(s))
 	return dst
+}
+
+// hasUpper reports whether w may have an upper-case letter (any non-ASCII
+// byte counts as one: ToLower decides).
+func hasUpper(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; c >= 'A' && c <= 'Z' || c >= 0x80 {
+			return true
+		}
+	}
+	return false
 }
 
 // stem is a light stemmer for English: plurals, -ed and -ing, and a final
