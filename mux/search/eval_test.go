@@ -168,3 +168,30 @@ func TestEvalDev(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalHeldout reports the third of the tasks the engine was not tuned
+// on. Its one look, once the engine was done (commit "search: the held-out
+// third, evaluated once"), gave recall@1 0.76, recall@5 0.96, MRR 0.838
+// (plain BM25: 0.65, 0.87, 0.754): over the issue's floor for recall@5
+// (0.95), under it for recall@1 (0.80). It holds the engine to what that
+// look gave; the tasks have been seen since, so a later gain here is no
+// longer a held-out result (the fresh tasks, split "fresh", are the held-out set now).
+func TestEvalHeldout(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	held := split(tasks, "heldout", nil)
+	ix, base := New(docs), baseline(docs)
+	got := evaluate(ix, docs, held)
+	t.Logf("held out, %d tools: engine   %s", len(docs), got)
+	t.Logf("held out, %d tools: BM25     %s", len(docs), evaluate(base, docs, held))
+	hard, easy := true, false
+	t.Logf("held out hard:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "heldout", &hard)), evaluate(base, docs, split(tasks, "heldout", &hard)))
+	t.Logf("held out easy:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "heldout", &easy)), evaluate(base, docs, split(tasks, "heldout", &easy)))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+	if got.r5 < 0.95 || got.r1 < 0.76 {
+		t.Errorf("held out: recall@5 %.2f (floor 0.95), recall@1 %.2f (reached 0.76)", got.r5, got.r1)
+	}
+}
