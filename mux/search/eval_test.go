@@ -150,6 +150,21 @@ func baseline(docs []Doc) *Index {
 	return build(docs, params{k1: 1.2, b: [nFields]float64{fDesc: 0.75}, weight: [nFields]float64{fDesc: 1}, plain: true})
 }
 
+// TestEvalSeen reports the tasks seen while tuning: dev and the first
+// held-out third, which was looked at once and then used like dev.
+func TestEvalSeen(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	seen := append(split(tasks, "dev", nil), split(tasks, "heldout", nil)...)
+	got := evaluate(New(docs), docs, seen)
+	t.Logf("seen, %d tools: engine   %s", len(docs), got)
+	t.Logf("seen, %d tools: BM25     %s", len(docs), evaluate(baseline(docs), docs, seen))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+}
+
 // TestEvalDev reports the dev split (the one the engine is tuned on) and
 // holds it to what it reached, so a change that loses recall is seen.
 func TestEvalDev(t *testing.T) {

@@ -78,6 +78,11 @@ func TestClassify(t *testing.T) {
 		{"test@example.com", "", "test@example.com"},
 		{"v1.2", "", "v1.2"},
 		{"issue", "", "issue"},
+		{"document.title", "code", ""},
+		{"window.location.href", "code", ""},
+		{"alert(1)", "code", ""},
+		{"document.querySelector('a')", "code", ""},
+		{"node.js", "file", ""},
 	} {
 		kind, keep := classify(c.in)
 		if kind != c.kind || kind != "" && keep != c.keep {
@@ -109,6 +114,15 @@ func TestQueryTerms(t *testing.T) {
 	}
 	if _, other := terms("look up the PR"); !slices.Contains(other, "search") || !slices.Contains(other, "pull") || !slices.Contains(other, "request") {
 		t.Errorf("look up the PR: synonyms %q, want search (look up) and pull request (pr)", other)
+	}
+	if own, other := terms("run document.title in the page"); slices.Contains(own, "document") || !slices.Contains(other, "javascript") {
+		t.Errorf("code: own %q, other %q: want javascript, not document", own, other)
+	}
+	if _, other := terms("which buckets do I have?"); !slices.Contains(other, "list") {
+		t.Errorf("which ... do I have: %q, want list", other)
+	}
+	if _, other := terms("which bucket holds the logs"); slices.Contains(other, "list") {
+		t.Errorf("which ... holds: %q, want no list", other)
 	}
 }
 

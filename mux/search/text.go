@@ -194,12 +194,21 @@ func (p *params) queryTerms(q string) []qterm {
 				add(paramMark+stem("directory"), p.marker)
 			}
 			text.WriteString(keep)
-		default: // file, pattern
+		case "code": // JavaScript or the like: what runs it
+			for _, t := range []string{"javascript", "script", "code", "expression"} {
+				add(stem(t), p.synonym)
+			}
+		default: // file, pattern: a file's path
 			add(paramMark+stem(kind), p.marker)
 			add(paramMark+stem("file"), p.marker)
 			text.WriteString(keep)
 		}
 		text.WriteByte(' ')
+	}
+	// "Which ... do I have?", "what ... are there?": a list.
+	if lq := " " + strings.ToLower(q) + " "; (strings.Contains(lq, " which ") || strings.Contains(lq, " what ")) &&
+		(strings.Contains(lq, " have") || strings.Contains(lq, " are there") || strings.Contains(lq, " exist")) {
+		add("list", p.synonym)
 	}
 	var own []string
 	for _, w := range words(nil, text.String()) {
@@ -230,8 +239,8 @@ func (p *params) queryTerms(q string) []qterm {
 // ("url": keep is its host's telling labels: github of github.com, docs
 // and stripe of docs.stripe.com, none of www, com, localhost, example), a
 // glob ("pattern"), a path ("path": /var/log/app.log, ./src, ~/x,
-// config/settings.yaml), a file name ("file": README.md, report.md), or
-// words ("": as is). A path's and a URL's segments are left out: they name
+// config/settings.yaml), a file name ("file": README.md, report.md), code ("code": document.title, alert(1)),
+// or words ("": as is). A path's and a URL's segments are left out: they name
 // the user's things, not the tool, and match other servers' parameters.
 func classify(f string) (kind, keep string) {
 	t := strings.Trim(f, `"'()[]{}<>,;!?`)
@@ -263,11 +272,46 @@ func classify(f string) (kind, keep string) {
 		if tlds[ext] && strings.Count(lower, ".") >= 1 && !fileExts[ext] {
 			return "url", hostWords(lower)
 		}
-		if fileExts[ext] || isLetters(ext) && len(ext) <= 4 && !isNumberish(lower) {
+		switch {
+		case fileExts[ext]:
+			return "file", ""
+		case isCode(t):
+			return "code", ""
+		case isLetters(ext) && len(ext) <= 4 && !isNumberish(lower):
 			return "file", ""
 		}
 	}
+	call := strings.TrimRight(f, ",;.?!")
+	if i := strings.IndexByte(call, '('); i > 0 && strings.HasSuffix(call, ")") && isIdent(call[:i]) {
+		return "code", "" // alert(1), document.querySelector('a')
+	}
 	return "", f
+}
+
+// isCode reports whether s looks like an expression: identifiers with dots
+// (document.title, window.location.href).
+func isCode(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	for _, p := range parts {
+		if len(p) < 2 || !isIdent(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// isIdent reports whether s is an identifier (dots allowed: a.b.c).
+func isIdent(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c == '$' || c == '.' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != "" && s[0] != '.'
 }
 
 func isScheme(s string) bool {
@@ -382,6 +426,8 @@ var synonymGroups = [][]string{
 	{"cost", "price", "pricing"},
 	{"emoji", "reaction", "react"},
 	{"dialog", "popup", "alert", "confirm", "prompt"},
+	{"entire", "whole", "everything", "complete", "full"},
+	{"review", "approve"},
 	{"monitor", "watch", "track"},
 	{"revert", "rollback", "undo"},
 	{"schedule", "cron", "periodic"},
