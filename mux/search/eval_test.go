@@ -190,7 +190,7 @@ func TestEvalDev(t *testing.T) {
 // (plain BM25: 0.65, 0.87, 0.754): over the floor for recall@5
 // (0.95), under it for recall@1 (0.80). It holds the engine to what that
 // look gave; the tasks have been seen since, so a later gain here is no
-// longer a held-out result (the fresh tasks, split "fresh", are the held-out set now).
+// longer a held-out result.
 func TestEvalHeldout(t *testing.T) {
 	docs, tasks := loadDocs(t), loadTasks(t)
 	held := split(tasks, "heldout", nil)
@@ -206,7 +206,33 @@ func TestEvalHeldout(t *testing.T) {
 			t.Log("  " + m)
 		}
 	}
-	if got.r5 < 0.95 || got.r1 < 0.76 {
+	if got.r5 < 0.95 || got.r1 < 35.0/46-1e-9 { // 0.76
 		t.Errorf("held out: recall@5 %.2f (floor 0.95), recall@1 %.2f (reached 0.76)", got.r5, got.r1)
+	}
+}
+
+// TestEvalFresh reports the fresh tasks, written after the first held-out
+// third was seen and before the changes it led to. Their one look, with
+// those changes done (8af64de), gave recall@1 0.65, recall@5 0.87, MRR
+// 0.755 (plain BM25: 0.54, 0.80, 0.662): under both of the floors
+// (0.80 and 0.95). It holds the engine to what that look gave; these tasks
+// are seen now too.
+func TestEvalFresh(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	fresh := split(tasks, "fresh", nil)
+	ix, base := New(docs), baseline(docs)
+	got := evaluate(ix, docs, fresh)
+	t.Logf("fresh, %d tools: engine   %s", len(docs), got)
+	t.Logf("fresh, %d tools: BM25     %s", len(docs), evaluate(base, docs, fresh))
+	hard, easy := true, false
+	t.Logf("fresh hard:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh", &hard)), evaluate(base, docs, split(tasks, "fresh", &hard)))
+	t.Logf("fresh easy:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh", &easy)), evaluate(base, docs, split(tasks, "fresh", &easy)))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+	if got.r5 < 40.0/46-1e-9 || got.r1 < 30.0/46-1e-9 { // 0.87, 0.65
+		t.Errorf("fresh: recall@5 %.2f (reached 0.87), recall@1 %.2f (reached 0.65)", got.r5, got.r1)
 	}
 }
