@@ -150,11 +150,20 @@ func baseline(docs []Doc) *Index {
 	return build(docs, params{k1: 1.2, b: [nFields]float64{fDesc: 0.75}, weight: [nFields]float64{fDesc: 1}, plain: true})
 }
 
-// TestEvalSeen reports the tasks seen while tuning: dev and the first
-// held-out third, which was looked at once and then used like dev.
+// seen are the tasks the engine has been tuned on: dev, and each held-out
+// set once it was looked at (the first third, then the fresh tasks).
+func seen(tasks []task) []task {
+	var out []task
+	for _, name := range []string{"dev", "heldout", "fresh"} {
+		out = append(out, split(tasks, name, nil)...)
+	}
+	return out
+}
+
+// TestEvalSeen reports the tasks seen while tuning.
 func TestEvalSeen(t *testing.T) {
 	docs, tasks := loadDocs(t), loadTasks(t)
-	seen := append(split(tasks, "dev", nil), split(tasks, "heldout", nil)...)
+	seen := seen(tasks)
 	got := evaluate(New(docs), docs, seen)
 	t.Logf("seen, %d tools: engine   %s", len(docs), got)
 	t.Logf("seen, %d tools: BM25     %s", len(docs), evaluate(baseline(docs), docs, seen))

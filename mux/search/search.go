@@ -359,12 +359,25 @@ func (ix *Index) Search(query string, limit int, keep func(doc int) bool) []Hit 
 
 // decompound adds, for a word of the query that no tool has, the two words
 // it is made of when tools have both (sitemap: site map, heapsnapshot:
-// heap snapshot), at a synonym's weight.
+// heap snapshot), and for two words of the query, the one word tools have
+// that they make (function app: functionapp), at a synonym's weight.
 func (ix *Index) decompound(terms []qterm) []qterm {
 	if ix.p.plain {
 		return terms
 	}
 	n := len(terms)
+	for i := 0; i+1 < n; i++ {
+		a, b := terms[i], terms[i+1]
+		if a.weight != 1 || b.weight != 1 || !isASCIILetters(a.term) || !isASCIILetters(b.term) {
+			continue
+		}
+		for _, w := range []string{a.term + b.term, stem(a.term + b.term)} {
+			if _, ok := ix.terms[w]; ok {
+				terms = append(terms, qterm{w, ix.p.synonym})
+				break
+			}
+		}
+	}
 	for _, qt := range terms[:n] {
 		w := qt.term
 		if qt.weight != 1 || len(w) < 6 || !isASCIILetters(w) {

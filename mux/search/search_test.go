@@ -14,8 +14,10 @@ func TestWords(t *testing.T) {
 	for in, want := range map[string]string{
 		"create_issue":           "create issue",
 		"API-post-search":        "api post search",
-		"createIssue":            "create issue",
-		"HTTPServer listens":     "http server listens",
+		"createIssue":            "create issue createissue",
+		"HTTPServer listens":     "http server httpserver listens",
+		"on GitHub.":             "on git hub github",
+		"MCP":                    "mcp",
 		"browser.navigate_back":  "browser navigate back",
 		"d1_query r2_put_object": "d1 query r2 put object",
 		"Standard_D4s_v5":        "standard d4s v5",
@@ -83,6 +85,10 @@ func TestClassify(t *testing.T) {
 		{"alert(1)", "code", ""},
 		{"document.querySelector('a')", "code", ""},
 		{"node.js", "file", ""},
+		{"#17", "number", ""},
+		{"#general,", "channel", ""},
+		{"#dev-ops", "channel", ""},
+		{"#", "", "#"},
 	} {
 		kind, keep := classify(c.in)
 		if kind != c.kind || kind != "" && keep != c.keep {
@@ -121,6 +127,12 @@ func TestQueryTerms(t *testing.T) {
 	if _, other := terms("which buckets do I have?"); !slices.Contains(other, "list") {
 		t.Errorf("which ... do I have: %q, want list", other)
 	}
+	if own, other := terms("tell #deploys about PR #12"); slices.Contains(own, "deploy") || !slices.Contains(other, paramMark+"channel") || !slices.Contains(other, paramMark+"number") {
+		t.Errorf("#channel, #number: own %q, other %q", own, other)
+	}
+	if _, other := terms("hit Enter"); !slices.Contains(other, "key") || !slices.Contains(other, "press") {
+		t.Errorf("hit Enter: %q, want key and press", other)
+	}
 	if _, other := terms("which bucket holds the logs"); slices.Contains(other, "list") {
 		t.Errorf("which ... holds: %q, want no list", other)
 	}
@@ -153,6 +165,8 @@ func testDocs() []Doc {
 		d("filesystem", "read_text_file", "Read the complete contents of a file as text", schema("path", "")),
 		d("filesystem", "read_file", "Read the complete contents of a file as text. DEPRECATED: Use read_text_file instead.", schema("path", "")),
 		d("google-maps", "maps_geocode", "Convert an address into geographic coordinates", schema("address", "The address to geocode")),
+		d("azure", "functionapp", "Function App operations", schema("intent", "")),
+		d("azure", "functions", "Azure Functions code generation", schema("intent", "")),
 	}
 }
 
@@ -177,6 +191,7 @@ func TestSearch(t *testing.T) {
 		{"read the file notes/todo.txt", "filesystem__read_text_file"}, // not the deprecated read_file
 		{"latitude and longitude of an address", "google-maps__maps_geocode"},
 		{"look up code that calls useEffect", "github__search_code"},
+		{"list my Function Apps", "azure__functionapp"}, // function app: functionapp
 		// A tool's name, or the start of one, first.
 		{"github__list_issues", "github__list_issues"},
 		{"GITHUB__LIST", "github__list_issues"},

@@ -13,29 +13,41 @@ import (
 
 // words appends to dst the words of s: lower case, split on everything
 // that is not a letter or a digit (so on _ - . / and spaces) and on case
-// changes (createIssue, HTTPServer: create issue, http server). Digits stay
-// with their letters: d1, r2, s3, v5 are names.
+// changes (createIssue, HTTPServer: create issue, http server). A word that
+// case splits is also given whole after its parts (GitHub: git hub github,
+// DevTools: dev tools devtools), since it is also a name written in one
+// piece (the backend github). Digits stay with their letters: d1, r2, s3,
+// v5 are names.
 func words(dst []string, s string) []string {
-	start := -1
-	var prev rune // the previous rune of the current word
+	start, whole := -1, -1 // the current part, and the run of letters and digits it is in
+	var prev rune          // the previous rune of the current word
+	lower := func(w string) string {
+		if hasUpper(w) {
+			return strings.ToLower(w)
+		}
+		return w
+	}
 	flush := func(end int) {
 		if start >= 0 && end > start {
-			w := s[start:end]
-			if hasUpper(w) {
-				w = strings.ToLower(w)
-			}
-			dst = append(dst, w)
+			dst = append(dst, lower(s[start:end]))
 		}
 		start = -1
 	}
+	endRun := func(end int) {
+		flush(end)
+		if whole >= 0 && end > whole && len(dst) > 0 && dst[len(dst)-1] != lower(s[whole:end]) {
+			dst = append(dst, lower(s[whole:end]))
+		}
+		whole = -1
+	}
 	for i, r := range s {
 		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
-			flush(i)
+			endRun(i)
 			prev = 0
 			continue
 		}
 		if start < 0 {
-			start, prev = i, r
+			start, whole, prev = i, i, r
 			continue
 		}
 		if unicode.IsUpper(r) {
@@ -48,7 +60,7 @@ func words(dst []string, s string) []string {
 		}
 		prev = r
 	}
-	flush(len(s))
+	endRun(len(s))
 	return dst
 }
 
@@ -181,6 +193,15 @@ func (p *params) queryTerms(q string) []qterm {
 		switch kind {
 		case "":
 			text.WriteString(f)
+			if keys[strings.ToLower(strings.Trim(f, `"'.,;:!?()`))] {
+				add("key", p.synonym)
+				add("press", p.synonym)
+			}
+		case "number": // #17: an issue's, a pull request's
+			add(paramMark+"number", p.marker)
+		case "channel": // #general
+			add(paramMark+"channel", p.marker)
+			add("channel", p.synonym)
 		case "url":
 			add(paramMark+"url", p.marker)
 			add(paramMark+"uri", p.marker)
@@ -239,12 +260,23 @@ func (p *params) queryTerms(q string) []qterm {
 // ("url": keep is its host's telling labels: github of github.com, docs
 // and stripe of docs.stripe.com, none of www, com, localhost, example), a
 // glob ("pattern"), a path ("path": /var/log/app.log, ./src, ~/x,
-// config/settings.yaml), a file name ("file": README.md, report.md), code ("code": document.title, alert(1)),
-// or words ("": as is). A path's and a URL's segments are left out: they name
-// the user's things, not the tool, and match other servers' parameters.
+// config/settings.yaml), a file name ("file": README.md, report.md), code
+// ("code": document.title, alert(1)), an issue's or pull request's number
+// ("number": #17), a channel ("channel": #general), or words ("": as is).
+// The segments of paths and URLs and the names of channels are left out:
+// they name the user's things, not the tool, and match other servers'
+// parameters.
 func classify(f string) (kind, keep string) {
 	t := strings.Trim(f, `"'()[]{}<>,;!?`)
 	lower := strings.ToLower(t)
+	if len(t) > 1 && t[0] == '#' {
+		if isNumberish(t[1:]) {
+			return "number", ""
+		}
+		if isLetters(strings.NewReplacer("-", "", "_", "").Replace(lower[1:])) {
+			return "channel", ""
+		}
+	}
 	if i := strings.Index(lower, "://"); i > 0 && isScheme(lower[:i]) {
 		return "url", hostWords(lower[i+3:])
 	}
@@ -366,6 +398,9 @@ func isNumberish(s string) bool {
 	return true
 }
 
+// keys are the names of keyboard keys a request may say (hit Enter).
+var keys = setOf(`enter tab escape esc backspace arrowup arrowdown arrowleft arrowright pageup pagedown f5 ctrl+c ctrl+v`)
+
 var tlds = setOf(`com org net io dev app ai co so sh me info biz edu gov uk de fr jp cn ru nl eu us ca au in tech xyz cloud site page`)
 
 var fileExts = setOf(`txt md markdown json yaml yml toml xml csv tsv log js mjs cjs ts tsx jsx py go rs java kt rb php c h cc cpp hpp cs swift sh bash zsh ps1 html htm css scss sql png jpg jpeg gif svg webp pdf doc docx xls xlsx ppt pptx zip tar gz tgz env ini cfg conf lock wasm mp3 mp4 wav`)
@@ -401,13 +436,13 @@ var synonyms = func() map[string][][]string {
 // common names.
 var synonymGroups = [][]string{
 	{"find", "search", "lookup", "look up", "query", "seek", "locate"},
-	{"create", "add", "new", "make", "insert", "open"},
+	{"create", "add", "new", "make", "insert", "open", "set up", "setup"},
 	{"remove", "delete", "drop", "erase", "destroy"},
 	{"get", "fetch", "retrieve", "read", "show", "view", "obtain", "display"},
 	{"list", "enumerate", "all"},
-	{"update", "edit", "modify", "change", "patch", "alter"},
+	{"update", "edit", "modify", "change", "patch", "alter", "rewrite"},
 	{"run", "execute", "exec", "invoke", "perform"},
-	{"send", "post", "publish"},
+	{"send", "post", "publish", "tell", "notify", "announce"},
 	{"navigate", "go", "go to", "visit", "browse", "goto", "open"},
 	{"image", "picture", "photo", "img"},
 	{"page", "webpage", "website", "site", "web"},
@@ -436,6 +471,11 @@ var synonymGroups = [][]string{
 	{"put", "store", "save", "write", "set"},
 	{"screenshot", "screen capture"},
 	{"user agent", "useragent"},
+	{"hover", "mouse over", "mouseover", "move the mouse"},
+	{"press", "hit"},
+	{"elevation", "altitude", "height", "sea level"},
+	{"directions", "walking", "driving", "transit", "bicycling", "cycling"},
+	{"script", "code", "source code"},
 }
 
 // plainWords are the baseline's words: lower case, split on everything that
