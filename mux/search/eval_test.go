@@ -245,3 +245,28 @@ func TestEvalFresh(t *testing.T) {
 		t.Errorf("fresh: recall@5 %.2f (reached 0.87), recall@1 %.2f (reached 0.65)", got.r5, got.r1)
 	}
 }
+
+// TestEvalFresh2 reports the fresh2 tasks, written after the fresh ones
+// were seen and before the changes they led to. Their one look, with those
+// changes done (d6aadad), gave recall@1 0.72, recall@5 0.93, MRR 0.824
+// (plain BM25: 0.65, 0.87, 0.747): under both of the floors (0.80
+// and 0.95). It holds the engine to what that look gave.
+func TestEvalFresh2(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	held := split(tasks, "fresh2", nil)
+	ix, base := New(docs), baseline(docs)
+	got := evaluate(ix, docs, held)
+	t.Logf("fresh2, %d tools: engine   %s", len(docs), got)
+	t.Logf("fresh2, %d tools: BM25     %s", len(docs), evaluate(base, docs, held))
+	hard, easy := true, false
+	t.Logf("fresh2 hard:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh2", &hard)), evaluate(base, docs, split(tasks, "fresh2", &hard)))
+	t.Logf("fresh2 easy:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh2", &easy)), evaluate(base, docs, split(tasks, "fresh2", &easy)))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+	if got.r5 < 43.0/46-1e-9 || got.r1 < 33.0/46-1e-9 { // 0.93, 0.72
+		t.Errorf("fresh2: recall@5 %.2f (reached 0.93), recall@1 %.2f (reached 0.72)", got.r5, got.r1)
+	}
+}
