@@ -114,9 +114,9 @@ type backend struct {
 	docs  []int32
 }
 
-// New indexes docs. It takes about 30 ms of CPU per 1,000 tools (13 ms for
-// the 416 tools of testdata/toolsearch), and the index keeps about 400 KiB
-// per 1,000 tools (see BenchmarkNew). The docs may be changed or dropped
+// New indexes docs. It takes about 30 ms of CPU per 1,000 tools (15 to 20
+// ms for the 416 tools of testdata/toolsearch), and the index keeps about
+// 400 KiB per 1,000 tools (see BenchmarkNew). The docs may be changed or dropped
 // after it returns.
 func New(docs []Doc) *Index { return build(docs, defaults) }
 
