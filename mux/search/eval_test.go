@@ -1,0 +1,272 @@
+package search
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The evaluation: the tasks of testdata/toolsearch/tasks.json, each with
+// its one right tool, searched in the catalog the 20 servers of issue 23
+// list (catalog.json), by this engine and by a plain BM25 (one field of
+// names, descriptions and parameters, no stemming, no query processing).
+
+const toolsearchDir = "../../testdata/toolsearch"
+
+// catalogFile is catalog.json (testdata/toolsearch/capture writes it).
+type catalogFile struct {
+	Backends []struct {
+		Name, Server, Instructions string
+	}
+	Tools []struct {
+		Backend string
+		Tool    json.RawMessage
+	}
+}
+
+// loadDocs reads catalog.json into docs as mcp-mux makes them: About is
+// the backend's serverInfo name and the first line of its instructions.
+func loadDocs(tb testing.TB) []Doc {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join(toolsearchDir, "catalog.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var cat catalogFile
+	if err := json.Unmarshal(data, &cat); err != nil {
+		tb.Fatal(err)
+	}
+	about := map[string]string{}
+	for _, b := range cat.Backends {
+		name := b.Server
+		if i := strings.LastIndexByte(name, ' '); i > 0 {
+			name = name[:i] // less the version
+		}
+		first, _, _ := strings.Cut(strings.TrimSpace(b.Instructions), "\n")
+		about[b.Name] = strings.TrimSpace(name + ". " + first)
+	}
+	docs := make([]Doc, 0, len(cat.Tools))
+	for _, t := range cat.Tools {
+		var tool struct {
+			Name, Title, Description string
+			InputSchema              json.RawMessage
+			Annotations              struct{ Title string }
+		}
+		if err := json.Unmarshal(t.Tool, &tool); err != nil {
+			tb.Fatal(err)
+		}
+		title := tool.Title
+		if title == "" {
+			title = tool.Annotations.Title
+		}
+		docs = append(docs, Doc{Name: tool.Name, Tool: strings.TrimPrefix(tool.Name, t.Backend+"__"), Title: title,
+			Description: tool.Description, InputSchema: tool.InputSchema, Backend: t.Backend, About: about[t.Backend]})
+	}
+	return docs
+}
+
+type task struct {
+	Task, Tool, Split string
+	Hard              bool
+}
+
+func loadTasks(tb testing.TB) []task {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join(toolsearchDir, "tasks.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var tasks []task
+	if err := json.Unmarshal(data, &tasks); err != nil {
+		tb.Fatal(err)
+	}
+	return tasks
+}
+
+// scores are recall@1, recall@5 and MRR (over the first 20 hits) of tasks.
+type scores struct {
+	n           int
+	r1, r5, mrr float64
+	misses      []string
+}
+
+func (s scores) String() string {
+	return fmt.Sprintf("recall@1 %.2f  recall@5 %.2f  MRR %.3f  (%d tasks)", s.r1, s.r5, s.mrr, s.n)
+}
+
+func evaluate(ix *Index, docs []Doc, tasks []task) scores {
+	var s scores
+	for _, t := range tasks {
+		s.n++
+		hits := ix.Search(t.Task, 20, nil)
+		rank := 0
+		for i, h := range hits {
+			if docs[h.Doc].Name == t.Tool {
+				rank = i + 1
+				break
+			}
+		}
+		if rank == 1 {
+			s.r1++
+		}
+		if rank >= 1 && rank <= 5 {
+			s.r5++
+		}
+		if rank > 0 {
+			s.mrr += 1 / float64(rank)
+		}
+		if rank != 1 {
+			var top []string
+			for _, h := range hits[:min(3, len(hits))] {
+				top = append(top, docs[h.Doc].Name)
+			}
+			s.misses = append(s.misses, fmt.Sprintf("rank %2d  %-45s %q  top: %s", rank, t.Tool, t.Task, strings.Join(top, " ")))
+		}
+	}
+	if s.n > 0 {
+		s.r1 /= float64(s.n)
+		s.r5 /= float64(s.n)
+		s.mrr /= float64(s.n)
+	}
+	return s
+}
+
+func split(tasks []task, name string, hard *bool) []task {
+	var out []task
+	for _, t := range tasks {
+		if t.Split == name && (hard == nil || t.Hard == *hard) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// baseline is the plain BM25 the issue measured: one field of names,
+// descriptions and parameters, no tricks.
+func baseline(docs []Doc) *Index {
+	return build(docs, params{k1: 1.2, b: [nFields]float64{fDesc: 0.75}, weight: [nFields]float64{fDesc: 1}, plain: true})
+}
+
+// seen are the tasks the engine has been tuned on: dev, and each held-out
+// set once it was looked at (the first third, then the fresh tasks).
+func seen(tasks []task) []task {
+	var out []task
+	for _, name := range []string{"dev", "heldout", "fresh"} {
+		out = append(out, split(tasks, name, nil)...)
+	}
+	return out
+}
+
+// TestEvalSeen reports the tasks seen while tuning.
+func TestEvalSeen(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	seen := seen(tasks)
+	got := evaluate(New(docs), docs, seen)
+	t.Logf("seen, %d tools: engine   %s", len(docs), got)
+	t.Logf("seen, %d tools: BM25     %s", len(docs), evaluate(baseline(docs), docs, seen))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+}
+
+// TestEvalDev reports the dev split (the one the engine is tuned on) and
+// holds it to what it reached, so a change that loses recall is seen.
+func TestEvalDev(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	dev := split(tasks, "dev", nil)
+	ix, base := New(docs), baseline(docs)
+	got := evaluate(ix, docs, dev)
+	t.Logf("dev, %d tools: engine   %s", len(docs), got)
+	t.Logf("dev, %d tools: BM25     %s", len(docs), evaluate(base, docs, dev))
+	hard, easy := true, false
+	t.Logf("dev hard:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "dev", &hard)), evaluate(base, docs, split(tasks, "dev", &hard)))
+	t.Logf("dev easy:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "dev", &easy)), evaluate(base, docs, split(tasks, "dev", &easy)))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+}
+
+// TestEvalHeldout reports the third of the tasks the engine was not tuned
+// on. Its one look, once the engine was done (commit "search: the held-out
+// third, evaluated once"), gave recall@1 0.76, recall@5 0.96, MRR 0.838
+// (plain BM25: 0.65, 0.87, 0.754): over the issue's floor for recall@5
+// (0.95), under it for recall@1 (0.80). It holds the engine to what that
+// look gave; the tasks have been seen since, so a later gain here is no
+// longer a held-out result.
+func TestEvalHeldout(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	held := split(tasks, "heldout", nil)
+	ix, base := New(docs), baseline(docs)
+	got := evaluate(ix, docs, held)
+	t.Logf("held out, %d tools: engine   %s", len(docs), got)
+	t.Logf("held out, %d tools: BM25     %s", len(docs), evaluate(base, docs, held))
+	hard, easy := true, false
+	t.Logf("held out hard:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "heldout", &hard)), evaluate(base, docs, split(tasks, "heldout", &hard)))
+	t.Logf("held out easy:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "heldout", &easy)), evaluate(base, docs, split(tasks, "heldout", &easy)))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+	if got.r5 < 0.95 || got.r1 < 35.0/46-1e-9 { // 0.76
+		t.Errorf("held out: recall@5 %.2f (floor 0.95), recall@1 %.2f (reached 0.76)", got.r5, got.r1)
+	}
+}
+
+// TestEvalFresh reports the fresh tasks, written after the first held-out
+// third was seen and before the changes it led to. Their one look, with
+// those changes done (bc6988c), gave recall@1 0.65, recall@5 0.87, MRR
+// 0.755 (plain BM25: 0.54, 0.80, 0.662): under both of the issue's floors
+// (0.80 and 0.95). It holds the engine to what that look gave; these tasks
+// are seen now too.
+func TestEvalFresh(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	fresh := split(tasks, "fresh", nil)
+	ix, base := New(docs), baseline(docs)
+	got := evaluate(ix, docs, fresh)
+	t.Logf("fresh, %d tools: engine   %s", len(docs), got)
+	t.Logf("fresh, %d tools: BM25     %s", len(docs), evaluate(base, docs, fresh))
+	hard, easy := true, false
+	t.Logf("fresh hard:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh", &hard)), evaluate(base, docs, split(tasks, "fresh", &hard)))
+	t.Logf("fresh easy:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh", &easy)), evaluate(base, docs, split(tasks, "fresh", &easy)))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+	if got.r5 < 40.0/46-1e-9 || got.r1 < 30.0/46-1e-9 { // 0.87, 0.65
+		t.Errorf("fresh: recall@5 %.2f (reached 0.87), recall@1 %.2f (reached 0.65)", got.r5, got.r1)
+	}
+}
+
+// TestEvalFresh2 reports the fresh2 tasks, written after the fresh ones
+// were seen and before the changes they led to. Their one look, with those
+// changes done (d6aadad), gave recall@1 0.72, recall@5 0.93, MRR 0.824
+// (plain BM25: 0.65, 0.87, 0.747): under both of the issue's floors (0.80
+// and 0.95). It holds the engine to what that look gave.
+func TestEvalFresh2(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	held := split(tasks, "fresh2", nil)
+	ix, base := New(docs), baseline(docs)
+	got := evaluate(ix, docs, held)
+	t.Logf("fresh2, %d tools: engine   %s", len(docs), got)
+	t.Logf("fresh2, %d tools: BM25     %s", len(docs), evaluate(base, docs, held))
+	hard, easy := true, false
+	t.Logf("fresh2 hard:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh2", &hard)), evaluate(base, docs, split(tasks, "fresh2", &hard)))
+	t.Logf("fresh2 easy:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh2", &easy)), evaluate(base, docs, split(tasks, "fresh2", &easy)))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+	if got.r5 < 43.0/46-1e-9 || got.r1 < 33.0/46-1e-9 { // 0.93, 0.72
+		t.Errorf("fresh2: recall@5 %.2f (reached 0.93), recall@1 %.2f (reached 0.72)", got.r5, got.r1)
+	}
+}
