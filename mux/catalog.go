@@ -120,6 +120,11 @@ func (h *catalogHolder) rebuild(m *Mux) {
 			}
 			cp := *t
 			cp.Name = m.exposedName(mem, t.Name)
+			if cp.Name == toolSearch || cp.Name == toolCall {
+				// mux's own name (toolsearch.go): mux wins.
+				c.collisions = append(c.collisions, Collision{Kind: "tool", Name: cp.Name, Winner: "mcp-mux", Loser: mem.spec.Name})
+				continue
+			}
 			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem, c.ui.withUIAliases(mem, renamed(part.rawAt(0, i), cp.Name, &cp))}); w != nil {
 				collide("tool", cp.Name, w, mem)
 			}

@@ -38,6 +38,9 @@ func testConfig(specs ...config.Backend) *config.File {
 	cfg.Mux.FirstListWait.Duration = 10 * time.Second
 	cfg.Mux.ShutdownGrace.Duration = time.Second
 	cfg.Mux.MaxSubscriptions = 100
+	// Every tool in every session's list: the tests of tool search set
+	// their own (toolsearch_test.go).
+	cfg.Mux.ToolList = config.ToolListAll
 	return cfg
 }
 

@@ -87,6 +87,10 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 			http.Error(w, "Unauthorized: this mcp-mux requires Authorization: Bearer <http_token>", http.StatusUnauthorized)
 			return
 		}
+		if v := r.URL.Query().Get("tool_list"); v != "" {
+			// A client that can set only its URL picks its tool list there.
+			r.Header.Set(ToolListHeader, v)
+		}
 		if r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("MCP-Protocol-Version") >= modernEra {
 			stateless.ServeHTTP(w, r)
 			return

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // pageSize bounds the items of one page of the lists mux serves from its
@@ -52,33 +53,59 @@ func decodeCursor(s, kind string) (cursor, error) {
 // page returns the page of a catalog list that starts at cursor s: its
 // items, the same as their backends sent them, and the next cursor.
 func page[T any](items []exposed[T], s, kind string) ([]*T, []json.RawMessage, string, error) {
-	c, err := decodeCursor(s, kind)
+	part, next, err := pageOf(items, s, kind)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if c.Offset > len(items) {
-		return nil, nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q: past the end of the list", s)}
-	}
-	end := min(c.Offset+pageSize, len(items))
-	out := make([]*T, 0, end-c.Offset)
-	raw := make([]json.RawMessage, 0, end-c.Offset)
-	for _, e := range items[c.Offset:end] {
+	out := make([]*T, 0, len(part))
+	raw := make([]json.RawMessage, 0, len(part))
+	for _, e := range part {
 		out = append(out, e.item)
 		raw = append(raw, e.raw)
-	}
-	next := ""
-	if end < len(items) {
-		next = cursor{Kind: kind, Offset: end}.encode()
 	}
 	return out, raw, next, nil
 }
 
+// pageOf is the part of items on the page at cursor s, and the next cursor.
+func pageOf[T any](items []exposed[T], s, kind string) ([]exposed[T], string, error) {
+	c, err := decodeCursor(s, kind)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.Offset > len(items) {
+		return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q: past the end of the list", s)}
+	}
+	end := min(c.Offset+pageSize, len(items))
+	next := ""
+	if end < len(items) {
+		next = cursor{Kind: kind, Offset: end}.encode()
+	}
+	return items[c.Offset:end], next, nil
+}
+
+// listTools is the session's tool list: every tool, or the search surface
+// (toolsearch.go).
 func (m *Mux) listTools(ctx context.Context, p *mcp.ListToolsParams) (mcp.Result, error) {
 	m.waitStarted(ctx)
+	s := sessionFrom(ctx)
+	if m.toolListMode(s) == config.ToolListSearch {
+		if paramsCursor(p) != "" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid cursor %q: the list has one page", paramsCursor(p))}
+		}
+		return m.searchSurface(s)
+	}
 	cat := m.cat.get()
-	items, raw, next, err := page(cat.tools.items, paramsCursor(p), "tools")
+	part, next, err := pageOf(cat.tools.items, paramsCursor(p), "tools")
 	if err != nil {
 		return nil, err
+	}
+	items := make([]*mcp.Tool, len(part))
+	raw := make([]json.RawMessage, len(part))
+	for i, e := range part {
+		items[i], raw[i] = e.item, e.raw
+	}
+	if traitsOf(s).searches {
+		raw = forClaudeCode(part, raw)
 	}
 	return &toolsPage{&mcp.ListToolsResult{Tools: items, NextCursor: next, Cacheable: cat.cache[0]}, raw}, nil
 }

@@ -88,6 +88,10 @@ type Mux struct {
 	// roots is the roots of the agent of the current era, as mux learned
 	// them (roots.go).
 	roots agentRoots
+	// search is the tool search index of the catalog it was built from,
+	// and searchBuilding whether one is being built (toolsearch.go).
+	search         atomic.Pointer[toolIndex]
+	searchBuilding atomic.Bool
 	// instr remembers the backends' instructions across runs (instrcache.go).
 	instr *instructionMemory
 
@@ -121,6 +125,11 @@ type session struct {
 	conn atomic.Pointer[agentConn]
 
 	ahead *listAhead // the resources page fetched for the agent's next cursor (listahead.go); guarded by mu
+
+	working workingSet // the tools it found and called (toolsearch.go)
+	// toolList is the tool list an HTTP agent asked for on its requests
+	// (ToolListHeader or ?tool_list=); "" follows [mux] tool_list.
+	toolList atomic.Pointer[string]
 }
 
 // deliver sends s a notification of mux's own: straight to a stdio

@@ -112,6 +112,9 @@ func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
 	if !argumentsObject(args) {
 		return false
 	}
+	if name == toolSearch || name == toolCall {
+		return false // mux's own (toolsearch.go): the go-sdk's path
+	}
 	e, err := p.m.tool(name)
 	if err != nil || taskRequired(e.raw) {
 		return false // the go-sdk's path gives the error
@@ -236,6 +239,9 @@ func (p *passThrough) send(req *jsonrpc.Request, call *agentCall, mem *member, t
 		if err != nil {
 			p.respond(req.ID, nil, err)
 			return
+		}
+		if req.Method == "tools/call" {
+			m.calledTool(s, target)
 		}
 		p.respond(req.ID, m.finishResult(s, mem, req.Method, res), nil)
 	})

@@ -22,7 +22,7 @@ import (
 // exposureKeys are the [[backend]] keys that change only what the agent
 // sees of a backend, not its process: a reload applies them to the running
 // backend by rebuilding the merged catalog.
-var exposureKeys = map[string]bool{"prefix": true, "tools": true, "exclude_tools": true, "prompts": true, "exclude_prompts": true}
+var exposureKeys = map[string]bool{"prefix": true, "tools": true, "exclude_tools": true, "prompts": true, "exclude_prompts": true, "pin": true}
 
 // liveSettings are the [mux] keys a reload applies at once. Every other key
 // (and any key added later, until it is listed here) is logged as "needs
@@ -39,6 +39,8 @@ var liveSettings = map[string]bool{
 	"shutdown_grace":  true,
 	"restart_max":     true,
 	"restart_window":  true,
+	"tool_list":       true, // each session's list is decided anew: tools/list_changed
+	"tool_list_max":   true,
 }
 
 // reloadPlan is what a reload changes, backends by name and [mux] settings
@@ -311,6 +313,8 @@ func (m *Mux) applyReload(next *config.File, p reloadPlan) {
 	m.cat.rebuild(m)
 	if len(p.remove)+len(p.restart)+len(p.expose) > 0 || p.reorder {
 		m.lists.mark(allKinds)
+	} else if slices.Contains(p.live, "tool_list") || slices.Contains(p.live, "tool_list_max") {
+		m.lists.mark(kindTools) // each session's list decided anew (toolsearch.go)
 	}
 	var wg sync.WaitGroup
 	for _, mem := range stopping {

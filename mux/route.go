@@ -44,6 +44,16 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (mcp.Result,
 	if !argumentsObject(p.Arguments) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call: arguments must be an object"}
 	}
+	switch p.Name { // mux's own tools (toolsearch.go)
+	case toolSearch:
+		return m.searchTools(ctx, sessionFrom(ctx), p.Arguments)
+	case toolCall:
+		inner, err := unwrapCall(r)
+		if err != nil {
+			return nil, err
+		}
+		return m.callTool(ctx, inner)
+	}
 	e, err := m.tool(p.Name)
 	if err != nil {
 		return nil, err
@@ -57,7 +67,9 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (mcp.Result,
 	if err != nil {
 		return nil, err
 	}
-	return &callResult{&mcp.CallToolResult{}, m.finishResult(sessionFrom(ctx), e.mem, "tools/call", res)}, nil
+	s := sessionFrom(ctx)
+	m.calledTool(s, p.Name)
+	return &callResult{&mcp.CallToolResult{}, m.finishResult(s, e.mem, "tools/call", res)}, nil
 }
 
 // argumentsObject reports whether a tool call's arguments are an object

@@ -61,7 +61,11 @@ func (m *Mux) routes() {
 func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-			m.session(ss).lastActive.Store(time.Now().UnixNano())
+			s := m.session(ss)
+			s.lastActive.Store(time.Now().UnixNano())
+			if x := req.GetExtra(); x != nil && x.Header != nil {
+				s.askToolList(x.Header.Get(ToolListHeader))
+			}
 		}
 		switch r := req.(type) {
 		case *mcp.ListToolsRequest:

@@ -55,6 +55,10 @@ type Backend struct {
 	Prompts        []string `toml:"prompts"`
 	ExcludePrompts []string `toml:"exclude_prompts"`
 	Disabled       bool     `toml:"disabled"`
+	// Pin: its tools whose own names match one of these globs are always
+	// in an agent's tool list, whatever tool_list is (and are not repeated
+	// in search results).
+	Pin []string `toml:"pin"`
 	// PollInterval, when non-zero, makes the mux read each local-only
 	// subscribed resource of this backend on this interval.
 	PollInterval Duration `toml:"poll_interval"`
@@ -108,6 +112,7 @@ func (b *Backend) Filters() []Filter {
 		{"exclude_tools", "tool", b.ExcludeTools},
 		{"prompts", "prompt", b.Prompts},
 		{"exclude_prompts", "prompt", b.ExcludePrompts},
+		{"pin", "tool", b.Pin},
 	}
 }
 

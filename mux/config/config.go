@@ -77,6 +77,11 @@ type Settings struct {
 	HTTPListen      string   `toml:"http_listen"`       // default "": stdio only
 	HTTPToken       string   `toml:"http_token"`        // default "": none (loopback only)
 	HTTPSessionIdle Duration `toml:"http_session_idle"` // default 30m
+	// The tool list each agent session gets: "all" (every tool), "search"
+	// (the pinned tools, then search_tools and call_tool) or "auto" (by
+	// what the agent is, and tool_list_max).
+	ToolList    string `toml:"tool_list"`     // default "auto"
+	ToolListMax int    `toml:"tool_list_max"` // auto: search past this many tools, for an agent whose own limit is not known; default 64
 }
 
 // Defaults of [mux]; a zero value in the file (or a missing key) means the default.
@@ -87,6 +92,8 @@ const (
 	DefaultStartupTimeout   = 30 * time.Second
 	DefaultFirstListWait    = 3 * time.Second
 	DefaultHTTPSessionIdle  = 30 * time.Minute
+	DefaultToolList         = ToolListAuto
+	DefaultToolListMax      = 64
 	DefaultMaxSubscriptions = 1000
 	DefaultToolSeparator    = "__"
 	DefaultMaxRequestTime   = 10 * time.Minute
@@ -98,6 +105,10 @@ const (
 
 	RestartOnFailure = "on-failure"
 	RestartNever     = "never"
+
+	ToolListAll    = "all"
+	ToolListSearch = "search"
+	ToolListAuto   = "auto"
 )
 
 // Problem is one mistake in the config file.

@@ -205,6 +205,8 @@ func TestConfigGood(t *testing.T) {
 		RestartMax:       5,
 		RestartWindow:    Duration{Duration: 60 * time.Second},
 		HTTPSessionIdle:  Duration{Duration: 30 * time.Minute},
+		ToolList:         ToolListAuto,
+		ToolListMax:      64,
 	}
 	if cfg.Mux != wantMux {
 		t.Errorf("Mux =\n%+v\nwant\n%+v", cfg.Mux, wantMux)

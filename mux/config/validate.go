@@ -48,6 +48,8 @@ func (s *Settings) FillDefaults() {
 	dur(&s.ShutdownGrace, DefaultShutdownGrace)
 	dur(&s.RestartWindow, DefaultRestartWindow)
 	dur(&s.HTTPSessionIdle, DefaultHTTPSessionIdle)
+	str(&s.ToolList, DefaultToolList)
+	num(&s.ToolListMax, DefaultToolListMax)
 }
 
 func (p *parser) validateMux(s *Settings, present map[string]bool) {
@@ -89,6 +91,15 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 	}
 
 	p.validateHTTP(s, mk)
+
+	switch s.ToolList {
+	case "", ToolListAll, ToolListSearch, ToolListAuto:
+	default:
+		p.add(mk("tool_list"), "must be %q (every tool), %q (the pinned tools, search_tools and call_tool) or %q (by agent; the default) (got %q)", ToolListAll, ToolListSearch, ToolListAuto, s.ToolList)
+	}
+	if s.ToolListMax < 0 {
+		p.add(mk("tool_list_max"), "must not be negative (got %d)", s.ToolListMax)
+	}
 
 	s.FillDefaults()
 	if s.MaxRequestTime.Duration < s.RequestTimeout.Duration {

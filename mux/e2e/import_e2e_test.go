@@ -246,6 +246,9 @@ func TestImportedConfigOfEachClientPassesCheckAndServesTheSameToolsPrefixed(t *t
 					want = append(want, backend+"__"+tool)
 				}
 			}
+			// Every tool in the list (past tool_list_max, an agent mcp-mux
+			// does not know gets the search surface instead).
+			allTools(t, out)
 			r := runMux(t, out)
 			var got []string
 			// Every page: all at once is over the mux's page size.
@@ -543,5 +546,24 @@ func TestJSONClientConfigAsConfigNamesTheImportCommand(t *testing.T) {
 		if leaks(all, "ghp_16C7e42F292c6912E7710c838347Ae178B4a") {
 			t.Errorf("%v shows a secret:\n%s", args, all)
 		}
+	}
+}
+
+// allTools makes the config at path give every agent every tool
+// (tool_list = "all"), in its [mux] table or a new one.
+func allTools(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(data)
+	if strings.Contains(src, "\n[mux]\n") || strings.HasPrefix(src, "[mux]\n") {
+		src = strings.Replace(src, "[mux]\n", "[mux]\ntool_list = \"all\"\n", 1)
+	} else {
+		src = "[mux]\ntool_list = \"all\"\n\n" + src
+	}
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

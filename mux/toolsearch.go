@@ -1,0 +1,497 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/search"
+)
+
+// A tool list that fits each agent. Twenty real servers are 416 tools and
+// about 93,000 tokens of definitions, paid on every turn; clients cap the
+// count or pick worse tools from long lists. A session's tools/list is
+// either every tool ("all") or a small surface ("search"): the pinned
+// tools, the tools the session found and called (its working set), and two
+// tools of mux's own, search_tools (mux/search ranks the catalog for a
+// query) and call_tool (calls any tool by name, for agents that call only
+// what is listed). Every tool stays callable by its name whatever the
+// list shows. [mux] tool_list picks the mode; "auto" decides per session,
+// by what the agent is (knownAgents) and how many tools there are.
+
+// mux's own tools' names: reserved (a backend tool exposed under one of
+// them is a collision mux wins).
+const (
+	toolSearch = "search_tools"
+	toolCall   = "call_tool"
+)
+
+// agentTraits is what mux knows of an agent, by its clientInfo name.
+type agentTraits struct {
+	searches bool // it searches tools itself (its list may be every tool)
+	limit    int  // the most tools it takes; 0: not known
+	// listChanged: it asks for the list again on tools/list_changed (the
+	// working set reaches it); false where it is known not to.
+	listChanged bool
+}
+
+// knownAgents, matched in order on the clientInfo name (case folded). The
+// README's table says where each fact comes from.
+var knownAgents = []struct {
+	name   string // a substring of the clientInfo name
+	traits agentTraits
+}{
+	{"claude-code", agentTraits{searches: true, listChanged: true}},
+	{"cursor", agentTraits{limit: 40, listChanged: true}},
+	{"windsurf", agentTraits{limit: 100, listChanged: true}},
+	{"visual studio code", agentTraits{limit: 128, listChanged: true}},
+	{"claude-ai", agentTraits{listChanged: false}}, // Claude Desktop
+}
+
+// traitsOf is what mux knows of the agent of s.
+func traitsOf(s *session) agentTraits {
+	if s == nil {
+		return agentTraits{listChanged: true}
+	}
+	p := s.ss.InitializeParams()
+	if p == nil || p.ClientInfo == nil {
+		return agentTraits{listChanged: true}
+	}
+	name := strings.ToLower(p.ClientInfo.Name)
+	for _, a := range knownAgents {
+		if strings.Contains(name, a.name) {
+			return a.traits
+		}
+	}
+	return agentTraits{listChanged: true}
+}
+
+// ToolListHeader is how an HTTP agent picks its own tool list ("all",
+// "search" or "auto", as [mux] tool_list); the URL's ?tool_list= does the
+// same for a client that can set only its URL.
+const ToolListHeader = "Mcp-Mux-Tool-List"
+
+// askToolList records the tool list the agent of s asked for; a value
+// that is not one of the modes is ignored.
+func (s *session) askToolList(v string) {
+	v = strings.ToLower(strings.TrimSpace(v))
+	switch v {
+	case config.ToolListAll, config.ToolListSearch, config.ToolListAuto:
+		if cur := s.toolList.Load(); cur == nil || *cur != v {
+			s.toolList.Store(&v)
+		}
+	}
+}
+
+// toolListMode is the list s gets: config.ToolListAll or ToolListSearch.
+func (m *Mux) toolListMode(s *session) string {
+	set := m.settings()
+	mode := set.ToolList
+	if s != nil {
+		if v := s.toolList.Load(); v != nil {
+			mode = *v
+		}
+	}
+	switch mode {
+	case config.ToolListAll, config.ToolListSearch:
+		return mode
+	}
+	t := traitsOf(s)
+	n := len(m.cat.get().tools.items)
+	switch {
+	case t.searches:
+		return config.ToolListAll
+	case t.limit > 0:
+		if n > t.limit {
+			return config.ToolListSearch
+		}
+		return config.ToolListAll
+	case n > set.ToolListMax:
+		return config.ToolListSearch
+	}
+	return config.ToolListAll
+}
+
+// pinned reports whether e is a pinned tool of its backend.
+func pinned(e exposed[mcp.Tool]) bool {
+	e.mem.mu.Lock()
+	pins := e.mem.spec.Pin
+	e.mem.mu.Unlock()
+	for _, p := range pins {
+		if ok, _ := path.Match(p, e.original); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// workingSet is the tools a session found with search_tools and then
+// called: they join its list (search mode), least recently used first out.
+type workingSet struct {
+	mu     sync.Mutex
+	found  []string // names search_tools returned, newest last (bounded)
+	called []string // names found and called, newest last (bounded)
+}
+
+// maxWorkingSet bounds a session's working set, and maxFound what it
+// remembers of its searches.
+const (
+	maxWorkingSet = 8
+	maxFound      = 200
+)
+
+func (w *workingSet) noteFound(names []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range names {
+		w.found = slices.DeleteFunc(w.found, func(x string) bool { return x == n })
+		w.found = append(w.found, n)
+	}
+	if len(w.found) > maxFound {
+		w.found = w.found[len(w.found)-maxFound:]
+	}
+}
+
+// noteCalled records a call of name, and reports whether it joined the
+// working set (it was found, and was not in it).
+func (w *workingSet) noteCalled(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !slices.Contains(w.found, name) {
+		return false
+	}
+	had := slices.Contains(w.called, name)
+	w.called = slices.DeleteFunc(w.called, func(x string) bool { return x == name })
+	w.called = append(w.called, name)
+	if len(w.called) > maxWorkingSet {
+		w.called = w.called[len(w.called)-maxWorkingSet:]
+	}
+	return !had
+}
+
+func (w *workingSet) names() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.called)
+}
+
+// searchSurface is the tools/list result of search mode: the pinned tools,
+// the working set, then search_tools and call_tool.
+func (m *Mux) searchSurface(s *session) (mcp.Result, error) {
+	cat := m.cat.get()
+	var items []*mcp.Tool
+	var raw []json.RawMessage
+	listed := map[string]bool{}
+	add := func(e exposed[mcp.Tool]) {
+		if !listed[e.item.Name] {
+			listed[e.item.Name] = true
+			items = append(items, e.item)
+			raw = append(raw, e.raw)
+		}
+	}
+	for _, e := range cat.tools.items {
+		if pinned(e) {
+			add(e)
+		}
+	}
+	if s != nil {
+		for _, name := range s.working.names() {
+			if e, ok := cat.tools.lookup(name); ok {
+				add(e)
+			}
+		}
+	}
+	var own []json.RawMessage
+	if err := json.Unmarshal(search.ToolDefinitions(), &own); err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-mux: its own tools' definitions: " + err.Error()}
+	}
+	for _, o := range own {
+		var t mcp.Tool
+		if json.Unmarshal(o, &t) == nil {
+			items = append(items, &t)
+			raw = append(raw, o)
+		}
+	}
+	return &toolsPage{&mcp.ListToolsResult{Tools: items, Cacheable: cat.cache[0]}, raw}, nil
+}
+
+// forClaudeCode is the page's tools with what Claude Code reads of them
+// (its tool search defers MCP tools): _meta["anthropic/alwaysLoad"] on the
+// pinned ones, and _meta["anthropic/searchHint"], a short line about the
+// backend, on every one.
+func forClaudeCode(items []exposed[mcp.Tool], raw []json.RawMessage) []json.RawMessage {
+	out := make([]json.RawMessage, len(raw))
+	for i, r := range raw {
+		meta := map[string]any{"anthropic/searchHint": items[i].mem.about()}
+		if pinned(items[i]) {
+			meta["anthropic/alwaysLoad"] = true
+		}
+		out[i] = withMeta(r, meta)
+	}
+	return out
+}
+
+// withMeta is raw (a tool) with keys added to its _meta (decoded and
+// encoded again at the top level only).
+func withMeta(raw json.RawMessage, keys map[string]any) json.RawMessage {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil || top == nil {
+		return raw
+	}
+	var meta map[string]any
+	_ = json.Unmarshal(top["_meta"], &meta)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	for k, v := range keys {
+		meta[k] = v
+	}
+	top["_meta"], _ = json.Marshal(meta)
+	out, err := json.Marshal(top)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// about is one line about the backend, for search: its server's title or
+// name, then the first sentence of its instructions.
+func (mem *member) about() string {
+	mem.mu.Lock()
+	r := mem.initResult
+	mem.mu.Unlock()
+	s := mem.spec.Name
+	if r != nil && r.ServerInfo != nil {
+		title := r.ServerInfo.Title
+		if title == "" {
+			title = r.ServerInfo.Name
+		}
+		if title != "" && !strings.EqualFold(title, s) {
+			s += ": " + title
+		}
+	}
+	if r != nil {
+		first, _, _ := strings.Cut(strings.TrimSpace(r.Instructions), "\n")
+		if i := strings.Index(first, ". "); i >= 0 {
+			first = first[:i+1]
+		}
+		if first != "" {
+			s += ". " + first
+		}
+	}
+	const max = 160
+	if len(s) > max {
+		s = s[:max]
+	}
+	return s
+}
+
+// toolIndex is the search index of the catalog it was built from: the
+// catalog's tool at Doc i is docs[i].
+type toolIndex struct {
+	cat *catalog
+	ix  *search.Index
+}
+
+// index is the search index of the catalog now, built (once per catalog)
+// when asked for first; a search during a build uses the previous one, so
+// a catalog that changes never stalls a search.
+func (m *Mux) index() *toolIndex {
+	cat := m.cat.get()
+	cur := m.search.Load()
+	if cur != nil && cur.cat == cat {
+		return cur
+	}
+	if m.searchBuilding.CompareAndSwap(false, true) {
+		build := func() {
+			defer m.searchBuilding.Store(false)
+			t := &toolIndex{cat: cat, ix: search.New(docsOf(cat))}
+			m.search.Store(t)
+		}
+		if cur == nil {
+			build() // the first: nothing to search meanwhile
+			return m.search.Load()
+		}
+		if !m.goOwned(build) {
+			m.searchBuilding.Store(false)
+		}
+	}
+	if cur == nil {
+		return &toolIndex{cat: cat, ix: search.New(docsOf(cat))}
+	}
+	return cur
+}
+
+// docsOf is what the search sees of the catalog's tools, in its order.
+func docsOf(cat *catalog) []search.Doc {
+	docs := make([]search.Doc, len(cat.tools.items))
+	for i, e := range cat.tools.items {
+		var schema json.RawMessage
+		if e.item.InputSchema != nil {
+			schema, _ = json.Marshal(e.item.InputSchema)
+		}
+		docs[i] = search.Doc{Name: e.item.Name, Tool: e.original, Title: e.item.Title, Description: e.item.Description,
+			InputSchema: schema, Backend: e.mem.spec.Name, About: e.mem.about()}
+	}
+	return docs
+}
+
+// searchArgs are search_tools' arguments.
+type searchArgs struct {
+	Query   string `json:"query"`
+	Limit   int    `json:"limit"`
+	Backend string `json:"backend"`
+}
+
+// foundTool is one tool of search_tools' result.
+type foundTool struct {
+	Name         string               `json:"name"`
+	Title        string               `json:"title,omitempty"`
+	Description  string               `json:"description"`
+	InputSchema  any                  `json:"inputSchema"`
+	OutputSchema any                  `json:"outputSchema,omitempty"`
+	Annotations  *mcp.ToolAnnotations `json:"annotations,omitempty"`
+	Backend      string               `json:"backend"`
+}
+
+// searchTools answers search_tools: the best tools for the query, as the
+// agent would call them, among those it could call (the catalog has only
+// ready backends, filters applied), without the pinned ones (listed
+// already).
+func (m *Mux) searchTools(ctx context.Context, s *session, args json.RawMessage) (*mcp.CallToolResult, error) {
+	m.waitStarted(ctx)
+	var a searchArgs
+	if len(args) > 0 && string(args) != "null" {
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "search_tools: " + err.Error()}
+		}
+	}
+	switch {
+	case a.Limit <= 0:
+		a.Limit = 5
+	case a.Limit > 20:
+		a.Limit = 20
+	}
+	t := m.index()
+	late := m.lateBackends()
+	if strings.TrimSpace(a.Query) == "" {
+		return m.searchMiss(m.cat.get(), "search_tools needs a query: words that say what the tool should do", late), nil
+	}
+	items, now := t.cat.tools.items, m.cat.get()
+	hits := t.ix.Search(a.Query, a.Limit, func(i int) bool {
+		e := items[i]
+		if a.Backend != "" && e.mem.spec.Name != a.Backend || pinned(e) {
+			return false
+		}
+		// The index may be of the catalog before: only what the agent can
+		// call now (a backend down or filtered since is not found).
+		cur, ok := now.tools.lookup(e.item.Name)
+		return ok && cur.mem == e.mem
+	})
+	if len(hits) == 0 {
+		return m.searchMiss(now, fmt.Sprintf("no tool matches %q", a.Query), late), nil
+	}
+	found := make([]foundTool, 0, len(hits))
+	var names []string
+	var text strings.Builder
+	for _, h := range hits {
+		e := items[h.Doc]
+		tool := e.item
+		found = append(found, foundTool{Name: tool.Name, Title: tool.Title, Description: tool.Description, InputSchema: tool.InputSchema,
+			OutputSchema: tool.OutputSchema, Annotations: tool.Annotations, Backend: e.mem.spec.Name})
+		names = append(names, tool.Name)
+		desc, _, _ := strings.Cut(tool.Description, "\n")
+		fmt.Fprintf(&text, "%s (%s): %s\n", tool.Name, e.mem.spec.Name, desc)
+	}
+	if s != nil {
+		s.working.noteFound(names)
+	}
+	text.WriteString("Call one by its name, with arguments matching its inputSchema (or through call_tool).")
+	if len(late) > 0 {
+		fmt.Fprintf(&text, " Still starting, not searched yet: %s.", strings.Join(late, ", "))
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: text.String()}},
+		StructuredContent: map[string]any{"tools": found},
+	}, nil
+}
+
+// searchMiss is search_tools' answer when it finds nothing: a tool error
+// that lists the backends and their tool counts, for the agent to try
+// again.
+func (m *Mux) searchMiss(cat *catalog, why string, late []string) *mcp.CallToolResult {
+	counts := map[string]int{}
+	var order []string
+	for _, e := range cat.tools.items {
+		if counts[e.mem.spec.Name] == 0 {
+			order = append(order, e.mem.spec.Name)
+		}
+		counts[e.mem.spec.Name]++
+	}
+	var sb strings.Builder
+	sb.WriteString(why + ". The backends and their tools:")
+	for _, name := range order {
+		fmt.Fprintf(&sb, " %s (%d),", name, counts[name])
+	}
+	out := strings.TrimSuffix(sb.String(), ",") + "."
+	if len(late) > 0 {
+		out += " Still starting: " + strings.Join(late, ", ") + "."
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: out}}}
+}
+
+// lateBackends are the backends still starting.
+func (m *Mux) lateBackends() []string {
+	var out []string
+	for _, mem := range m.members() {
+		mem.mu.Lock()
+		state := mem.state
+		mem.mu.Unlock()
+		if state == stateStarting {
+			out = append(out, mem.spec.Name)
+		}
+	}
+	return out
+}
+
+// callArgs are call_tool's arguments.
+type callArgs struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// unwrapCall is the call call_tool asks for: its tool and arguments, with
+// the rest of the request (its _meta, a retry's answers) as it came.
+func unwrapCall(r *mcp.CallToolRequest) (*mcp.CallToolRequest, error) {
+	var a callArgs
+	if err := json.Unmarshal(r.Params.Arguments, &a); err != nil || a.Name == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `call_tool: arguments must be {"name": "<tool>", "arguments": {...}}`}
+	}
+	if a.Name == toolCall {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "call_tool: cannot call itself"}
+	}
+	p := *r.Params
+	p.Name, p.Arguments = a.Name, a.Arguments
+	inner := *r
+	inner.Params = &p
+	return &inner, nil
+}
+
+// calledTool notes that s called name: a tool it found joins its working
+// set, and it is told its list changed.
+func (m *Mux) calledTool(s *session, name string) {
+	if s == nil || !s.working.noteCalled(name) || m.toolListMode(s) != config.ToolListSearch || !traitsOf(s).listChanged {
+		return
+	}
+	if p := listChangedParams(s, kindTools, &mcp.ToolListChangedParams{}); p != nil {
+		m.deliver(s, "notifications/tools/list_changed", p)
+	}
+}
