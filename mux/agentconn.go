@@ -177,17 +177,27 @@ func (c *agentConn) Write(_ context.Context, msg jsonrpc.Message) error {
 		return nil
 	}
 	if r, ok := msg.(*jsonrpc.Response); ok && r.Error != nil {
-		var we *jsonrpc.Error
-		if !errors.As(r.Error, &we) || we.Code == 0 {
-			fixed := *r
-			fixed.Error = &jsonrpc.Error{Code: codeFor(r.Error.Error()), Message: r.Error.Error()}
-			if we != nil {
-				fixed.Error.(*jsonrpc.Error).Data = we.Data
-			}
-			msg = &fixed
+		if fixed := wireError(r.Error); fixed != r.Error {
+			cp := *r
+			cp.Error = fixed
+			msg = &cp
 		}
 	}
 	return c.out.push(msg)
+}
+
+// wireError is err as the agent gets it: a JSON-RPC error with a code,
+// whatever error a handler returned.
+func wireError(err error) error {
+	var we *jsonrpc.Error
+	if errors.As(err, &we) && we.Code != 0 {
+		return err
+	}
+	fixed := &jsonrpc.Error{Code: codeFor(err.Error()), Message: err.Error()}
+	if we != nil {
+		fixed.Data = we.Data
+	}
+	return fixed
 }
 
 func (c *agentConn) isCancelled(id jsonrpc.ID) bool {

@@ -370,10 +370,18 @@ func sendToAgent[R mcp.Result, P mcp.Params](ctx context.Context, mem *member, s
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(m.ctx, cancel)()
-	if rc := mem.requestContext(s); rc != nil {
-		ctx = valuesOf{ctx, rc} // over HTTP: on the stream of the request it serves
+	var res mcp.Result
+	var err error
+	rc := mem.requestContext(s)
+	if hs := streamFrom(rc); hs != nil {
+		// The request it serves took the HTTP fast path: on its stream.
+		res, err = askOnStream[R](ctx, s, hs, method, p)
+	} else {
+		if rc != nil {
+			ctx = valuesOf{ctx, rc} // over HTTP: on the stream of the request it serves
+		}
+		res, err = m.send(ctx, method, &mcp.ServerRequest[P]{Session: s.ss, Params: p})
 	}
-	res, err := m.send(ctx, method, &mcp.ServerRequest[P]{Session: s.ss, Params: p})
 	if err != nil {
 		return zero, agentError(method, s, err)
 	}

@@ -259,8 +259,8 @@ func (m *Mux) settle(ctx context.Context, b *backends.Backend) {
 	start := time.Now()
 	b.Settle(settleWait)
 	s := sessionFrom(ctx)
-	if s == nil || s.conn.Load() != nil {
-		return
+	if s == nil || s.conn.Load() != nil || streamFrom(ctx) != nil {
+		return // stdio, or the HTTP fast path: in order by themselves
 	}
 	s.mu.Lock()
 	q := s.notes

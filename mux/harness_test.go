@@ -174,6 +174,7 @@ type stats struct {
 	ListResources int            `json:"list_resources"`
 	ListTools     int            `json:"list_tools"`
 	Cancelled     int            `json:"cancelled"`
+	CancelReasons []string       `json:"cancel_reasons"`
 	Requests      int            `json:"requests"`
 	PID           int            `json:"pid"`
 }

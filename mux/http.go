@@ -58,11 +58,15 @@ const DefaultHTTPWriteTimeout = time.Minute
 func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 	getServer := func(*http.Request) *mcp.Server { return m.server }
 	sdkLog := slog.New(m.log.WithPrefix("go-sdk http"))
+	// Idle sessions are mux's to end (idleSessions), not the go-sdk's: the
+	// requests that take the fast path (httpfast.go) never reach its timer.
 	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		SessionTimeout:      o.SessionIdle,
 		MaxRequestBodyBytes: o.MaxBody,
 		Logger:              sdkLog,
 	})
+	if o.SessionIdle > 0 {
+		m.goOwned(func() { m.idleSessions(o.SessionIdle) })
+	}
 	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		MaxRequestBodyBytes: o.MaxBody,
@@ -91,11 +95,26 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 			// A client that can set only its URL picks its tool list there.
 			r.Header.Set(ToolListHeader, v)
 		}
-		if r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("MCP-Protocol-Version") >= modernEra {
+		sid := r.Header.Get("Mcp-Session-Id")
+		if sid == "" && r.Header.Get("MCP-Protocol-Version") >= modernEra {
 			stateless.ServeHTTP(w, r)
 			return
 		}
+		if r.Method == http.MethodPost && sid != "" && hostAllowed(r) {
+			if s := m.httpSession(sid); s != nil {
+				s.startPOST()
+				defer s.endPOST()
+				if m.fastPOST(w, r, s, o.MaxBody) {
+					return
+				}
+			}
+		}
 		stateful.ServeHTTP(w, r)
+		if r.Method == http.MethodDelete && sid != "" {
+			if s := m.httpSession(sid); s != nil {
+				m.sessionEnded(s.ss) // the go-sdk closed it
+			}
+		}
 	})
 	return mux
 }
@@ -204,6 +223,9 @@ func (m *Mux) ServeHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) err
 	srv.Close()
 	for _, s := range m.allSessions() {
 		s.ss.Close()
+		if s.ss.ID() != "" {
+			m.sessionEnded(s.ss) // not watched: see session
+		}
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

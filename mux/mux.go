@@ -98,6 +98,7 @@ type Mux struct {
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
 	ids      map[string]*session // by session id
+	httpIDs  map[string]*session // HTTP sessions with an Mcp-Session-Id, by it
 	nextID   int
 	closed   bool
 	// watchEnds is set when sessions come from the HTTP handler: each
@@ -130,6 +131,10 @@ type session struct {
 	// toolList is the tool list an HTTP agent asked for on its requests
 	// (ToolListHeader or ?tool_list=); "" follows [mux] tool_list.
 	toolList atomic.Pointer[string]
+
+	fast fastState // an HTTP session's requests on the fast path (httpfast.go)
+	// announced: its start was logged (initialize), and so is its end.
+	announced atomic.Bool
 }
 
 // deliver sends s a notification of mux's own: straight to a stdio
@@ -152,6 +157,10 @@ func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 // ctx (its progress): over HTTP it goes on that request's response stream,
 // where a client that opened no other stream expects it.
 func (m *Mux) deliverFor(ctx context.Context, s *session, method string, params mcp.Params) {
+	if hs := streamFrom(ctx); hs != nil { // a request on the HTTP fast path (httpfast.go)
+		hs.notify(method, params)
+		return
+	}
 	if s.conn.Load() != nil {
 		m.deliver(s, method, params)
 		return
@@ -359,15 +368,25 @@ func (m *Mux) session(ss *mcp.ServerSession) *session {
 	if !ok {
 		m.nextID++
 		s = &session{id: fmt.Sprintf("s%d", m.nextID), ss: ss}
+		s.fast.idle = time.Now()
 		m.sessions[ss] = s
 		m.ids[s.id] = s
+		if sid := ss.ID(); sid != "" {
+			if m.httpIDs == nil {
+				m.httpIDs = map[string]*session{}
+			}
+			m.httpIDs[sid] = s
+		}
 		m.log.Debug("client session started", "session", s.id)
 	}
-	watch := !ok && m.watchEnds
+	// The go-sdk's HTTP handler makes sessions that Connect and Serve
+	// never see. A session with an Mcp-Session-Id ends where mux sees it
+	// (a DELETE, idleSessions, ServeHTTP's end: httpfast.go, http.go),
+	// saving a goroutine per idle session; a request of the current era
+	// (no id) ends with the request, watched from here.
+	watch := !ok && m.watchEnds && ss.ID() == ""
 	m.mu.Unlock()
 	if watch {
-		// The go-sdk's HTTP handler makes sessions that Connect and Serve
-		// never see: their end is watched from here.
 		m.goOwned(func() {
 			ss.Wait()
 			m.sessionEnded(ss)
@@ -406,11 +425,15 @@ func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 	delete(m.sessions, ss)
 	if ok {
 		delete(m.ids, s.id)
+		if m.httpIDs[ss.ID()] == s {
+			delete(m.httpIDs, ss.ID())
+		}
 	}
 	m.mu.Unlock()
 	if !ok {
 		return
 	}
+	s.endFast()
 	s.mu.Lock()
 	s.ended = true
 	q := s.notes
@@ -420,7 +443,11 @@ func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 	}
 	s.dropAhead()
 	m.log.Debug("client session ended", "session", s.id)
-	m.logSession(s, "ended")
+	if s.announced.Load() {
+		// A request of the current era over HTTP is a session of its
+		// own: one line each would flood the log.
+		m.logSession(s, "ended")
+	}
 	m.endSessionSubscriptions(s.id)
 }
 

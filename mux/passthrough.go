@@ -99,51 +99,82 @@ func (p *passThrough) plainMeta(raw json.RawMessage, modernBackend bool) (meta m
 	return meta, true
 }
 
+// passable is a request the pass-through can forward as bytes: its owner,
+// what it names (its tool or URI), the agent's _meta as sent and decoded
+// (nil if plainMeta left it as sent: then the backend gets it as sent),
+// and the rest of the backend's params.
+type passable struct {
+	mem     *member
+	target  string
+	rawMeta json.RawMessage
+	meta    mcp.Meta
+	fields  []param
+}
+
 func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
-	keys, ok := plainParams(req.Params, "name", "arguments")
-	if !ok {
-		return false
+	pr, ok := p.toolCall(req)
+	if ok {
+		p.send(req, call, pr)
 	}
-	var name string
-	if json.Unmarshal(keys["name"], &name) != nil {
-		return false
-	}
-	args := bytes.TrimSpace(keys["arguments"])
-	if !argumentsObject(args) {
-		return false
-	}
-	if name == toolSearch || name == toolCall {
-		return false // mux's own (toolsearch.go): the go-sdk's path
-	}
-	e, err := p.m.tool(name)
-	if err != nil || taskRequired(e.raw) {
-		return false // the go-sdk's path gives the error
-	}
-	b, err := e.mem.backend()
-	if err != nil {
-		return false
-	}
-	meta, ok := p.plainMeta(keys["_meta"], b.Modern())
-	if !ok {
-		return false
-	}
-	original, _ := json.Marshal(e.original)
-	p.send(req, call, e.mem, name, keys["_meta"], meta, []param{{"name", original}, {"arguments", args}})
-	return true
+	return ok
 }
 
 func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
+	pr, ok := p.resourceRead(req)
+	if ok {
+		p.send(req, call, pr)
+	}
+	return ok
+}
+
+// toolCall is the tools/call req as the pass-through forwards it, or false
+// if it is one for the go-sdk's path.
+func (p *passThrough) toolCall(req *jsonrpc.Request) (passable, bool) {
+	keys, ok := plainParams(req.Params, "name", "arguments")
+	if !ok {
+		return passable{}, false
+	}
+	var name string
+	if json.Unmarshal(keys["name"], &name) != nil {
+		return passable{}, false
+	}
+	args := bytes.TrimSpace(keys["arguments"])
+	if !argumentsObject(args) {
+		return passable{}, false
+	}
+	if name == toolSearch || name == toolCall {
+		return passable{}, false // mux's own (toolsearch.go): the go-sdk's path
+	}
+	e, err := p.m.tool(name)
+	if err != nil || taskRequired(e.raw) {
+		return passable{}, false // the go-sdk's path gives the error
+	}
+	b, err := e.mem.backend()
+	if err != nil {
+		return passable{}, false
+	}
+	meta, ok := p.plainMeta(keys["_meta"], b.Modern())
+	if !ok {
+		return passable{}, false
+	}
+	original, _ := json.Marshal(e.original)
+	return passable{e.mem, name, keys["_meta"], meta, []param{{"name", original}, {"arguments", args}}}, true
+}
+
+// resourceRead is the resources/read req as the pass-through forwards it,
+// or false if it is one for the go-sdk's path.
+func (p *passThrough) resourceRead(req *jsonrpc.Request) (passable, bool) {
 	keys, ok := plainParams(req.Params, "uri")
 	if !ok {
-		return false
+		return passable{}, false
 	}
 	var uri string
 	if json.Unmarshal(keys["uri"], &uri) != nil || uri == "" || hasBuiltinScheme(uri) {
-		return false
+		return passable{}, false
 	}
 	mem, backendURI, ok := p.m.route(uri)
 	if !ok {
-		return false
+		return passable{}, false
 	}
 	rawURI := keys["uri"]
 	if backendURI != uri {
@@ -151,14 +182,13 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 	}
 	b, err := mem.backend()
 	if err != nil {
-		return false
+		return passable{}, false
 	}
 	meta, ok := p.plainMeta(keys["_meta"], b.Modern())
 	if !ok {
-		return false
+		return passable{}, false
 	}
-	p.send(req, call, mem, uri, keys["_meta"], meta, []param{{"uri", rawURI}})
-	return true
+	return passable{mem, uri, keys["_meta"], meta, []param{{"uri", rawURI}}}, true
 }
 
 // listResources answers resources/list with the page mux makes of the
@@ -221,29 +251,24 @@ func paramsObject(meta json.RawMessage, fields []param) json.RawMessage {
 	return append(out, '}')
 }
 
-// send runs req at mem's backend in a goroutine of its own, as the go-sdk
-// runs a handler, through the same forward as the go-sdk's path
+// send runs req (as pr) at its backend in a goroutine of its own, as the
+// go-sdk runs a handler, through the same forward as the go-sdk's path
 // (forwardBytes), and answers it with the backend's result as sent.
-// target is what req names (its tool or URI), rawMeta the agent's _meta as
-// sent and meta the same decoded (nil if plainMeta left it as sent: then
-// the backend gets it as sent), and fields the rest of the backend's
-// params.
-func (p *passThrough) send(req *jsonrpc.Request, call *agentCall, mem *member, target string,
-	rawMeta json.RawMessage, meta mcp.Meta, fields []param) {
+func (p *passThrough) send(req *jsonrpc.Request, call *agentCall, pr passable) {
 	m, s := p.m, p.s
 	ctx, cancel := p.begin(call)
 	m.goOwned(func() {
 		defer cancel()
-		in := inbound{ss: s.ss, extra: call.extra, meta: meta, method: req.Method, target: target}
-		res, err := forwardBytes(ctx, m, mem, in, rawMeta, fields)
+		in := inbound{ss: s.ss, extra: call.extra, meta: pr.meta, method: req.Method, target: pr.target}
+		res, err := forwardBytes(ctx, m, pr.mem, in, pr.rawMeta, pr.fields)
 		if err != nil {
 			p.respond(req.ID, nil, err)
 			return
 		}
 		if req.Method == "tools/call" {
-			m.calledTool(s, target)
+			m.calledTool(s, pr.target)
 		}
-		p.respond(req.ID, m.finishResult(s, mem, req.Method, res), nil)
+		p.respond(req.ID, m.finishResult(s, pr.mem, req.Method, res), nil)
 	})
 }
 

@@ -159,7 +159,9 @@ func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 		case *mcp.InitializeResult:
 			r.Instructions = m.waitInstructions(ctx)
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-				m.logSession(m.session(ss), "started")
+				s := m.session(ss)
+				s.announced.Store(true)
+				m.logSession(s, "started")
 			}
 		case *mcp.DiscoverResult: // the current era's initialize
 			r.Instructions = m.waitInstructions(ctx)

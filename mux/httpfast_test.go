@@ -1,0 +1,314 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
+)
+
+// The HTTP fast path (httpfast.go): calls and reads of an HTTP session go
+// as bytes, and keep what the go-sdk's path gives: progress and the
+// backend's requests on the request's own stream, cancellation with the
+// agent's reason, one response per request id.
+
+// wireLog is an HTTP client that records, for each POST, the JSON-RPC
+// method it carried, the response's Content-Type and its body.
+type wireLog struct {
+	mu    sync.Mutex
+	posts []wirePost
+}
+
+type wirePost struct {
+	method, contentType, body string
+}
+
+func (l *wireLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	method := ""
+	if r.Method == http.MethodPost && r.Body != nil {
+		data, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(data))
+		var msg struct {
+			Method string `json:"method"`
+		}
+		json.Unmarshal(data, &msg)
+		method = msg.Method
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || method == "" {
+		return resp, err
+	}
+	ct := resp.Header.Get("Content-Type")
+	resp.Body = &recordedBody{ReadCloser: resp.Body, done: func(body string) {
+		l.mu.Lock()
+		l.posts = append(l.posts, wirePost{method, ct, body})
+		l.mu.Unlock()
+	}}
+	return resp, nil
+}
+
+// recordedBody calls done with what was read of it when it is closed.
+type recordedBody struct {
+	io.ReadCloser
+	buf  bytes.Buffer
+	once sync.Once
+	done func(string)
+}
+
+func (b *recordedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.buf.Write(p[:n])
+	return n, err
+}
+
+func (b *recordedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { b.done(b.buf.String()) })
+	return err
+}
+
+func (l *wireLog) of(method string) []wirePost {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []wirePost
+	for _, p := range l.posts {
+		if p.method == method {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// httpAgent connects a handshake-era go-sdk client to m over HTTP, its
+// POSTs recorded in the returned log.
+func httpAgent(t *testing.T, m *Mux, opts *mcp.ClientOptions) (*mcp.ClientSession, *wireLog) {
+	t.Helper()
+	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute, MaxBody: 1 << 20})
+	log := &wireLog{}
+	c := mcp.NewClient(&mcp.Implementation{Name: "http-agent", Version: "1"}, opts)
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: log}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	// After the first list, as agents do: until it, requests wait for the
+	// backends on the go-sdk's path.
+	if _, err := cs.ListTools(testkit.CtxT(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	return cs, log
+}
+
+// fastOnly fails t if a tools/call of log went the go-sdk's way: every
+// response is JSON but those with messages before them.
+func fastOnly(t *testing.T, log *wireLog) {
+	t.Helper()
+	for _, p := range log.of("tools/call") {
+		if p.contentType != "application/json" && strings.Count(p.body, "data: ") < 2 {
+			t.Errorf("a tools/call answered as %q with nothing before its response: the go-sdk's path, not the fast one: %s", p.contentType, p.body)
+		}
+	}
+}
+
+func TestHTTPCallsAndReadsGoAsBytes(t *testing.T) {
+	m := startMux(t, fixture(t, "notes"))
+	cs, log := httpAgent(t, m, nil)
+	if got := callText(t, cs, "notes__echo", map[string]any{"text": "hi"}); got != `{"text":"hi"}` {
+		t.Fatalf("echo: %q", got)
+	}
+	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: "fixture://notes/res/1"})
+	if err != nil || len(res.Contents) != 1 {
+		t.Fatalf("read: %v, %v", res, err)
+	}
+	for _, method := range []string{"tools/call", "resources/read"} {
+		posts := log.of(method)
+		if len(posts) == 0 {
+			t.Fatalf("no %s POST recorded", method)
+		}
+		// The go-sdk's path answers with an event stream; the fast path
+		// with the backend's response as JSON, nothing came before it.
+		if p := posts[len(posts)-1]; p.contentType != "application/json" {
+			t.Errorf("%s answered as %q, want application/json (the fast path): %s", method, p.contentType, p.body)
+		}
+	}
+}
+
+func TestHTTPProgressAndSamplingGoOnTheRequestsOwnStream(t *testing.T) {
+	m := startMux(t, fixture(t, "llm", "-client-requests"))
+	var mu sync.Mutex
+	var progress []string
+	a := &sampler{name: "A"}
+	cs, log := httpAgent(t, m, &mcp.ClientOptions{
+		CreateMessageWithToolsHandler: a.handle,
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, fmt.Sprintf("%v:%s", r.Params.ProgressToken, r.Params.Message))
+			mu.Unlock()
+		},
+	})
+	params := &mcp.CallToolParams{Name: "llm__progress", Arguments: map[string]any{"steps": 3}}
+	params.SetProgressToken("mine")
+	res, err := cs.CallTool(testkit.CtxT(t), params)
+	if err != nil || text(t, res.Content) != "done" {
+		t.Fatalf("progress call: %v, %v", res, err)
+	}
+	mu.Lock()
+	got := strings.Join(progress, ",")
+	mu.Unlock()
+	// On the request's stream, before its response: all three are in by
+	// the time the call returns.
+	if got != "mine:step 1/3,mine:step 2/3,mine:step 3/3" {
+		t.Errorf("progress seen: %q, want three steps under the agent's token", got)
+	}
+	if got := callText(t, cs, "llm__sample", map[string]any{"prompt": "hi"}); got != "A says: hi model=A-model" {
+		t.Fatalf("sampling inside the call: %q", got)
+	}
+	posts := log.of("tools/call")
+	var onStream int
+	for _, p := range posts {
+		if strings.Contains(p.body, `"method":"sampling/createMessage"`) {
+			onStream++
+			if p.contentType != "text/event-stream" {
+				t.Errorf("a response with a request before it came as %q", p.contentType)
+			}
+		}
+		if strings.Contains(p.body, `"method":"notifications/progress"`) && !strings.Contains(p.body, `"progressToken":"mine"`) {
+			t.Errorf("progress on the call's stream without the agent's token: %s", p.body)
+		}
+	}
+	if onStream != 1 {
+		t.Errorf("the sampling request came on %d tools/call streams, want the calling one", onStream)
+	}
+	fastOnly(t, log)
+}
+
+func TestHTTPCancelledCallReachesTheBackendWithTheReason(t *testing.T) {
+	m := startMux(t, fixture(t, "notes"))
+	cs, log := httpAgent(t, m, nil)
+	called := arrived(t, cs, "notes__stats")
+	ctx, cancel := context.WithCancel(testkit.CtxT(t))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__sleep", Arguments: map[string]any{"ms": 30000}})
+		errc <- err
+	}()
+	testkit.Eventually(t, 5*time.Second, "the call to be at the backend", called)
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the cancelled call succeeded")
+	}
+	testkit.Eventually(t, 5*time.Second, "the backend to be told, with a reason", func() bool {
+		st := fixtureStats(t, cs, "notes__stats")
+		return st.Cancelled == 1 && len(st.CancelReasons) == 1 && st.CancelReasons[0] != ""
+	})
+	for _, p := range log.of("notifications/cancelled") {
+		if p.contentType != "" && !strings.HasPrefix(p.contentType, "text/plain") {
+			t.Errorf("notifications/cancelled answered with %q: %s", p.contentType, p.body)
+		}
+	}
+	fastOnly(t, log)
+}
+
+func TestHTTPAgentGoneMidCallCancelsItAtTheBackend(t *testing.T) {
+	m := startMux(t, fixture(t, "notes"))
+	cs, _ := httpAgent(t, m, nil)
+	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute})
+	sid := rawInitialize(t, url)
+	called := arrived(t, cs, "notes__stats")
+	ctx, cancel := context.WithCancel(testkit.CtxT(t))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := rawPost(ctx, url, sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":30000}}}`)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	testkit.Eventually(t, 5*time.Second, "the call to be at the backend", called)
+	cancel() // the connection closes: the agent can never get the response
+	<-done
+	testkit.Eventually(t, 5*time.Second, "the backend to be told", func() bool {
+		return fixtureStats(t, cs, "notes__stats").Cancelled == 1
+	})
+}
+
+func TestHTTPRequestIDInFlightTwiceIsRefused(t *testing.T) {
+	m := startMux(t, fixture(t, "notes"))
+	cs, _ := httpAgent(t, m, nil)
+	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute})
+	sid := rawInitialize(t, url)
+	called := arrived(t, cs, "notes__stats")
+	const sleep = `{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":1000}}}`
+	first := make(chan string, 1)
+	go func() {
+		resp, err := rawPost(testkit.CtxT(t), url, sid, sleep)
+		if err != nil {
+			first <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		first <- string(body)
+	}()
+	testkit.Eventually(t, 5*time.Second, "the first call to be at the backend", called)
+	resp, err := rawPost(testkit.CtxT(t), url, sid, sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "-32600") {
+		t.Errorf("the same id again: %d %s, want 400 with -32600", resp.StatusCode, body)
+	}
+	if got := <-first; !strings.Contains(got, `"text":"slept"`) {
+		t.Errorf("the first call: %s", got)
+	}
+}
+
+// rawInitialize starts a handshake-era session at url by hand and returns
+// its Mcp-Session-Id.
+func rawInitialize(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := rawPost(testkit.CtxT(t), url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %s, no session id", resp.Status)
+	}
+	resp, err = rawPost(testkit.CtxT(t), url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return sid
+}
+
+func rawPost(ctx context.Context, url, sid, body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	}
+	return http.DefaultClient.Do(req)
+}
