@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // MCP_MUX_PPROF
 	"os"
 	"os/signal"
 	"runtime"
@@ -211,6 +213,16 @@ func serve(c *cli.Context) error {
 			return cli.Exit("mcp-mux: "+err.Error(), 1)
 		}
 		defer ln.Close()
+	}
+	if addr := os.Getenv("MCP_MUX_PPROF"); addr != "" {
+		// For measuring the real binary (testdata/bench counts goroutines
+		// per session this way): net/http/pprof, on a loopback address only.
+		if host, _, err := net.SplitHostPort(addr); err == nil && config.IsLoopbackHost(host) {
+			if ln, err := net.Listen("tcp", addr); err == nil {
+				defer ln.Close()
+				go http.Serve(ln, http.DefaultServeMux) // ends when ln closes
+			}
+		}
 	}
 	if path := os.Getenv("MCP_MUX_CPUPROFILE"); path != "" {
 		// For profiling the real binary over real pipes (see README,

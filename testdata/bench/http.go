@@ -10,6 +10,7 @@ package main
 // memory each idle session costs the serving process.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,6 +79,9 @@ func (b *bench) startHTTP(ctx context.Context, m mode) (*proc, error) {
 			bin = b.before
 		}
 		argv = []string{bin, "serve", "--http", addr, "--config", cfg}
+		if pp, err := freeAddr(); err == nil {
+			env = []string{"MCP_MUX_PPROF=" + pp} // goroutines: see goroutines
+		}
 	case mcpmu:
 		cfg, err := b.mcpmuConfig(seq)
 		if err != nil {
@@ -449,6 +453,7 @@ func (b *bench) idleSessions(ctx context.Context, m mode, s sample) error {
 	}
 	pid := p.cmd.Process.Pid
 	time.Sleep(b.settle)
+	g0, countsGoroutines := goroutines(p)
 	rss0, err := rss(pid)
 	if err != nil {
 		return fmt.Errorf("%s: reading its RSS: %w", m, err)
@@ -474,6 +479,9 @@ func (b *bench) idleSessions(ctx context.Context, m mode, s sample) error {
 		s[kIdleOpen(n)] = float64(len(open))
 		if len(open) > 0 {
 			s[kIdleRSS(n)] = float64(v-rss0) / float64(len(open))
+			if g, ok := goroutines(p); ok && countsGoroutines {
+				s[kIdleGoroutines(n)] = float64(g-g0) / float64(len(open))
+			}
 		}
 	}
 	s[kIdleErrors] = float64(errs)
@@ -515,4 +523,33 @@ func (b *bench) raiseOpenFiles() error {
 	}
 	lim.Cur = lim.Max
 	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+}
+
+// goroutines is the number of goroutines in p, if it serves net/http/pprof
+// (mcp-mux with MCP_MUX_PPROF): the first line of the goroutine profile,
+// "goroutine profile: total N".
+func goroutines(p *proc) (int, bool) {
+	addr := ""
+	for _, kv := range p.cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "MCP_MUX_PPROF="); ok {
+			addr = v
+		}
+	}
+	if addr == "" {
+		return 0, false
+	}
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil {
+		return 0, false
+	}
+	var n int
+	if _, err := fmt.Sscanf(line, "goroutine profile: total %d", &n); err != nil {
+		return 0, false
+	}
+	return n, true
 }

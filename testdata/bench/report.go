@@ -209,8 +209,8 @@ func (b *bench) httpRows() []httpRow {
 		rows = append(rows, r)
 	}
 	for _, n := range b.idleNs {
-		rows = append(rows, httpRow{fmt.Sprintf("… goroutines per session at %s sessions (not measured: no hook to count them)", count(float64(n))),
-			kIdleGoroutines(n), "", count, false, false, "≤ 4", nil, nil})
+		rows = append(rows, httpRow{fmt.Sprintf("… goroutines per session at %s sessions (mcp-mux only: counted through MCP_MUX_PPROF)", count(float64(n))),
+			kIdleGoroutines(n), "", tenths, false, false, "≤ 4", func(_, v float64) bool { return v <= 4 }, nil})
 	}
 	return append(rows, httpRow{"… sessions that failed to open or subscribe, all rounds", kIdleErrors, "", count, false, true, "0", zero, nil})
 }
@@ -340,3 +340,6 @@ func count(v float64) string {
 	}
 	return s
 }
+
+// tenths is a number to one decimal place.
+func tenths(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
