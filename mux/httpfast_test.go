@@ -163,18 +163,28 @@ func TestHTTPProgressAndSamplingGoOnTheRequestsOwnStream(t *testing.T) {
 	if err != nil || text(t, res.Content) != "done" {
 		t.Fatalf("progress call: %v, %v", res, err)
 	}
-	mu.Lock()
-	got := strings.Join(progress, ",")
-	mu.Unlock()
-	// On the request's stream, before its response: all three are in by
-	// the time the call returns.
+	// (The go-sdk client hands notifications to their handler on a
+	// goroutine of its own: they may be seen after the call returns.)
+	var got string
+	testkit.Poll(5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		got = strings.Join(progress, ",")
+		return len(progress) >= 3
+	})
 	if got != "mine:step 1/3,mine:step 2/3,mine:step 3/3" {
 		t.Errorf("progress seen: %q, want three steps under the agent's token", got)
 	}
 	if got := callText(t, cs, "llm__sample", map[string]any{"prompt": "hi"}); got != "A says: hi model=A-model" {
 		t.Fatalf("sampling inside the call: %q", got)
 	}
-	posts := log.of("tools/call")
+	// Each POST is recorded when the client closes its body, which may
+	// be after the call returned.
+	var posts []wirePost
+	testkit.Poll(5*time.Second, func() bool {
+		posts = log.of("tools/call")
+		return len(posts) >= 2
+	})
 	var onStream int
 	for _, p := range posts {
 		if strings.Contains(p.body, `"method":"sampling/createMessage"`) {

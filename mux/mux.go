@@ -180,19 +180,19 @@ func (m *Mux) enqueue(s *session, method string, params mcp.Params, send func(co
 		return
 	}
 	q := s.notes
-	fresh := q == nil
-	if fresh {
+	if q == nil {
 		q = newNoteQueue(m.log, s.id)
 		s.notes = q
 	}
 	s.mu.Unlock()
-	if fresh {
-		// Started outside s.mu: goOwned takes m.mu, which is taken
-		// before s.mu elsewhere.
-		m.goOwned(func() { q.sendLoop(m.ctx) })
-	}
-	if err := q.pushNote(method, params, send); err != nil {
+	start, err := q.pushNote(method, params, send)
+	if err != nil {
 		m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
+	}
+	if start {
+		// Outside s.mu: goOwned takes m.mu, which is taken before s.mu
+		// elsewhere.
+		m.goOwned(func() { q.sendLoop(m.ctx) })
 	}
 }
 

@@ -24,57 +24,57 @@ const sseFraming = 64
 // newNoteQueue makes a session's queue; sendLoop sends what it holds.
 func newNoteQueue(logger *log.Logger, sid string) *outQueue {
 	q := newOutQueue(nil, nil, logger)
-	q.stop = make(chan struct{})
 	q.dropWhat = "an agent is not reading its HTTP event stream: notifications dropped (session " + sid + ")"
 	return q
 }
 
 // pushNote queues a notification of method with params, which send sends.
-// It never blocks.
-func (q *outQueue) pushNote(method string, params any, send func(context.Context) error) error {
+// It never blocks. start reports that no sendLoop runs for what it
+// queued: the caller starts one.
+func (q *outQueue) pushNote(method string, params any, send func(context.Context) error) (start bool, err error) {
 	raw, err := json.Marshal(params)
 	if err != nil {
-		return err
+		return false, err
 	}
 	it := &outItem{size: len(method) + len(raw) + sseFraming, send: send}
 	it.key, it.droppable = classify(method, raw)
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.broken || !q.admit(it) {
-		q.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	q.items = append(q.items, it)
-	q.mu.Unlock()
-	q.signal()
-	return nil
+	start = !q.sending
+	q.sending = true
+	return start, nil
 }
 
-// sendLoop sends what is queued, in order, until close or ctx ends. A send
-// that blocks on an agent that does not read blocks only this goroutine,
-// until the write fails (the connection closes or its deadline passes).
+// sendLoop sends what is queued, in order, and returns once the queue is
+// empty (pushNote asks for another then), or at close, or when ctx ends:
+// an idle session holds no goroutine for it. A send that blocks on an
+// agent that does not read blocks only this goroutine, until the write
+// fails (the connection closes or its deadline passes).
 func (q *outQueue) sendLoop(ctx context.Context) {
 	for {
-		select {
-		case <-q.wake:
-		case <-q.stop:
-			return
-		case <-ctx.Done():
-			return
+		it := q.takeOne()
+		if it == nil {
+			return // takeOne saw the queue empty: not sending any more
 		}
-		for it := q.takeOne(); it != nil; it = q.takeOne() {
-			sctx, cancel := context.WithTimeout(ctx, notifyTimeout)
-			err := it.send(sctx)
-			cancel()
-			q.mu.Lock()
-			q.writing = false
-			stopped := q.broken
-			q.mu.Unlock()
-			if err != nil {
-				q.log.Debug("notification not delivered", "err", err)
-			}
-			if stopped || ctx.Err() != nil {
-				return
-			}
+		sctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+		err := it.send(sctx)
+		cancel()
+		q.mu.Lock()
+		q.writing = false
+		stopped := q.broken || ctx.Err() != nil
+		if stopped {
+			q.sending = false
+		}
+		q.mu.Unlock()
+		if err != nil {
+			q.log.Debug("notification not delivered", "err", err)
+		}
+		if stopped {
+			return
 		}
 	}
 }
@@ -97,11 +97,12 @@ func (q *outQueue) takeOne() *outItem {
 		return it
 	}
 	q.items = nil // let the backing array go
+	q.sending = false
 	return nil
 }
 
-// close drops what is queued and stops sendLoop (after the send under way,
-// if any): the session ended.
+// close drops what is queued; sendLoop returns after the send under way,
+// if any: the session ended.
 func (q *outQueue) close() {
 	q.mu.Lock()
 	if q.broken {
@@ -112,5 +113,4 @@ func (q *outQueue) close() {
 	q.items, q.droppable, q.bytes, q.dead = nil, nil, 0, 0
 	clear(q.pending)
 	q.mu.Unlock()
-	close(q.stop)
 }

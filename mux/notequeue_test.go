@@ -35,18 +35,23 @@ func TestNoteQueueOfAStalledSessionStaysBounded(t *testing.T) {
 				return nil
 			}
 		}
-		done := make(chan struct{})
-		go func() { defer close(done); q.sendLoop(context.Background()) }()
-
-		q.pushNote("notifications/message", &mcp.LoggingMessageParams{Level: "info", Data: "first"}, send("first"))
+		// push starts a sendLoop when pushNote asks for one, as enqueue
+		// does; loops counts those running.
+		var loops sync.WaitGroup
+		push := func(method string, params any, send func(context.Context) error) {
+			if start, _ := q.pushNote(method, params, send); start {
+				loops.Go(func() { q.sendLoop(context.Background()) })
+			}
+		}
+		push("notifications/message", &mcp.LoggingMessageParams{Level: "info", Data: "first"}, send("first"))
 		// The first send blocks: the agent stalls. (Fake time in the
 		// bubble: exactly this long, however busy the machine.)
 		time.Sleep(stallLimit + 50*time.Millisecond)
 		big := strings.Repeat("x", 4096)
 		for i := range 5000 {
 			uri := fmt.Sprintf("file:///r/%d/%s", i%5, big)
-			q.pushNote("notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri}, send(fmt.Sprintf("updated %d", i%5)))
-			q.pushNote("notifications/progress", &mcp.ProgressNotificationParams{ProgressToken: "t", Progress: float64(i)}, send(fmt.Sprintf("progress %d", i)))
+			push("notifications/resources/updated", &mcp.ResourceUpdatedNotificationParams{URI: uri}, send(fmt.Sprintf("updated %d", i%5)))
+			push("notifications/progress", &mcp.ProgressNotificationParams{ProgressToken: "t", Progress: float64(i)}, send(fmt.Sprintf("progress %d", i)))
 		}
 		q.mu.Lock()
 		live, bytes := len(q.items)-q.dead, q.bytes
@@ -77,13 +82,24 @@ func TestNoteQueueOfAStalledSessionStaysBounded(t *testing.T) {
 			t.Fatalf("updates sent: %v; want every URI's", updates)
 		}
 
-		q.close()
-		select {
-		case <-done:
-		case <-time.After(time.Second):
-			t.Fatal("sendLoop still runs after close")
+		// Drained, the queue holds no goroutine: an idle session costs none.
+		loops.Wait()
+		q.mu.Lock()
+		sending := q.sending
+		q.mu.Unlock()
+		if sending {
+			t.Fatal("the queue still counts a sendLoop after it drained")
 		}
-		q.pushNote("notifications/progress", &mcp.ProgressNotificationParams{ProgressToken: "t"}, send("late"))
+		push("notifications/progress", &mcp.ProgressNotificationParams{ProgressToken: "t"}, send("again"))
+		loops.Wait()
+		if mu.Lock(); sent[len(sent)-1] != "again" {
+			t.Fatalf("after the queue drained, a new notification was not sent: last %q", sent[len(sent)-1])
+		}
+		mu.Unlock()
+
+		q.close()
+		push("notifications/progress", &mcp.ProgressNotificationParams{ProgressToken: "t"}, send("late"))
+		loops.Wait()
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		if q.bytes != 0 || len(q.items) != 0 {

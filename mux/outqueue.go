@@ -54,8 +54,9 @@ type outQueue struct {
 	stallAfter time.Duration // stallLimit; tests that must not see a stall lengthen it
 	wake       chan struct{}
 	room       chan struct{} // signalled when a raw reply went out
-	stop       chan struct{} // closed by close (a session's queue only)
-	dropWhat   string        // what the log says when notifications are dropped
+	// sending: a session's queue has a sendLoop running (notequeue.go).
+	sending  bool
+	dropWhat string // what the log says when notifications are dropped
 }
 
 type outItem struct {
