@@ -90,6 +90,7 @@ var (
 	muxBin       = &binary{name: "mcp-mux", pkg: "."}
 	fixtureBin   = &binary{name: "fixture", pkg: "./testdata/fixture"}
 	rawServerBin = &binary{name: "rawserver", pkg: "./backends/testdata/rawserver"}
+	browserBin   = &binary{name: "browser", pkg: "./testdata/browser"}
 )
 
 // MuxBin is mcp-mux itself, built from the module root.
@@ -102,6 +103,10 @@ func FixtureBin(t testing.TB) string { t.Helper(); return fixtureBin.get(t) }
 // RawServerBin is backends/testdata/rawserver, which writes exactly the
 // bytes a test gives it.
 func RawServerBin(t testing.TB) string { t.Helper(); return rawServerBin.get(t) }
+
+// BrowserBin is testdata/browser, which stands for the user's browser
+// ($BROWSER) in the tests of mcp-mux login.
+func BrowserBin(t testing.TB) string { t.Helper(); return browserBin.get(t) }
 
 func (b *binary) get(t testing.TB) string {
 	t.Helper()
