@@ -112,9 +112,15 @@ func (h *Handler) reloadLocked() error {
 	if h.loaded && stamp == h.stamp {
 		return nil
 	}
-	rec, err := h.Signins.Load(h.ServerURL)
-	if err != nil {
-		return err
+	var rec *Record
+	if stamp != "" {
+		// Without a stamp nothing was ever stored: the store (a
+		// keychain, maybe) is not asked at each start of every remote
+		// backend of a user who never signed in.
+		var err error
+		if rec, err = h.Signins.Load(h.ServerURL); err != nil {
+			return err
+		}
 	}
 	h.rec, h.stamp, h.loaded = rec, stamp, true
 	return nil

@@ -68,11 +68,21 @@ func Open() (*Signins, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := secrets.PrivateDir("oauth")
+	root, err := secrets.StateDir()
 	if err != nil {
 		return nil, err
 	}
-	return &Signins{Store: st, Dir: dir}, nil
+	// Made when something is written: a user without sign-ins gets no
+	// directory.
+	return &Signins{Store: st, Dir: filepath.Join(root, "oauth")}, nil
+}
+
+// ensureDir makes s.Dir, private.
+func (s *Signins) ensureDir() error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("making %s: %w", s.Dir, err)
+	}
+	return nil
 }
 
 // id names serverURL's sign-in: keys of the secret store are visible
@@ -137,6 +147,9 @@ func (s *Signins) stampPath(serverURL string) string {
 // a sign-in (or holds an older token) reads it to know that the record
 // changed, without asking the secret store.
 func (s *Signins) touch(serverURL string) error {
+	if err := s.ensureDir(); err != nil {
+		return err
+	}
 	stamp := fmt.Sprintf("%d %s\n", time.Now().UnixNano(), rand.Text())
 	p := s.stampPath(serverURL)
 	tmp := p + ".new-" + rand.Text()[:8]
@@ -163,6 +176,9 @@ const lockWait = 30 * time.Second
 // user: a refresh holds it from reading the record to storing the new
 // one, so that a rotating refresh token is used once.
 func (s *Signins) Lock(ctx context.Context, serverURL string) (unlock func(), err error) {
+	if err := s.ensureDir(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, lockWait)
 	defer cancel()
 	fl := flock.New(filepath.Join(s.Dir, id(serverURL)+".lock"), flock.SetPermissions(0o600))
@@ -170,5 +186,5 @@ func (s *Signins) Lock(ctx context.Context, serverURL string) (unlock func(), er
 	if err != nil || !ok {
 		return nil, fmt.Errorf("another mcp-mux process holds the sign-in's lock: %w", errors.Join(err, ctx.Err()))
 	}
-	return func() { fl.Unlock() }, nil
+	return func() { fl.Unlock(); fl.Close() }, nil
 }

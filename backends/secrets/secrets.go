@@ -117,11 +117,13 @@ var (
 
 // Default is the store this process uses (see the package comment).
 func Default() (Store, error) {
+	if os.Getenv("MCP_MUX_SECRET_STORE") == "file" {
+		// Not remembered: tests point each at a directory of its own.
+		return &FileStore{}, nil
+	}
 	defaultOnce.Do(func() {
 		files := &FileStore{}
 		switch mode := os.Getenv("MCP_MUX_SECRET_STORE"); mode {
-		case "file":
-			defaultStore = files
 		case "keyring":
 			defaultStore = &keyringStore{files: nil}
 		case "", "auto":
