@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-mux/mcp-mux/backends/oauth"
 	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
@@ -31,8 +32,12 @@ type roundTripper struct {
 	origin  string      // scheme://host[:port] of the URL
 	headers http.Header // values are secrets: never logged
 	bearer  bool        // an Authorization header is configured
-	shown   string      // the URL as it may be shown
-	gate    *childConn
+	// oauth: an OAuth handler owns the 401s (it refreshes, or says a
+	// login is needed); only 403s take the backend down here.
+	oauth bool
+	shown string // the URL as it may be shown
+	name  string // the backend's
+	gate  *childConn
 
 	// sseSession: the HTTP+SSE transport is in use, whose GET is the
 	// session itself; Streamable HTTP's GET is an optional extra stream,
@@ -57,6 +62,7 @@ func newRoundTripper(spec Spec, gate *childConn) (*roundTripper, error) {
 		origin:  originOf(u),
 		headers: http.Header{},
 		shown:   ShownURL(spec.URL),
+		name:    spec.Name,
 		gate:    gate,
 		conns:   map[net.Conn]struct{}{},
 	}
@@ -96,7 +102,12 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// A RoundTripper must not change the request it is given.
 	req = req.Clone(req.Context())
-	if originOf(req.URL) == rt.origin {
+	if originOf(req.URL) != rt.origin {
+		// A redirect elsewhere: the http.Client copies the request's
+		// headers, and Go keeps Authorization across a change of port
+		// or to a subdomain. A token goes to its own server only.
+		req.Header.Del("Authorization")
+	} else {
 		for k, v := range rt.headers {
 			// The go-sdk's own headers (session, protocol version,
 			// content type) are the protocol's: they win.
@@ -138,6 +149,9 @@ func (rt *roundTripper) observe(req *http.Request, resp *http.Response) {
 			rt.auth = rt.denied(resp)
 		}
 		err, deny = rt.auth, rt.onDeny
+		if resp.StatusCode == http.StatusUnauthorized && rt.oauth {
+			deny = nil
+		}
 	}
 	rt.mu.Unlock()
 	if deny != nil {
@@ -146,9 +160,8 @@ func (rt *roundTripper) observe(req *http.Request, resp *http.Response) {
 }
 
 // denied words a 401 or 403 as the user can act on it: fix the token, or
-// know that an OAuth sign-in (which the server's WWW-Authenticate asks for
-// by pointing to its resource metadata, RFC 9728) is not something mcp-mux
-// does.
+// sign in (the server's WWW-Authenticate asks for an OAuth sign-in by
+// pointing to its resource metadata, RFC 9728).
 func (rt *roundTripper) denied(resp *http.Response) *authError {
 	msg := fmt.Sprintf("%d %s from %s", resp.StatusCode, http.StatusText(resp.StatusCode), rt.shown)
 	oauth := false
@@ -159,9 +172,9 @@ func (rt *roundTripper) denied(resp *http.Response) *authError {
 	}
 	switch {
 	case oauth && rt.bearer:
-		msg += ": the token in headers was refused; this server requires an OAuth sign-in, which mcp-mux does not do: use a token in headers if the server offers one"
+		msg += ": the token in headers was refused; this server signs in with OAuth: remove the Authorization header and run `" + oauthCommand(rt.name) + "`"
 	case oauth:
-		msg += ": this server requires an OAuth sign-in, which mcp-mux does not do: use a token in headers if the server offers one"
+		msg += ": this server signs in with OAuth: run `" + oauthCommand(rt.name) + "`"
 	default:
 		msg += ": check the headers (token)"
 	}
@@ -362,3 +375,5 @@ func (c *sseCounter) field(line []byte) {
 		c.data = append(c.data, value...)
 	}
 }
+
+func oauthCommand(name string) string { return oauth.Command(name) }

@@ -27,6 +27,9 @@ var ErrNeedsLogin = errors.New("needs a sign-in")
 type NeedsLoginError struct {
 	Name   string // the backend
 	Reason string // one clause, no secret: "not signed in", "the refresh token was refused (invalid_grant)"
+	// Stamp is the sign-in's stamp (Signins.Stamp) the decision was
+	// made on: a login after it changes it (see WaitChange).
+	Stamp string
 }
 
 func (e *NeedsLoginError) Error() string {
@@ -71,8 +74,49 @@ type Handler struct {
 	// server refused: a 401 for it needs a login, not another refresh.
 	refused string
 	onLost  func(error)
+	// Explicit: the backend is configured to sign in (auth = "oauth").
+	// Otherwise a 401 asks for a sign-in only when it points to the
+	// server's resource metadata, or a sign-in is stored; any other 401
+	// is not the handler's (ErrNotOAuth).
+	Explicit bool
 	// Now is the clock (tests).
 	Now func() time.Time
+}
+
+// ErrNotOAuth is what Authorize says of a 401 that does not ask for an
+// OAuth sign-in (a server that wants another token).
+var ErrNotOAuth = errors.New("the server refused the request without asking for an OAuth sign-in")
+
+// NotSignedIn is the error of a backend that has no sign-in stored, if
+// it has none (nil otherwise).
+func (h *Handler) NotSignedIn() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.reloadLocked(); err != nil {
+		return err
+	}
+	if h.rec != nil {
+		return nil
+	}
+	return &NeedsLoginError{Name: h.Name, Reason: "not signed in", Stamp: h.stamp}
+}
+
+// WaitChange returns when serverURL's stamp is no longer since (a login,
+// a logout, a refresh by another process), or with ctx's error; it reads
+// the stamp every interval.
+func (s *Signins) WaitChange(ctx context.Context, serverURL, since string, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if s.Stamp(serverURL) != since {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 var _ auth.OAuthHandler = (*Handler)(nil)
@@ -181,13 +225,24 @@ func (h *Handler) Authorize(ctx context.Context, req *http.Request, resp *http.R
 			// is, after one retry.
 			return nil
 		}
-		return h.lost(&NeedsLoginError{Name: h.Name, Reason: "the server asks for more scopes than the sign-in has"})
+		h.mu.Lock()
+		stamp := h.stamp
+		h.mu.Unlock()
+		return h.lost(&NeedsLoginError{Name: h.Name, Reason: "the server asks for more scopes than the sign-in has", Stamp: stamp})
 	}
 	sent := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
 	h.mu.Lock()
 	err := h.reloadLocked()
+	if err == nil && h.rec == nil && !h.Explicit && resourceMetadata(challenges) == "" {
+		h.mu.Unlock()
+		return h.lost(ErrNotOAuth)
+	}
 	if err == nil {
 		err = h.retryableLocked(sent)
+	}
+	var nl *NeedsLoginError
+	if errors.As(err, &nl) {
+		nl.Stamp = h.stamp
 	}
 	h.mu.Unlock()
 	if err != nil {
@@ -364,6 +419,16 @@ func validErrorCode(s string) bool {
 		}
 	}
 	return true
+}
+
+// resourceMetadata is the resource_metadata a challenge names (RFC 9728).
+func resourceMetadata(cs []oauthex.Challenge) string {
+	for _, c := range cs {
+		if u := c.Params["resource_metadata"]; u != "" {
+			return u
+		}
+	}
+	return ""
 }
 
 // bearerError is the error a Bearer challenge names.
