@@ -3,6 +3,7 @@ package backends
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -123,6 +124,9 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := rt.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
+	}
+	if rt.oauth && resp.StatusCode == http.StatusInternalServerError && req.Header.Get("Authorization") != "" {
+		resp = tokenNotVerified(resp)
 	}
 	rt.observe(req, resp)
 	if rt.gate != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -377,3 +381,33 @@ func (c *sseCounter) field(line []byte) {
 }
 
 func oauthCommand(name string) string { return oauth.Command(name) }
+
+// tokenNotVerified turns a 500 whose body is an OAuth error (RFC 6750's
+// {"error": ...}, not a JSON-RPC one) into the 401 it stands for: the
+// resource server's token check failed on the token sent. The TypeScript
+// SDK's bearer middleware answers so when its verifier throws, as its own
+// OAuth example's does for a token it no longer knows (it restarted); as
+// a 401 it gets what one gets: a refresh, or "needs login". Any other 500
+// is passed on as it came.
+func tokenNotVerified(resp *http.Response) *http.Response {
+	const limit = 4096
+	head, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	if err != nil || len(head) > limit || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return resp
+	}
+	var body struct {
+		Error   string          `json:"error"`
+		JSONRPC json.RawMessage `json:"jsonrpc"`
+	}
+	if json.Unmarshal(head, &body) != nil || body.JSONRPC != nil || body.Error == "" {
+		return resp
+	}
+	resp.StatusCode, resp.Status = http.StatusUnauthorized, "401 Unauthorized"
+	resp.Header = resp.Header.Clone()
+	resp.Header.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	return resp
+}

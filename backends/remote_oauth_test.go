@@ -4,10 +4,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/oauth2"
 
 	"github.com/mcp-mux/mcp-mux/backends/oauth"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
@@ -90,5 +93,42 @@ func TestRemoteOAuthBackendWaitsForALoginAndLosesAForgottenOne(t *testing.T) {
 	}
 	if !errors.Is(b.Err(), ErrNeedsLogin) || !strings.Contains(b.Err().Error(), "run `mcp-mux login web`") {
 		t.Errorf("Err() = %v, want a needed login", b.Err())
+	}
+}
+
+// A resource server whose token check fails on the token sent, and which
+// says so with a 500 that carries an OAuth error (the TypeScript SDK's
+// bearer middleware, for a token its server forgot), refused the token:
+// with no refresh token, the backend needs a login. A 500 that is not an
+// OAuth error is the server's own failure.
+func TestRemoteTokenTheServerCannotVerifyNeedsALogin(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		needsLogin bool
+	}{
+		{"oauth error", `{"error":"server_error","error_description":"Internal Server Error"}`, true},
+		{"json-rpc error", `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"boom"}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ownStateDir(t)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusInternalServerError)
+				io.WriteString(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			s, err := oauth.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Save(&oauth.Record{ServerURL: srv.URL + "/mcp", ClientID: "c", TokenURL: srv.URL + "/token",
+				Token: &oauth2.Token{AccessToken: "forgotten"}, Obtained: time.Now().Add(-time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = connectRemote(t, Spec{Name: "web", URL: srv.URL + "/mcp", Transport: TransportStreamable}, Options{})
+			if errors.Is(err, ErrNeedsLogin) != tc.needsLogin {
+				t.Errorf("err = %v, needs login: want %v", err, tc.needsLogin)
+			}
+		})
 	}
 }
