@@ -136,12 +136,12 @@ func (h *Handler) OnLost(f func(error)) {
 	h.mu.Unlock()
 }
 
-// SignedIn reports whether a sign-in is stored for the server (as last
-// read), and by which issuer.
+// SignedIn reports whether a sign-in is stored for the server, as last
+// read (it asks no store: status pages call it holding their locks), and
+// by which issuer.
 func (h *Handler) SignedIn() (bool, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.reloadLocked()
 	if h.rec == nil {
 		return false, ""
 	}
