@@ -132,3 +132,40 @@ func TestRemoteTokenTheServerCannotVerifyNeedsALogin(t *testing.T) {
 		})
 	}
 }
+
+// The sign-in's token goes to its own server only: a redirect to another
+// origin (another port of the same host here, which Go's client would
+// otherwise send it to) arrives without it.
+func TestRemoteTokenIsNotSentAcrossARedirect(t *testing.T) {
+	ownStateDir(t)
+	got := make(chan string, 1)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r.Header.Get("Authorization"):
+		default:
+		}
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	t.Cleanup(elsewhere.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/mcp", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	s, err := oauth.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(&oauth.Record{ServerURL: srv.URL + "/mcp", ClientID: "c", TokenURL: srv.URL + "/token",
+		Token: &oauth2.Token{AccessToken: "t0ken-for-its-own-server"}, Obtained: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	connectRemote(t, Spec{Name: "web", URL: srv.URL + "/mcp", Transport: TransportStreamable}, Options{})
+	select {
+	case auth := <-got:
+		if auth != "" {
+			t.Errorf("the other origin got Authorization %q", auth)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the redirect was not followed")
+	}
+}

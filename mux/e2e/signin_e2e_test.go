@@ -46,10 +46,17 @@ func signinEnv(t *testing.T) (env []string, browsed string) {
 // muxRun runs mcp-mux with args and env to its end.
 func muxRun(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return muxRunIn(t, env, "", args...)
+}
+
+// muxRunIn is muxRun with stdin.
+func muxRunIn(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, testkit.MuxBin(t), args...)
 	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -460,4 +467,38 @@ func TestSignInSharedByTwoProcessesThroughRotatingRefreshes(t *testing.T) {
 		<-s.exited
 	}
 	noTokenIn(t, srv.Issued(), map[string]string{"process 0's log": a.stderr.String(), "process 1's log": b.stderr.String(), "login": out + errOut})
+}
+
+// A secret kept in the store with mcp-mux secret set (read from stdin,
+// never argv) is what ${secret:NAME} in a headers value sends; one that is
+// not stored is reported by check with FILE:LINE and the command that
+// stores it; the value is in no output.
+func TestSecretSetFromStdinIsUsedByName(t *testing.T) {
+	const value = "r1ght-s3cret-from-stdin"
+	env, _ := signinEnv(t)
+	out, errOut, code := muxRunIn(t, env, value+"\n", "secret", "set", "WEB_TOKEN")
+	if code != 0 || !strings.Contains(out, "stored secret WEB_TOKEN in ") || !strings.Contains(out, "${secret:WEB_TOKEN}") {
+		t.Fatalf("secret set: exit %d\n%s%s", code, out, errOut)
+	}
+	argvOut, argvErr, code := muxRunIn(t, env, "", "secret", "set", "OTHER", value)
+	if code == 0 || !strings.Contains(argvErr, "takes one NAME, got 2 arguments") {
+		t.Errorf("secret set with a value on the command line: exit %d\n%s%s", code, argvOut, argvErr)
+	}
+	fx := testkit.StartRemoteFixture(t, "-http", "-name", "web", "-require-token", value)
+	cfg := testkit.WriteRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\nlog_level = \"debug\"\n\n"+
+		remoteBackend("web", fx, `headers = { Authorization = "Bearer ${secret:WEB_TOKEN}" }`))
+	r := serveWithEnv(t, env, cfg)
+	if msg := callErr(t, r.cs, "web__echo"); msg != "" {
+		t.Errorf("web__echo with the stored secret: %s\n%s", msg, r.stderr)
+	}
+	bad := testkit.WriteRawConfig(t, "[[backend]]\nname = \"web\"\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer ${secret:MISSING}\" }\n")
+	checkOut, checkErr, code := muxRun(t, env, "check", "--json", "--config", bad)
+	if code != 1 || !strings.Contains(checkOut, `"line": 4`) || !strings.Contains(checkOut, "${secret:MISSING} is not stored (store it with: mcp-mux secret set MISSING)") {
+		t.Errorf("check --json of a missing secret: exit %d\n%s%s", code, checkOut, checkErr)
+	}
+	r.cs.Close()
+	r.stdin.Close()
+	<-r.exited
+	noTokenIn(t, []string{value}, map[string]string{"secret set": out + errOut, "secret set with argv": argvOut + argvErr,
+		"the serving log": r.stderr.String(), "check --json": checkOut + checkErr})
 }
