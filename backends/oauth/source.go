@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -72,8 +73,9 @@ type Handler struct {
 	loaded bool
 	// refused is the access token whose refresh the authorization
 	// server refused: a 401 for it needs a login, not another refresh.
-	refused string
-	onLost  func(error)
+	refused   string
+	onLost    func(error)
+	published atomic.Pointer[signState]
 	// Explicit: the backend is configured to sign in (auth = "oauth").
 	// Otherwise a 401 asks for a sign-in only when it points to the
 	// server's resource metadata, or a sign-in is stored; any other 401
@@ -137,15 +139,27 @@ func (h *Handler) OnLost(f func(error)) {
 }
 
 // SignedIn reports whether a sign-in is stored for the server, as last
-// read (it asks no store: status pages call it holding their locks), and
-// by which issuer.
+// read, and by which issuer. It neither asks a store nor waits for a
+// refresh in progress: status pages call it holding their own locks.
 func (h *Handler) SignedIn() (bool, string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.rec == nil {
-		return false, ""
+	if p := h.published.Load(); p != nil {
+		return p.signedIn, p.issuer
 	}
-	return true, h.rec.Issuer
+	return false, ""
+}
+
+// signState is what SignedIn says.
+type signState struct {
+	signedIn bool
+	issuer   string
+}
+
+func (h *Handler) publishLocked() {
+	st := &signState{}
+	if h.rec != nil {
+		st.signedIn, st.issuer = true, h.rec.Issuer
+	}
+	h.published.Store(st)
 }
 
 // reloadLocked reads the record again if its stamp changed since it was
@@ -167,6 +181,7 @@ func (h *Handler) reloadLocked() error {
 		}
 	}
 	h.rec, h.stamp, h.loaded = rec, stamp, true
+	h.publishLocked()
 	return nil
 }
 
@@ -303,6 +318,7 @@ func (h *Handler) refreshLocked(current string) error {
 		return err
 	}
 	h.rec, h.stamp, h.loaded = rec, h.Signins.Stamp(h.ServerURL), true
+	h.publishLocked()
 	if rec == nil {
 		return &NeedsLoginError{Name: h.Name, Reason: "signed out"}
 	}
@@ -329,6 +345,7 @@ func (h *Handler) refreshLocked(current string) error {
 		return err
 	}
 	h.rec, h.stamp = &next, h.Signins.Stamp(h.ServerURL)
+	h.publishLocked()
 	return nil
 }
 
