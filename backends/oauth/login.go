@@ -132,10 +132,11 @@ func Login(ctx context.Context, s *Signins, o LoginOptions) (*Record, error) {
 			TokenEndpointAuthMethod: "none",
 		}}
 	}
-	handler, err := auth.NewAuthorizationCodeHandler(cfg)
+	inner, err := auth.NewAuthorizationCodeHandler(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the sign-in: %w", err)
 	}
+	handler := &onceHandler{AuthorizationCodeHandler: inner}
 
 	origin := originOf(o.ServerURL)
 	mcpClient := &http.Client{
@@ -156,6 +157,9 @@ func Login(ctx context.Context, s *Signins, o LoginOptions) (*Record, error) {
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("no sign-in within %s: the browser did not come back to %s (run %q again)", o.Timeout, cb.redirectURL(), Command(o.Name))
+		}
+		if first := handler.firstErr(); first != nil {
+			err = first
 		}
 		return nil, fmt.Errorf("signing in to %s: %w", shown(o.ServerURL), loginError(err))
 	}
@@ -195,6 +199,21 @@ func Login(ctx context.Context, s *Signins, o LoginOptions) (*Record, error) {
 // loginError is the go-sdk's error without its chain of "sending
 // initialize: rejected by transport: ...".
 func loginError(err error) error {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		// Its message quotes the token endpoint's whole answer, which
+		// may echo what was sent (the code, the verifier): only the
+		// OAuth error code and the status are told.
+		code := re.ErrorCode
+		if !validErrorCode(code) {
+			code = "an error"
+		}
+		status := 0
+		if re.Response != nil {
+			status = re.Response.StatusCode
+		}
+		return &wrapped{msg: fmt.Sprintf("the token endpoint refused the authorization code with %s (HTTP %d)", code, status), err: err}
+	}
 	msg := err.Error()
 	for _, wrapper := range []string{`calling "initialize": `, `sending "initialize": `, "rejected by transport: "} {
 		msg = strings.Replace(msg, wrapper, "", 1)
@@ -411,4 +430,36 @@ func (cb *callback) fetch(ctx context.Context, authURL string, o LoginOptions) (
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// onceHandler runs the sign-in once per login: after a failed exchange
+// the go-sdk's client sends again (and would start a second flow in the
+// browser, whose listener is gone); after a success, a token the server
+// refuses at once is not signed in again.
+type onceHandler struct {
+	*auth.AuthorizationCodeHandler
+	mu   sync.Mutex
+	done bool
+	err  error
+}
+
+func (h *onceHandler) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		resp.Body.Close()
+		if h.err != nil {
+			return h.err
+		}
+		return fmt.Errorf("the server refused the token it just issued (%s)", resp.Status)
+	}
+	h.done = true
+	h.err = h.AuthorizationCodeHandler.Authorize(ctx, req, resp)
+	return h.err
+}
+
+func (h *onceHandler) firstErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
 }

@@ -302,3 +302,53 @@ func TestOpenBrowserUsesBROWSER(t *testing.T) {
 		return string(data) == u+"\n200\nsign in here"
 	})
 }
+
+// A token endpoint that refuses the code, echoing what it was sent, is
+// told by its error code: the echo (the code, the verifier) is not.
+func TestRefusedCodeIsToldWithoutTheEcho(t *testing.T) {
+	srv := testkit.StartOAuthServer(t, "web", time.Hour)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"error":"invalid_grant","error_description":"bad code %s verifier %s"}`, r.PostForm.Get("code"), r.PostForm.Get("code_verifier"))
+	}))
+	defer echo.Close()
+	// The authorization server's metadata points its token endpoint at
+	// the echo: the metadata client's requests are rewritten on the way.
+	var codes []string
+	pages := make(chan string, 1)
+	open := func(u string) error {
+		go func() {
+			c := &http.Client{CheckRedirect: func(req *http.Request, via []*http.Request) error {
+				codes = append(codes, req.URL.Query().Get("code"))
+				return nil
+			}}
+			resp, err := c.Get(u)
+			if err == nil {
+				resp.Body.Close()
+			}
+			pages <- "done"
+		}()
+		return nil
+	}
+	s := testSignins(t, "")
+	srv.TokenEndpoint = echo.URL + "/token"
+	var out bytes.Buffer
+	_, err := Login(testkit.CtxT(t), s, LoginOptions{Name: "web", ServerURL: srv.URL(), Open: open, Timeout: 20 * time.Second, Out: &out})
+	<-pages
+	if n := strings.Count(out.String(), "To sign in to web"); n != 1 {
+		t.Errorf("%d sign-ins were started, want 1:\n%s", n, out.String())
+	}
+	if err == nil || !strings.Contains(err.Error(), "refused the authorization code with invalid_grant (HTTP 400)") {
+		t.Fatalf("err = %v", err)
+	}
+	for _, c := range codes {
+		if c != "" && strings.Contains(err.Error(), c) {
+			t.Errorf("the code is in the error: %v", err)
+		}
+	}
+	if strings.Contains(err.Error(), "verifier") {
+		t.Errorf("the echo is in the error: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -28,9 +29,12 @@ import (
 // rotating refresh tokens (each works once; a reused one is refused and
 // revokes its grant, as OAuth 2.1 advises).
 type OAuthServer struct {
-	MCP  *httptest.Server // the resource: /mcp
-	AS   *httptest.Server // the authorization server
-	name string
+	MCP *httptest.Server // the resource: /mcp
+	AS  *httptest.Server // the authorization server
+	// TokenEndpoint, if set before a sign-in, is the token endpoint the
+	// metadata names instead of the server's own.
+	TokenEndpoint string
+	name          string
 
 	mu       sync.Mutex
 	ttl      time.Duration
@@ -178,7 +182,7 @@ func (s *OAuthServer) serveAS(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/.well-known/oauth-authorization-server":
 		writeJSON(w, map[string]any{
-			"issuer": iss, "authorization_endpoint": iss + "/authorize", "token_endpoint": iss + "/token",
+			"issuer": iss, "authorization_endpoint": iss + "/authorize", "token_endpoint": cmp.Or(s.TokenEndpoint, iss+"/token"),
 			"registration_endpoint": iss + "/register", "response_types_supported": []string{"code"},
 			"grant_types_supported": []string{"authorization_code", "refresh_token"}, "code_challenge_methods_supported": []string{"S256"},
 			"token_endpoint_auth_methods_supported": []string{"none"}, "scopes_supported": []string{"mcp", "offline_access"},
