@@ -320,8 +320,21 @@ func (f *FileStore) path(key string) (string, error) {
 	return filepath.Join(d, fileName(key)), nil
 }
 
+// readPath is key's file, for reading or removing: no directory is made.
+func (f *FileStore) readPath(key string) (string, error) {
+	d := f.Dir
+	if d == "" {
+		root, err := StateDir()
+		if err != nil {
+			return "", err
+		}
+		d = filepath.Join(root, "secrets")
+	}
+	return filepath.Join(d, fileName(key)), nil
+}
+
 func (f *FileStore) Get(key string) (string, error) {
-	p, err := f.path(key)
+	p, err := f.readPath(key)
 	if err != nil {
 		return "", err
 	}
@@ -365,7 +378,7 @@ func (f *FileStore) Set(key, value string) error {
 }
 
 func (f *FileStore) Delete(key string) error {
-	p, err := f.path(key)
+	p, err := f.readPath(key)
 	if err != nil {
 		return err
 	}
@@ -377,7 +390,7 @@ func (f *FileStore) Delete(key string) error {
 }
 
 func (f *FileStore) Where(key string) string {
-	p, err := f.path(key)
+	p, err := f.readPath(key)
 	if err != nil {
 		return "a file in mcp-mux's state directory"
 	}

@@ -16,6 +16,9 @@ func TestFileStoreIsPrivate(t *testing.T) {
 	if _, err := f.Get("secret:A"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get of nothing: %v", err)
 	}
+	if dir, _ := StateDir(); dirExists(dir) {
+		t.Error("reading made the state directory")
+	}
 	for _, v := range []string{"first value", "second"} {
 		if err := f.Set("secret:A", v); err != nil {
 			t.Fatal(err)
@@ -54,4 +57,9 @@ func TestValidName(t *testing.T) {
 			t.Errorf("ValidName(%q) = %v", name, !want)
 		}
 	}
+}
+
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
