@@ -70,6 +70,9 @@ func main() {
 			},
 			importCommand(),
 			initCommand(),
+			loginCommand(configFlag),
+			logoutCommand(configFlag),
+			secretCommand(),
 			{Name: "version", Usage: "print the version", Action: func(c *cli.Context) error {
 				fmt.Fprintln(os.Stdout, "mcp-mux", version)
 				return nil
@@ -411,6 +414,12 @@ func writeReport(w io.Writer, r *mux.Report) {
 		}
 		if b.URL != "" {
 			fmt.Fprintf(tw, "  url\t%s\n", b.URL)
+		}
+		switch {
+		case b.SignIn != "" && b.Issuer != "":
+			fmt.Fprintf(tw, "  sign-in\t%s (by %s)\n", b.SignIn, b.Issuer)
+		case b.SignIn != "":
+			fmt.Fprintf(tw, "  sign-in\t%s\n", b.SignIn)
 		}
 		if b.Ready() {
 			fmt.Fprintf(tw, "  transport\t%s\n", b.Transport)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends/oauth"
 )
 
 // Remote backends: Spec.URL names an MCP endpoint over HTTP. The go-sdk's
@@ -38,6 +40,12 @@ const (
 // ErrUnauthorized is wrapped by the error of a remote backend that answered
 // 401 or 403: a token to fix, not a crash to retry.
 var ErrUnauthorized = errors.New("unauthorized")
+
+// ErrNeedsLogin is wrapped by the error of a remote backend whose server
+// signs in with OAuth and has no sign-in it accepts (an
+// *oauth.NeedsLoginError): not a crash to retry, a `mcp-mux login NAME` to
+// wait for (see WaitSignIn).
+var ErrNeedsLogin = oauth.ErrNeedsLogin
 
 // authError is a 401 or 403, told as the user can act on it.
 type authError struct{ msg string }
@@ -67,6 +75,9 @@ type remote struct {
 	maxEvent  int
 	killed    chan struct{} // closed by Kill
 	killOnce  sync.Once
+	// oauth gives the Streamable HTTP transport its tokens; nil when the
+	// backend sends its own Authorization header.
+	oauth *oauth.Handler
 }
 
 // startRemote connects b (whose Spec.URL is set) and initializes the
@@ -88,6 +99,11 @@ func startRemote(ctx context.Context, b *Backend, opts Options) (*Backend, error
 		return nil, err
 	}
 	r.rt = rt
+	if err := r.setupOAuth(spec); err != nil {
+		rt.shut()
+		b.conn.Close()
+		return nil, err
+	}
 	b.log.Info("connecting", "url", r.shown, "transport", r.want, "headers", spec.HeaderKeys())
 
 	var want *mcp.ClientCapabilities
@@ -102,7 +118,7 @@ func startRemote(ctx context.Context, b *Backend, opts Options) (*Backend, error
 	if err != nil {
 		rt.shut()
 		b.conn.Close()
-		if errors.Is(err, ErrUnauthorized) {
+		if errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrNeedsLogin) {
 			return nil, err
 		}
 		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
@@ -115,6 +131,19 @@ func startRemote(ctx context.Context, b *Backend, opts Options) (*Backend, error
 	// From now on a 401 or 403 (a token revoked or expired) takes the
 	// backend down as unauthorized: mux does not retry those.
 	rt.onAuth(func(err error) { b.Kill(err) })
+	if r.oauth != nil {
+		// A sign-in the server no longer takes (and cannot be
+		// refreshed) takes the backend down to wait for a login; a 401
+		// that is not about OAuth is the roundTripper's.
+		r.oauth.OnLost(func(err error) {
+			if errors.Is(err, oauth.ErrNotOAuth) {
+				if auth := rt.authErr(); auth != nil {
+					err = auth
+				}
+			}
+			b.Kill(err)
+		})
+	}
 	b.log.Info("connected", "url", r.shown, "transport", r.transport, "protocol", b.init.ProtocolVersion)
 	go b.monitorRemote()
 	return b, nil
@@ -133,7 +162,11 @@ func (r *remote) connect(ctx context.Context, b *Backend, client *mcp.Client) (*
 		if transport == TransportSSE {
 			t = &sseTransport{SSEClientTransport: mcp.SSEClientTransport{Endpoint: r.url, HTTPClient: r.rt.client, MaxEventSize: r.maxEvent}, r: r}
 		} else {
-			t = &mcp.StreamableClientTransport{Endpoint: r.url, HTTPClient: r.rt.client, MaxEventSize: r.maxEvent, MaxRetries: sseRetries}
+			st := &mcp.StreamableClientTransport{Endpoint: r.url, HTTPClient: r.rt.client, MaxEventSize: r.maxEvent, MaxRetries: sseRetries}
+			if r.oauth != nil {
+				st.OAuthHandler = r.oauth
+			}
+			t = st
 		}
 		cs, err := client.Connect(ctx, t, opts)
 		if err != nil {
@@ -145,7 +178,7 @@ func (r *remote) connect(ctx context.Context, b *Backend, client *mcp.Client) (*
 		return try(r.want)
 	}
 	cs, err := try(TransportStreamable)
-	if err == nil || errors.Is(err, ErrUnauthorized) {
+	if err == nil || errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrNeedsLogin) {
 		return cs, err
 	}
 	switch status := r.rt.lastPOST(); status {
@@ -218,6 +251,10 @@ func (t *sseTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 func (r *remote) explain(err error) error {
 	if err == nil {
 		return nil
+	}
+	var nl *oauth.NeedsLoginError
+	if errors.As(err, &nl) {
+		return nl // said whole, without the go-sdk's chain around it
 	}
 	if auth := r.rt.authErr(); auth != nil {
 		return auth

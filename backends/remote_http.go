@@ -3,6 +3,7 @@ package backends
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcp-mux/mcp-mux/backends/oauth"
 	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
@@ -31,8 +33,12 @@ type roundTripper struct {
 	origin  string      // scheme://host[:port] of the URL
 	headers http.Header // values are secrets: never logged
 	bearer  bool        // an Authorization header is configured
-	shown   string      // the URL as it may be shown
-	gate    *childConn
+	// oauth: an OAuth handler owns the 401s (it refreshes, or says a
+	// login is needed); only 403s take the backend down here.
+	oauth bool
+	shown string // the URL as it may be shown
+	name  string // the backend's
+	gate  *childConn
 
 	// sseSession: the HTTP+SSE transport is in use, whose GET is the
 	// session itself; Streamable HTTP's GET is an optional extra stream,
@@ -57,6 +63,7 @@ func newRoundTripper(spec Spec, gate *childConn) (*roundTripper, error) {
 		origin:  originOf(u),
 		headers: http.Header{},
 		shown:   ShownURL(spec.URL),
+		name:    spec.Name,
 		gate:    gate,
 		conns:   map[net.Conn]struct{}{},
 	}
@@ -96,7 +103,12 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// A RoundTripper must not change the request it is given.
 	req = req.Clone(req.Context())
-	if originOf(req.URL) == rt.origin {
+	if originOf(req.URL) != rt.origin {
+		// A redirect elsewhere: the http.Client copies the request's
+		// headers, and Go keeps Authorization across a change of port
+		// or to a subdomain. A token goes to its own server only.
+		req.Header.Del("Authorization")
+	} else {
 		for k, v := range rt.headers {
 			// The go-sdk's own headers (session, protocol version,
 			// content type) are the protocol's: they win.
@@ -112,6 +124,9 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := rt.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
+	}
+	if rt.oauth && resp.StatusCode == http.StatusInternalServerError && req.Header.Get("Authorization") != "" {
+		resp = tokenNotVerified(resp)
 	}
 	rt.observe(req, resp)
 	if rt.gate != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -138,6 +153,9 @@ func (rt *roundTripper) observe(req *http.Request, resp *http.Response) {
 			rt.auth = rt.denied(resp)
 		}
 		err, deny = rt.auth, rt.onDeny
+		if resp.StatusCode == http.StatusUnauthorized && rt.oauth {
+			deny = nil
+		}
 	}
 	rt.mu.Unlock()
 	if deny != nil {
@@ -146,9 +164,8 @@ func (rt *roundTripper) observe(req *http.Request, resp *http.Response) {
 }
 
 // denied words a 401 or 403 as the user can act on it: fix the token, or
-// know that an OAuth sign-in (which the server's WWW-Authenticate asks for
-// by pointing to its resource metadata, RFC 9728) is not something mcp-mux
-// does.
+// sign in (the server's WWW-Authenticate asks for an OAuth sign-in by
+// pointing to its resource metadata, RFC 9728).
 func (rt *roundTripper) denied(resp *http.Response) *authError {
 	msg := fmt.Sprintf("%d %s from %s", resp.StatusCode, http.StatusText(resp.StatusCode), rt.shown)
 	oauth := false
@@ -159,9 +176,9 @@ func (rt *roundTripper) denied(resp *http.Response) *authError {
 	}
 	switch {
 	case oauth && rt.bearer:
-		msg += ": the token in headers was refused; this server requires an OAuth sign-in, which mcp-mux does not do: use a token in headers if the server offers one"
+		msg += ": the token in headers was refused; this server signs in with OAuth: remove the Authorization header and run `" + oauthCommand(rt.name) + "`"
 	case oauth:
-		msg += ": this server requires an OAuth sign-in, which mcp-mux does not do: use a token in headers if the server offers one"
+		msg += ": this server signs in with OAuth: run `" + oauthCommand(rt.name) + "`"
 	default:
 		msg += ": check the headers (token)"
 	}
@@ -361,4 +378,36 @@ func (c *sseCounter) field(line []byte) {
 		}
 		c.data = append(c.data, value...)
 	}
+}
+
+func oauthCommand(name string) string { return oauth.Command(name) }
+
+// tokenNotVerified turns a 500 whose body is an OAuth error (RFC 6750's
+// {"error": ...}, not a JSON-RPC one) into the 401 it stands for: the
+// resource server's token check failed on the token sent. The TypeScript
+// SDK's bearer middleware answers so when its verifier throws, as its own
+// OAuth example's does for a token it no longer knows (it restarted); as
+// a 401 it gets what one gets: a refresh, or "needs login". Any other 500
+// is passed on as it came.
+func tokenNotVerified(resp *http.Response) *http.Response {
+	const limit = 4096
+	head, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	if err != nil || len(head) > limit || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return resp
+	}
+	var body struct {
+		Error   string          `json:"error"`
+		JSONRPC json.RawMessage `json:"jsonrpc"`
+	}
+	if json.Unmarshal(head, &body) != nil || body.JSONRPC != nil || body.Error == "" {
+		return resp
+	}
+	resp.StatusCode, resp.Status = http.StatusUnauthorized, "401 Unauthorized"
+	resp.Header = resp.Header.Clone()
+	resp.Header.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	return resp
 }

@@ -154,14 +154,39 @@ func oauthServer(t *testing.T) *httptest.Server {
 	return srv
 }
 
-func TestRemoteOAuthServerIsReportedAsSuch(t *testing.T) {
+// A server that asks for an OAuth sign-in, where none is stored, leaves
+// the backend waiting for one: the error names the command to run.
+func TestRemoteOAuthServerNeedsALogin(t *testing.T) {
 	srv := oauthServer(t)
-	_, _, err := connectRemote(t, Spec{URL: srv.URL + "/mcp"}, Options{})
+	_, _, err := connectRemote(t, Spec{Name: "web", URL: srv.URL + "/mcp"}, Options{})
+	if !errors.Is(err, ErrNeedsLogin) || errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("err = %v, want ErrNeedsLogin", err)
+	}
+	if want := "needs a sign-in (not signed in): run `mcp-mux login web` in a terminal"; err.Error() != want {
+		t.Errorf("err = %q, want %q", err, want)
+	}
+}
+
+// With a token in headers, the server's refusal is about that token.
+func TestRemoteOAuthServerRefusingAHeaderTokenSaysSo(t *testing.T) {
+	srv := oauthServer(t)
+	_, _, err := connectRemote(t, Spec{Name: "web", URL: srv.URL + "/mcp", Headers: map[string]string{"Authorization": "Bearer x"}}, Options{})
 	if !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("err = %v, want ErrUnauthorized", err)
 	}
-	if want := "this server requires an OAuth sign-in, which mcp-mux does not do: use a token in headers if the server offers one"; !strings.Contains(err.Error(), want) {
+	if want := "the token in headers was refused; this server signs in with OAuth: remove the Authorization header and run `mcp-mux login web`"; !strings.Contains(err.Error(), want) {
 		t.Errorf("err = %q, want it to say %q", err, want)
+	}
+}
+
+// auth = "oauth" without a sign-in does not even ask the server.
+func TestRemoteExplicitOAuthWithoutASignInAsksNothing(t *testing.T) {
+	var asked atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1) }))
+	t.Cleanup(srv.Close)
+	_, _, err := connectRemote(t, Spec{Name: "web", URL: srv.URL + "/mcp", Auth: AuthOAuth}, Options{})
+	if !errors.Is(err, ErrNeedsLogin) || asked.Load() != 0 {
+		t.Fatalf("err = %v after %d requests, want ErrNeedsLogin after none", err, asked.Load())
 	}
 }
 

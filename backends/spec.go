@@ -20,6 +20,11 @@ type Spec struct {
 	// Transport is how URL is spoken to: TransportAuto ("" means the
 	// same), TransportStreamable or TransportSSE.
 	Transport string
+	// Auth is "" (OAuth when the server asks for it) or AuthOAuth.
+	Auth string
+	// OAuth is how a remote backend signs in (mcp-mux login), when its
+	// server asks for OAuth.
+	OAuth OAuthSpec
 	// Env is added to the backend's environment, values expanded. Never
 	// log them.
 	Env map[string]string
@@ -31,6 +36,18 @@ type Spec struct {
 	// Protocol is "" (the handshake era, pinned) or ProtocolAuto (probe,
 	// and speak the current era if the server answers).
 	Protocol string
+}
+
+// AuthOAuth is Spec.Auth for a server that signs in with OAuth.
+const AuthOAuth = "oauth"
+
+// OAuthSpec is the sign-in settings of a remote backend (see
+// mux/config's oauth_* keys).
+type OAuthSpec struct {
+	ClientID, ClientSecret string // never log ClientSecret
+	ClientMetadataURL      string
+	Scopes                 []string
+	CallbackPort           int
 }
 
 // EnvKeys lists the names (never the values) of the configured env entries,

@@ -58,6 +58,11 @@ type BackendStatus struct {
 	Templates       int       `json:"templates"`
 	Tools           int       `json:"tools"`
 	Prompts         int       `json:"prompts"`
+	// SignIn is a remote backend's OAuth sign-in: "signed in" (by
+	// Issuer), "needs login" (run `mcp-mux login NAME`), or "" when it
+	// does not sign in (or its server has not asked yet).
+	SignIn string `json:"sign_in,omitempty"`
+	Issuer string `json:"issuer,omitempty"`
 	// Late: it was still starting when the first list was answered
 	// without it (first_list_wait); list_changed was sent when it was ready.
 	Late bool `json:"late,omitempty"`
@@ -89,7 +94,13 @@ func (mem *member) status() BackendStatus {
 	if mem.spec.URL != "" {
 		st.URL = backends.ShownURL(mem.spec.URL)
 	}
+	if mem.state == stateNeedsLogin {
+		st.SignIn = stateNeedsLogin
+	}
 	if b := mem.b; b != nil {
+		if ok, iss := b.SignedIn(); ok {
+			st.SignIn, st.Issuer = "signed in", iss
+		}
 		st.PID = b.PID()
 		st.Transport = b.Transport()
 		if r := b.InitializeResult(); r != nil {

@@ -98,11 +98,15 @@ func (m *Mux) notRunning() string {
 		mem.mu.Lock()
 		state, why := mem.state, mem.lastErr
 		mem.mu.Unlock()
-		if state != stateFailed {
+		if state != stateFailed && state != stateNeedsLogin {
 			continue
 		}
 		if sb.Len() == 0 {
 			sb.WriteString("\n\n## Servers that are not running")
+		}
+		if state == stateNeedsLogin {
+			fmt.Fprintf(&sb, "\n\n- backend %s is not running: it needs a sign-in; the user runs `%s` in a terminal, and it connects by itself then (no restart)", mem.spec.Name, oauthCommand(mem.spec.Name))
+			continue
 		}
 		why = strings.Join(strings.Fields(strings.ReplaceAll(why, "\n", "; ")), " ")
 		where := ""

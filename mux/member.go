@@ -26,6 +26,10 @@ const (
 	stateRestarting = "restarting"
 	stateFailed     = "failed"
 	stateStopped    = "stopped"
+	// stateNeedsLogin: a remote server that signs in with OAuth has no
+	// sign-in it accepts; the backend connects by itself once
+	// `mcp-mux login NAME` stored one (supervise.go).
+	stateNeedsLogin = "needs login"
 )
 
 // kinds is a set of catalog parts.

@@ -121,7 +121,11 @@ func (m *Mux) unknownName(kind, name string) error {
 			return toAgentError(mem, err)
 		}
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown %s %q", kind, name)}
+	err, hint := m.needsLoginFor(kind, name)
+	if err != nil {
+		return err
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown %s %q%s", kind, name, hint)}
 }
 
 // owner finds the backend that serves uri: the first in config order that

@@ -75,6 +75,16 @@ func (mem *member) run() {
 			mem.markStarted()
 			return
 		}
+		if errors.Is(err, backends.ErrNeedsLogin) {
+			// Not a crash, and nothing to retry: the agent launched
+			// mcp-mux headless, and only the user can sign in. The
+			// others serve; this one connects once a login is stored.
+			if !mem.waitLogin(spec, err) {
+				return
+			}
+			backoff, crashes = m.backoffBase, nil
+			continue
+		}
 		set := m.settings()
 		now := time.Now()
 		for len(crashes) > 0 && now.Sub(crashes[0]) > set.RestartWindow.Duration {
@@ -113,6 +123,25 @@ func (mem *member) run() {
 		mem.restarts++
 		mem.mu.Unlock()
 	}
+}
+
+// waitLogin marks the member as needing a login, says so in the log once,
+// and waits until the sign-in changes (`mcp-mux login NAME` in another
+// terminal) or the member is stopped (false).
+func (mem *member) waitLogin(spec config.Backend, err error) bool {
+	mem.setDown(stateNeedsLogin, err)
+	mem.log.Warn("backend needs a sign-in: run `"+oauthCommand(spec.Name)+"` in a terminal; it connects by itself once signed in, the other backends serve meanwhile", "reason", err)
+	mem.markStarted()
+	if werr := backends.WaitSignIn(mem.ctx, spec.Spec(), err); werr != nil {
+		if mem.ctx.Err() == nil {
+			mem.log.Error("cannot watch for a sign-in: restart mcp-mux once signed in", "err", werr)
+			<-mem.ctx.Done()
+		}
+		return false
+	}
+	mem.log.Info("the sign-in changed: connecting")
+	mem.setState(stateStarting, nil)
+	return true
 }
 
 // serve makes b the member's backend and refreshes its catalog on demand

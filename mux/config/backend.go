@@ -26,6 +26,26 @@ type Backend struct {
 	// Transport is how URL is spoken to: backends.TransportAuto ("" means
 	// the same), TransportStreamable or TransportSSE.
 	Transport string `toml:"transport"`
+	// Auth is "" (the server asks for an OAuth sign-in, if it wants one,
+	// with a 401 that points to its resource metadata) or
+	// backends.AuthOAuth (it signs in with OAuth: `mcp-mux login NAME`).
+	Auth string `toml:"auth"`
+	// OAuthClientID and OAuthClientSecret are a client registered with
+	// the server's authorization server beforehand; without them one is
+	// registered at sign-in. The secret is expanded as header values
+	// are, and never logged.
+	OAuthClientID     string `toml:"oauth_client_id"`
+	OAuthClientSecret string `toml:"oauth_client_secret"`
+	// OAuthClientMetadataURL is an https URL serving a client ID
+	// metadata document for mcp-mux, used where the authorization
+	// server supports those.
+	OAuthClientMetadataURL string `toml:"oauth_client_metadata_url"`
+	// OAuthScopes are asked for instead of the scopes the server names.
+	OAuthScopes []string `toml:"oauth_scopes"`
+	// OAuthCallbackPort is the port of the sign-in's redirect listener
+	// on 127.0.0.1 (0: one the OS picks); for a server that accepts only
+	// a registered redirect URI.
+	OAuthCallbackPort int `toml:"oauth_callback_port"`
 	// Env is added to the backend's environment. Values are expanded
 	// (${VAR}, ${VAR:-default}) when the file is loaded. Never log them.
 	Env map[string]string `toml:"env"`
@@ -76,12 +96,20 @@ type Backend struct {
 // Spec is what the backends package needs to run b.
 func (b *Backend) Spec() backends.Spec {
 	return backends.Spec{
-		Name:       b.Name,
-		Command:    b.Command,
-		Args:       b.Args,
-		URL:        b.URL,
-		Headers:    b.Headers,
-		Transport:  b.Transport,
+		Name:      b.Name,
+		Command:   b.Command,
+		Args:      b.Args,
+		URL:       b.URL,
+		Headers:   b.Headers,
+		Transport: b.Transport,
+		Auth:      b.Auth,
+		OAuth: backends.OAuthSpec{
+			ClientID:          b.OAuthClientID,
+			ClientSecret:      b.OAuthClientSecret,
+			ClientMetadataURL: b.OAuthClientMetadataURL,
+			Scopes:            b.OAuthScopes,
+			CallbackPort:      b.OAuthCallbackPort,
+		},
 		Env:        b.Env,
 		InheritEnv: b.InheritEnv,
 		Cwd:        b.Cwd,

@@ -261,10 +261,14 @@ type parser struct {
 	file      string
 	dir       string // absolute directory of file: relative paths in it start there
 	lookupEnv func(string) (string, bool)
-	lines     map[string]int // key path → line
-	problems  []problem
-	names     map[int]string // backend index → valid name, for display
-	entries   []backendEntry // the [[backend]] tables, in order (cfg.Backends is the same length)
+	// lookupSecret is the value of ${secret:NAME} (nil: the OS store,
+	// secrets.Get); secrets holds those read so far.
+	lookupSecret func(string) (string, error)
+	secrets      map[string]string
+	lines        map[string]int // key path → line
+	problems     []problem
+	names        map[int]string // backend index → valid name, for display
+	entries      []backendEntry // the [[backend]] tables, in order (cfg.Backends is the same length)
 }
 
 func (p *parser) lineOf(k keyPath) int {

@@ -13,7 +13,8 @@ import (
 // they are expanded the same way, and never shown.
 
 // remoteOnlyKeys are the keys that mean something only with url.
-var remoteOnlyKeys = []string{"headers", "transport"}
+var remoteOnlyKeys = []string{"headers", "transport", "auth", "oauth_client_id", "oauth_client_secret",
+	"oauth_client_metadata_url", "oauth_scopes", "oauth_callback_port"}
 
 // protocolHeaders are set by the transport on every request: a configured
 // one would be ignored or break the session.
@@ -77,9 +78,9 @@ func (p *parser) validateRemote(e backendEntry, s *Backend, warns *[]problem) bo
 				p.addAt(hk, line, "header %s is given twice (as %q and %q: names are case-insensitive)", canon, seen[canon], name)
 			}
 			seen[canon] = name
-			exp, issues := expandEnv(val, p.lookupEnv)
+			exp, issues := p.expandSecrets(val)
 			for _, is := range issues {
-				if is.unset != "" && s.Disabled {
+				if (is.unset != "" || is.secret != "") && s.Disabled {
 					continue
 				}
 				p.addAt(hk, line, "%s", is.message())
@@ -92,6 +93,8 @@ func (p *parser) validateRemote(e backendEntry, s *Backend, warns *[]problem) bo
 		}
 		s.Headers = headers
 	}
+
+	p.validateOAuth(e, s)
 
 	// A command's keys: env most likely holds a token meant for the
 	// server, which would silently not be sent; args likewise say the
@@ -138,3 +141,71 @@ func isTokenChar(c byte) bool {
 // canonical name) on every request, so that a configured one would be
 // ignored or break the session.
 func IsProtocolHeader(canonical string) bool { return protocolHeaders[canonical] }
+
+// validateOAuth checks a remote backend's sign-in keys, and expands the
+// client's ID and secret (the secret as a header value: never shown).
+func (p *parser) validateOAuth(e backendEntry, s *Backend) {
+	k := func(name string) keyPath { return append(keyPath{e.path[0]}, name) }
+	switch s.Auth {
+	case "", backends.AuthOAuth:
+	default:
+		p.add(k("auth"), "must be %q (the server signs in with OAuth: mcp-mux login) or absent (got %q)", backends.AuthOAuth, s.Auth)
+	}
+	oauthKeys := false
+	for _, key := range remoteOnlyKeys {
+		if _, ok := e.present[key]; ok && strings.HasPrefix(key, "oauth_") {
+			oauthKeys = true
+		}
+	}
+	if s.Auth == backends.AuthOAuth || oauthKeys {
+		for name := range s.Headers {
+			if http.CanonicalHeaderKey(name) == "Authorization" {
+				p.add(k("headers").child(name), "an Authorization header and an OAuth sign-in are two tokens for one server: keep one (remove the header, or auth and the oauth_* keys)")
+			}
+		}
+		if s.Transport == backends.TransportSSE {
+			p.add(k("transport"), "an OAuth sign-in needs the Streamable HTTP transport: remove transport, or set it to %q", backends.TransportStreamable)
+		}
+	}
+	expand := func(key string, v *string, secretsToo bool) {
+		if *v == "" {
+			return
+		}
+		var exp string
+		var issues []envIssue
+		if secretsToo {
+			exp, issues = p.expandSecrets(*v)
+		} else {
+			exp, issues = expandEnv(*v, p.lookupEnv)
+		}
+		for _, is := range issues {
+			if (is.unset != "" || is.secret != "") && s.Disabled {
+				continue
+			}
+			p.add(k(key), "%s", is.message())
+		}
+		if strings.ContainsAny(exp, "\r\n\x00") {
+			p.add(k(key), "value contains a line break or NUL character")
+		}
+		*v = exp
+	}
+	expand("oauth_client_id", &s.OAuthClientID, false)
+	expand("oauth_client_secret", &s.OAuthClientSecret, true)
+	if _, ok := e.present["oauth_client_secret"]; ok && s.OAuthClientID == "" {
+		p.add(k("oauth_client_secret"), "a client secret without oauth_client_id: give the client's ID too")
+	}
+	if raw := s.OAuthClientMetadataURL; raw != "" {
+		u, err := url.Parse(raw)
+		if err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			p.add(k("oauth_client_metadata_url"), "must be an https:// URL with a path, where the client ID metadata document is served (got %q)", backends.ShownURL(raw))
+		}
+	}
+	for i, scope := range s.OAuthScopes {
+		if scope == "" || strings.ContainsFunc(scope, func(r rune) bool { return r <= ' ' || r == '"' || r == '\\' || r > '~' }) {
+			p.add(k("oauth_scopes").index(i), "invalid scope %q: a scope is printable ASCII without spaces, quotes or backslashes", scope)
+		}
+	}
+	if s.OAuthCallbackPort < 0 || s.OAuthCallbackPort > 65535 {
+		p.add(k("oauth_callback_port"), "must be a port, 1 to 65535 (or 0: one the OS picks) (got %d)", s.OAuthCallbackPort)
+	}
+}

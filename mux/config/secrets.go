@@ -115,6 +115,13 @@ func syntaxMessage(pe toml.ParseError, col int) string {
 // a name is shown only if it looks like one (see looksLikeVarName).
 func (is envIssue) message() string {
 	switch {
+	case is.secret != "" && !looksLikeVarName(is.secret):
+		// A pasted token in ${secret:...}: not shown.
+		return `a "${secret:...}" names a secret that is not stored; the name is not shown because it looks like a secret itself (write ${secret:NAME} and store the value with: mcp-mux secret set NAME)`
+	case is.secret != "" && is.secretErr != nil:
+		return fmt.Sprintf("${secret:%s} cannot be read: %v", is.secret, is.secretErr)
+	case is.secret != "":
+		return fmt.Sprintf("${secret:%s} is not stored (store it with: mcp-mux secret set %s)", is.secret, is.secret)
 	case is.unset == "":
 		return is.malformed
 	case looksLikeVarName(is.unset):

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/backends/secrets"
 )
 
 // Validation: checking the decoded [mux] and [[backend]] values, filling in
@@ -214,9 +215,9 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 				if name == "" || strings.ContainsAny(name, "=\x00") {
 					p.addAt(ek, line, "invalid environment variable name (must be non-empty, without \"=\")")
 				}
-				exp, issues := expandEnv(val, p.lookupEnv)
+				exp, issues := p.expandSecrets(val)
 				for _, is := range issues {
-					if is.unset != "" && s.Disabled {
+					if (is.unset != "" || is.secret != "") && s.Disabled {
 						continue
 					}
 					p.addAt(ek, line, "%s", is.message())
@@ -341,11 +342,48 @@ func checkCommand(command, path, base string) string {
 type envIssue struct {
 	unset     string // name of an unset variable
 	malformed string // description of a syntax error (never contains the value)
+	secret    string // name of a ${secret:NAME} that is not stored (or, with secretErr, could not be read)
+	secretErr error
 }
 
 // expandEnv expands ${VAR} and ${VAR:-default} (default used when VAR is
 // unset or empty) and turns $$ into $. Any other $ is kept as is.
+// ${secret:NAME} is not expanded here (see expandSecrets).
 func expandEnv(s string, lookup func(string) (string, bool)) (string, []envIssue) {
+	return expandWith(s, lookup, nil)
+}
+
+// expandSecrets is expandEnv for the values that may also name a secret of
+// the OS store, ${secret:NAME} (env and headers values, and
+// oauth_client_secret): a secret kept out of the file.
+func (p *parser) expandSecrets(s string) (string, []envIssue) {
+	return expandWith(s, p.lookupEnv, p.secret)
+}
+
+// secret is the value of ${secret:NAME}, read once per load.
+func (p *parser) secret(name string) (string, error) {
+	if v, ok := p.secrets[name]; ok {
+		return v, nil
+	}
+	get := p.lookupSecret
+	if get == nil {
+		get = secrets.Get
+	}
+	v, err := get(name)
+	if err != nil {
+		return "", err
+	}
+	if p.secrets == nil {
+		p.secrets = map[string]string{}
+	}
+	p.secrets[name] = v
+	return v, nil
+}
+
+// secretPrefix starts a ${...} that names a secret of the OS store.
+const secretPrefix = "secret:"
+
+func expandWith(s string, lookup func(string) (string, bool), secret func(string) (string, error)) (string, []envIssue) {
 	if !strings.Contains(s, "$") {
 		return s, nil
 	}
@@ -376,6 +414,24 @@ func expandEnv(s string, lookup func(string) (string, bool)) (string, []envIssue
 		}
 		body := s[i+2 : i+2+end]
 		i += 2 + end + 1
+		if name, ok := strings.CutPrefix(body, secretPrefix); ok {
+			switch {
+			case secret == nil:
+				issues = append(issues, envIssue{malformed: `"${secret:...}" is expanded only in env and headers values and oauth_client_secret`})
+			case !secrets.ValidName(name):
+				issues = append(issues, envIssue{malformed: `invalid "${secret:...}": write ${secret:NAME}, where NAME has only letters, digits, "_", "-" and "."`})
+			default:
+				v, err := secret(name)
+				switch {
+				case errors.Is(err, secrets.ErrNotFound):
+					issues = append(issues, envIssue{secret: name})
+				case err != nil:
+					issues = append(issues, envIssue{secret: name, secretErr: err})
+				}
+				b.WriteString(v)
+			}
+			continue
+		}
 		name, def, hasDef := strings.Cut(body, ":-")
 		switch {
 		case name == "":

@@ -71,6 +71,16 @@ var depRules = []depRule{
 	{"mux/search", func(d depInfo) (bool, string) {
 		return d.standard || d.path == module+"/mux/search", "mux/search imports only the standard library"
 	}},
+	// The secret store and the sign-in are read by the CLI and the
+	// config (${secret:NAME}) as well as by remote backends.
+	{"backends/secrets", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "backends/secrets", "backends/secrets imports nothing of ours"
+	}},
+	{"backends/oauth", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "backends/oauth" || rel == "backends/secrets", "backends/oauth imports nothing of ours but backends/secrets"
+	}},
 	{"backends", func(d depInfo) (bool, string) {
 		return !under(ours(d.path), "mux"), "backends does not import mux"
 	}},

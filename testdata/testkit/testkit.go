@@ -31,7 +31,9 @@ import (
 // GOCACHE (so the builds below, and any `go` a test runs, use the usual
 // build cache) and then points XDG_CACHE_HOME at a directory of the test
 // process's own, so that what mcp-mux remembers across runs (initialize's
-// instructions) never reaches the user's cache. After, it removes that
+// instructions) never reaches the user's cache, and MCP_MUX_STATE_DIR
+// there with MCP_MUX_SECRET_STORE=file, so that no sign-in or secret
+// reaches the user's keyring or state directory. After, it removes that
 // directory and the binaries built into it.
 func Main(m *testing.M) {
 	if err := pinGOCACHE(); err != nil {
@@ -44,6 +46,10 @@ func Main(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(d, "cache"))
+	// Sign-ins and ${secret:NAME} values: never the user's keyring or
+	// state directory.
+	os.Setenv("MCP_MUX_SECRET_STORE", "file")
+	os.Setenv("MCP_MUX_STATE_DIR", filepath.Join(d, "state"))
 	code := m.Run()
 	os.RemoveAll(d)
 	os.Exit(code)
@@ -90,6 +96,7 @@ var (
 	muxBin       = &binary{name: "mcp-mux", pkg: "."}
 	fixtureBin   = &binary{name: "fixture", pkg: "./testdata/fixture"}
 	rawServerBin = &binary{name: "rawserver", pkg: "./backends/testdata/rawserver"}
+	browserBin   = &binary{name: "browser", pkg: "./testdata/browser"}
 )
 
 // MuxBin is mcp-mux itself, built from the module root.
@@ -102,6 +109,10 @@ func FixtureBin(t testing.TB) string { t.Helper(); return fixtureBin.get(t) }
 // RawServerBin is backends/testdata/rawserver, which writes exactly the
 // bytes a test gives it.
 func RawServerBin(t testing.TB) string { t.Helper(); return rawServerBin.get(t) }
+
+// BrowserBin is testdata/browser, which stands for the user's browser
+// ($BROWSER) in the tests of mcp-mux login.
+func BrowserBin(t testing.TB) string { t.Helper(); return browserBin.get(t) }
 
 func (b *binary) get(t testing.TB) string {
 	t.Helper()
