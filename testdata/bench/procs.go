@@ -36,6 +36,7 @@ func (m mode) isMux() bool { return m == muxed || m == before }
 type fixtureSpec struct {
 	name string
 	args []string
+	toml string // more lines for its [[backend]] in a mcp-mux config, if any
 }
 
 func (f fixtureSpec) argv() []string { return append([]string{"-name", f.name}, f.args...) }
@@ -147,8 +148,13 @@ func (b *bench) launch(m mode, tag string, argv, env []string, url string) (*pro
 // muxConfig is a config as a user would write it: defaults everywhere, the
 // fixtures as backends.
 func muxConfig(fixture string, fixtures []fixtureSpec) []byte {
+	return muxConfigWith(fixture, "", fixtures)
+}
+
+// muxConfigWith is muxConfig with more lines for [mux].
+func muxConfigWith(fixture, muxLines string, fixtures []fixtureSpec) []byte {
 	var b bytes.Buffer
-	b.WriteString("[mux]\nstartup_timeout = \"30s\"\n")
+	b.WriteString("[mux]\nstartup_timeout = \"30s\"\n" + muxLines)
 	for _, f := range fixtures {
 		fmt.Fprintf(&b, "\n[[backend]]\nname = %s\ncommand = %s\nargs = [", tomlString(f.name), tomlString(fixture))
 		for i, a := range f.argv() {
@@ -159,7 +165,7 @@ func muxConfig(fixture string, fixtures []fixtureSpec) []byte {
 		}
 		// Its goroutine dump, if a request goes unanswered (see
 		// dumpGoroutines), then shows the runtime's goroutines too.
-		b.WriteString("]\nenv = { GOTRACEBACK = 'system' }\n")
+		b.WriteString("]\nenv = { GOTRACEBACK = 'system' }\n" + f.toml)
 	}
 	return b.Bytes()
 }
