@@ -7,12 +7,14 @@
 // into a temporary directory, prints a Markdown table of the medians to
 // stdout (progress goes to stderr) and stops every process it started.
 //
-//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http] [-mcpmu PATH]
+//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http|search] [-mcpmu PATH]
 //
 // The HTTP rows (http.go) are a second table: the fixture serving
 // Streamable HTTP itself against mcp-mux serve --http (and mcpmu serve
 // --http, with -mcpmu), a stdio agent through mcp-mux to the fixture as a
-// remote backend, and the memory of idle sessions.
+// remote backend, and the memory of idle sessions. The search_tools rows
+// (search.go) are a third: mcp-mux in search mode over ~400 and ~4,000
+// real tool definitions.
 //
 // Speed targets are reported, never asserted: it fails only when something
 // does not work (a request fails, a process does not start).
@@ -60,7 +62,7 @@ type bench struct {
 	quick, jsonOut, keepDir bool
 
 	// The HTTP rows (http.go).
-	only         string        // "", "stdio" or "http": which rows
+	only         string        // "", "stdio", "http" or "search": which rows (see runs)
 	mcpmu        string        // mcpmu binary (-mcpmu), "" for none
 	httpModes    []mode        // the HTTP rows' columns, in this order
 	httpSessions []int         // concurrent sessions of the loaded rows
@@ -79,7 +81,7 @@ func main() {
 	flag.DurationVar(&b.duration, "duration", 2*time.Second, "length of each throughput row")
 	flag.IntVar(&b.burstN, "burst", 20000, "resources/updated notifications in the burst row")
 	flag.BoolVar(&b.keepDir, "keep", false, "keep the temporary directory (binaries, configs, every process's stderr)")
-	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table) or \"http\" (serve --http, the remote backend, idle sessions)")
+	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table), \"http\" (serve --http, the remote backend, idle sessions) or \"search\" (search_tools at ~400 and ~4,000 tools)")
 	flag.StringVar(&b.mcpmu, "mcpmu", "", "also measure this mcpmu binary (github.com/Bigsy/mcpmu) in the HTTP rows, as mcpmu serve --http --eager")
 	flag.Parse()
 	if os.Getenv("GOGC") == "" {
@@ -96,8 +98,8 @@ func main() {
 		b.warmup, b.spawnReps, b.startReps, b.listReps = 200, 5, 1, 3
 		b.httpSessions, b.idleNs, b.settle = []int{1, 8, 64}, []int{100, 1000}, 500*time.Millisecond
 	}
-	if b.only != "" && b.only != "stdio" && b.only != "http" {
-		fmt.Fprintln(os.Stderr, "bench: -only is stdio or http")
+	if b.only != "" && b.only != "stdio" && b.only != "http" && b.only != "search" {
+		fmt.Fprintln(os.Stderr, "bench: -only is stdio, http or search")
 		os.Exit(2)
 	}
 	if b.rounds < 1 || b.latencyN < 1 || b.burstN < 1 || b.duration <= 0 {
@@ -169,7 +171,7 @@ func (b *bench) run(ctx context.Context) error {
 	if err := b.build(ctx, root); err != nil {
 		return err
 	}
-	if b.only != "stdio" {
+	if b.runs("http") {
 		if err := b.raiseOpenFiles(); err != nil {
 			return err
 		}
@@ -177,7 +179,7 @@ func (b *bench) run(ctx context.Context) error {
 	b.measuring, b.ours0, b.machine0 = time.Now(), ourCPU(), machineCPU()
 	// Every binary once before measuring: page cache, first-exec costs.
 	// (The HTTP rows warm each server up before measuring it.)
-	if b.only != "http" {
+	if b.runs("stdio") {
 		for _, m := range b.modes {
 			if _, err := b.startToFullList(ctx, m, []fixtureSpec{loadFixture}, nil); err != nil {
 				return fmt.Errorf("warm-up: %w", err)
@@ -194,7 +196,7 @@ func (b *bench) run(ctx context.Context) error {
 	// HTTP to the fixture).
 	muxes := slices.DeleteFunc(slices.Clone(b.modes), func(m mode) bool { return !m.isMux() })
 	var steps []step
-	if b.only != "http" {
+	if b.runs("stdio") {
 		steps = append(steps,
 			step{"load (latency, throughput, burst, CPU, RSS)", b.loadRun, b.modes},
 			step{"latency, current era", b.currentEra, b.modes},
@@ -203,12 +205,16 @@ func (b *bench) run(ctx context.Context) error {
 			step{"resources/list 10 × 1,000", b.listing, noRelay},
 		)
 	}
-	if b.only != "stdio" {
+	if b.runs("http") {
 		steps = append(steps,
 			step{"HTTP: tools/call, " + joinInts(b.httpSessions, "/") + " sessions", b.httpLoad, b.httpModes},
 			step{"remote backend: stdio agent → mcp-mux → the fixture over HTTP", b.remoteBackend, muxes},
 			step{"HTTP: idle sessions, " + joinInts(b.idleNs, " and "), b.idleSessions, b.httpModes},
 		)
+	}
+	if b.runs("search") {
+		// mcp-mux only: an older binary (-before) may not know tool_list.
+		steps = append(steps, step{"search_tools at ~400 and ~4,000 tools", b.searchRun, []mode{muxed}})
 	}
 	for r := range b.rounds {
 		round := map[mode]sample{}
@@ -232,6 +238,10 @@ func (b *bench) run(ctx context.Context) error {
 	b.printTable(os.Stdout)
 	return nil
 }
+
+// runs reports whether the rows of group ("stdio", "http" or "search")
+// are measured: all of them, or the one -only names.
+func (b *bench) runs(group string) bool { return b.only == "" || b.only == group }
 
 // moduleRoot is the directory of mcp-mux's go.mod, from the current
 // directory up.

@@ -36,6 +36,7 @@ func (m mode) isMux() bool { return m == muxed || m == before }
 type fixtureSpec struct {
 	name string
 	args []string
+	toml string // more lines for its [[backend]] in a mcp-mux config, if any
 }
 
 func (f fixtureSpec) argv() []string { return append([]string{"-name", f.name}, f.args...) }
@@ -73,17 +74,52 @@ func (b *bench) start(m mode, fixtures ...fixtureSpec) (*proc, error) {
 	case relay:
 		argv = append([]string{b.relay, b.fixture}, fixtures[0].argv()...)
 	case muxed, before:
-		cfg := filepath.Join(b.dir, fmt.Sprintf("mux-%d.toml", seq))
-		if err := os.WriteFile(cfg, muxConfig(b.fixture, fixtures), 0o600); err != nil {
-			return nil, fmt.Errorf("writing the mcp-mux config: %w", err)
-		}
 		bin := b.mux
 		if m == before {
 			bin = b.before
 		}
+		cfg := filepath.Join(b.dir, fmt.Sprintf("mux-%d.toml", seq))
+		if err := os.WriteFile(cfg, muxConfigWith(b.fixture, b.toolListAll(bin), fixtures), 0o600); err != nil {
+			return nil, fmt.Errorf("writing the mcp-mux config: %w", err)
+		}
 		argv = []string{bin, "--config", cfg}
 	}
 	return b.launch(m, fmt.Sprintf("%s-%d", m, seq), argv, nil, "")
+}
+
+// toolListAll is the [mux] line that gives the agent every tool, for the
+// rows that wait for a full tools/list: the default, "auto", gives an agent
+// it does not know search_tools and call_tool in place of more than 64
+// tools, and ten fixtures list 160. It is "" for a mcp-mux older than
+// tool_list (-before), which lists every tool anyway and refuses a key it
+// does not know: bin check says which.
+func (b *bench) toolListAll(bin string) string {
+	const line = "tool_list = \"all\"\n"
+	toolListKnown.Lock()
+	defer toolListKnown.Unlock()
+	if known, ok := toolListKnown.m[bin]; ok {
+		if known {
+			return line
+		}
+		return ""
+	}
+	cfg := filepath.Join(b.dir, "tool-list-check.toml")
+	known := os.WriteFile(cfg, muxConfigWith(b.fixture, line, []fixtureSpec{{name: "fx"}}), 0o600) == nil &&
+		exec.Command(bin, "check", "--config", cfg).Run() == nil
+	if toolListKnown.m == nil {
+		toolListKnown.m = map[string]bool{}
+	}
+	toolListKnown.m[bin] = known
+	if known {
+		return line
+	}
+	return ""
+}
+
+// toolListKnown is, per mcp-mux binary, whether its config has tool_list.
+var toolListKnown struct {
+	sync.Mutex
+	m map[string]bool
 }
 
 // nextSeq numbers the files (configs, logs) of each process started.
@@ -147,8 +183,13 @@ func (b *bench) launch(m mode, tag string, argv, env []string, url string) (*pro
 // muxConfig is a config as a user would write it: defaults everywhere, the
 // fixtures as backends.
 func muxConfig(fixture string, fixtures []fixtureSpec) []byte {
+	return muxConfigWith(fixture, "", fixtures)
+}
+
+// muxConfigWith is muxConfig with more lines for [mux].
+func muxConfigWith(fixture, muxLines string, fixtures []fixtureSpec) []byte {
 	var b bytes.Buffer
-	b.WriteString("[mux]\nstartup_timeout = \"30s\"\n")
+	b.WriteString("[mux]\nstartup_timeout = \"30s\"\n" + muxLines)
 	for _, f := range fixtures {
 		fmt.Fprintf(&b, "\n[[backend]]\nname = %s\ncommand = %s\nargs = [", tomlString(f.name), tomlString(fixture))
 		for i, a := range f.argv() {
@@ -159,7 +200,7 @@ func muxConfig(fixture string, fixtures []fixtureSpec) []byte {
 		}
 		// Its goroutine dump, if a request goes unanswered (see
 		// dumpGoroutines), then shows the runtime's goroutines too.
-		b.WriteString("]\nenv = { GOTRACEBACK = 'system' }\n")
+		b.WriteString("]\nenv = { GOTRACEBACK = 'system' }\n" + f.toml)
 	}
 	return b.Bytes()
 }

@@ -58,14 +58,20 @@ func (b *bench) printTable(w io.Writer) {
 	if b.before != "" {
 		fmt.Fprintf(w, "mcp-mux (before): %s.\n\n", b.before)
 	}
-	if b.only != "http" {
+	if b.runs("stdio") {
 		b.printStdio(w)
 	}
-	if b.only != "stdio" {
-		if b.only != "http" {
+	if b.runs("http") {
+		if b.runs("stdio") {
 			fmt.Fprintln(w)
 		}
 		b.printHTTP(w)
+	}
+	if b.runs("search") {
+		if b.only == "" {
+			fmt.Fprintln(w)
+		}
+		b.printSearch(w)
 	}
 	if len(b.warnings) > 0 {
 		fmt.Fprintln(w, "\nWarnings:")
