@@ -53,7 +53,14 @@ type gcTick struct{ _ [32]byte }
 // followLiveHeap sets the soft limit after each GC from the live heap it
 // left, until stopped.
 func followLiveHeap(stopped *atomic.Bool) {
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	sample := []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"},
+	}
 	var arm func()
 	arm = func() {
 		runtime.SetFinalizer(&gcTick{}, func(*gcTick) {
@@ -61,11 +68,20 @@ func followLiveHeap(stopped *atomic.Bool) {
 				return
 			}
 			metrics.Read(sample)
-			if sample[0].Value.Kind() == metrics.KindUint64 {
+			if ok := allUint64(sample); ok {
 				limit := int64(baseSoftLimit)
-				if live := int64(sample[0].Value.Uint64()); live > largeLiveHeap {
+				live := int64(sample[0].Value.Uint64())
+				if live > largeLiveHeap {
 					limit = 3 * live
 				}
+				// The limit counts the runtime's memory besides the heap
+				// (stacks, GC metadata: goroutines of HTTP sessions), and
+				// must leave the heap room to double, or the GC runs
+				// every few MB allocated: a tool search over 416 tools
+				// spent a third of its CPU in the GC at 4-5 MB live.
+				other := int64(sample[1].Value.Uint64() - sample[2].Value.Uint64() - sample[3].Value.Uint64() -
+					sample[4].Value.Uint64() - sample[5].Value.Uint64())
+				limit = max(limit, other+2*live)
 				if debug.SetMemoryLimit(-1) != limit {
 					debug.SetMemoryLimit(limit)
 				}
@@ -74,4 +90,13 @@ func followLiveHeap(stopped *atomic.Bool) {
 		})
 	}
 	arm()
+}
+
+func allUint64(samples []metrics.Sample) bool {
+	for _, s := range samples {
+		if s.Value.Kind() != metrics.KindUint64 {
+			return false
+		}
+	}
+	return true
 }

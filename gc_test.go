@@ -39,3 +39,36 @@ func TestSoftLimitFollowsALargeLiveHeap(t *testing.T) {
 		t.Errorf("limit once the heap is small again = %d MiB, want 14", got>>20)
 	}
 }
+
+// TestSoftLimitLeavesTheHeapRoomToDouble: a live heap under 8 MiB (a tool
+// search index over a few hundred tools) must not make the GC run every
+// few MB allocated because the runtime's other memory fills the 14 MiB.
+func TestSoftLimitLeavesTheHeapRoomToDouble(t *testing.T) {
+	saved := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(saved) })
+	savedGC := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(savedGC) })
+	t.Setenv("GOMEMLIMIT", "")
+	t.Cleanup(tuneGC())
+
+	live := make([][]byte, 0, 6)
+	for range 6 {
+		live = append(live, make([]byte, 1<<20)) // 6 MiB, live
+	}
+	runtime.GC()
+	runtime.GC() // the finalizer of the first set the limit
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const garbage = 120 << 20
+	var sink []byte
+	for range garbage / (64 << 10) {
+		sink = make([]byte, 64<<10)
+	}
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(live)
+	runtime.KeepAlive(sink)
+	// GOGC 100 alone: a GC per ~6 MiB allocated, 20 for 120 MiB.
+	if n := after.NumGC - before.NumGC; n > 30 {
+		t.Errorf("%d GCs while allocating 120 MiB with 6 MiB live, want at most 30 (a GC per 4 MiB): the soft limit squeezes the heap", n)
+	}
+}
