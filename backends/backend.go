@@ -362,11 +362,13 @@ func (b *Backend) monitor() {
 		reason = fmt.Errorf("process exited: %s", exitReason(b.exitErr))
 	case <-sessionDone:
 		// A dying process closes stdout before it is reaped: give the exit
-		// status a moment, it says more than "connection closed".
+		// status a moment, it says more than "connection closed". (200 ms
+		// was too short on a loaded machine; only a process that closes
+		// stdout and lives on waits all of it.)
 		select {
 		case <-b.exited:
 			reason = fmt.Errorf("process exited: %s", exitReason(b.exitErr))
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(time.Second):
 			reason = errors.New("connection closed")
 		}
 	case <-b.stopping:
