@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -242,12 +241,7 @@ func (c *agentConn) notify(method string, params any) error {
 	if err != nil {
 		return err
 	}
-	data := make([]byte, 0, len(raw)+len(method)+48)
-	data = append(data, `{"jsonrpc":"2.0","method":`...)
-	data = strconv.AppendQuote(data, method)
-	data = append(data, `,"params":`...)
-	data = append(data, raw...)
-	data = append(data, "}\n"...)
+	data := append(appendNotification(make([]byte, 0, len(raw)+len(method)+48), method, raw), '\n')
 	var key string
 	var droppable bool
 	if p, ok := params.(*mcp.ResourceUpdatedNotificationParams); ok {

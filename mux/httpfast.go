@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,12 +86,18 @@ func notificationJSON(method string, params any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := make([]byte, 0, len(raw)+len(method)+40)
+	return appendNotification(nil, method, raw), nil
+}
+
+// appendNotification appends to data the JSON-RPC notification of method
+// with params raw.
+func appendNotification(data []byte, method string, raw json.RawMessage) []byte {
+	data = slices.Grow(data, len(raw)+len(method)+40)
 	data = append(data, `{"jsonrpc":"2.0","method":`...)
 	data = strconv.AppendQuote(data, method)
 	data = append(data, `,"params":`...)
 	data = append(data, raw...)
-	return append(data, '}'), nil
+	return append(data, '}')
 }
 
 // fastState is an HTTP session's requests on the fast path.

@@ -160,6 +160,15 @@ func (e *Error) Error() string {
 // values from the process environment. On failure the error is a
 // *Error listing every problem.
 func Load(path string) (*File, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// readFile reads the config file at path, or says why it cannot (a *Error).
+func readFile(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -168,7 +177,7 @@ func Load(path string) (*File, error) {
 		}
 		return nil, &Error{Problems: []Problem{{File: path, Message: "cannot read config file: " + err.Error()}}}
 	}
-	return Parse(path, data, os.LookupEnv)
+	return data, nil
 }
 
 // LoadForServing is Load for mcp-mux serving: one mistake in the file must
@@ -178,13 +187,9 @@ func Load(path string) (*File, error) {
 // concerns at its default and becomes a warning. Only a file that cannot be
 // read or parsed at all is an error (a *Error).
 func LoadForServing(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, &Error{Problems: []Problem{{File: path, Message: "cannot read config file: " + err.Error()}}}
+		return nil, err
 	}
 	return ParseForServing(path, data, os.LookupEnv)
 }
