@@ -151,10 +151,10 @@ func baseline(docs []Doc) *Index {
 }
 
 // seen are the tasks the engine has been tuned on: dev, and each held-out
-// set once it was looked at (the first third, then the fresh tasks).
+// set once it was looked at (the first third, then fresh, then fresh2).
 func seen(tasks []task) []task {
 	var out []task
-	for _, name := range []string{"dev", "heldout", "fresh"} {
+	for _, name := range []string{"dev", "heldout", "fresh", "fresh2"} {
 		out = append(out, split(tasks, name, nil)...)
 	}
 	return out

@@ -71,6 +71,7 @@ type params struct {
 	named    float64 // added to each tool of a backend the query names (its share of the name's words)
 	obsolete float64 // factor of a tool whose description says it is deprecated
 	cover    float64 // weight of the share of a tool's name (its words by idf) that the query says
+	action   float64 // factor of a tool that reads when the query changes, or the other way round (intent.go)
 	plain    bool    // the baseline: one field, no stemming, no query processing
 }
 
@@ -84,6 +85,7 @@ var defaults = params{
 	named:    5,
 	obsolete: 0.6,
 	cover:    1,
+	action:   0.75,
 }
 
 // posting is one document's part of a term's score: BM25F's saturated,
@@ -107,6 +109,9 @@ type Index struct {
 	backends []backend
 	// factor is each doc's score factor (deprecated tools: p.obsolete).
 	factor []float32
+	// action is what each doc's name says it does: actRead, actWrite or
+	// actNone (intent.go).
+	action []int8
 }
 
 type backend struct {
@@ -122,7 +127,7 @@ func New(docs []Doc) *Index { return build(docs, defaults) }
 
 func build(docs []Doc, p params) *Index {
 	n := len(docs)
-	ix := &Index{p: p, terms: map[string]int32{}, names: make([]string, n), tools: make([]string, n), factor: make([]float32, n)}
+	ix := &Index{p: p, terms: map[string]int32{}, names: make([]string, n), tools: make([]string, n), factor: make([]float32, n), action: make([]int8, n)}
 	// Each doc's terms, in the order first seen, with their frequency in
 	// each field (entries[start[i]:start[i+1]] are doc i's), and each
 	// field's length; then per field the average length, for BM25F's
@@ -185,6 +190,7 @@ func build(docs []Doc, p params) *Index {
 			if tool == "" {
 				tool = d.Name
 			}
+			ix.action[i] = toolAction(tool)
 			add(fName, tool)
 			add(fTitle, d.Title)
 			add(fDesc, d.Description)
@@ -289,8 +295,15 @@ func (ix *Index) Search(query string, limit int, keep func(doc int) bool) []Hit 
 			scores[ps.doc] += qt.weight * float64(ps.impact)
 		}
 	}
+	act := actNone
+	if !ix.p.plain {
+		act = queryAction(query)
+	}
 	for _, d := range touched {
 		scores[d] *= float64(ix.factor[d])
+		if act != actNone && ix.action[d] != actNone && ix.action[d] != act {
+			scores[d] *= ix.p.action
+		}
 	}
 	// A backend the query names ("on GitLab", "with Puppeteer"): its tools
 	// first, in proportion to how much of its name the query says

@@ -354,3 +354,34 @@ func TestToolDefinitions(t *testing.T) {
 		t.Errorf("limit's default and maximum are not DefaultLimit and MaxLimit")
 	}
 }
+
+func TestAction(t *testing.T) {
+	for _, c := range []struct {
+		tool string
+		want int8
+	}{
+		{"get_issue", actRead}, {"create_issue", actWrite}, {"kv_put", actWrite}, {"API-get-block-children", actRead},
+		{"API-post-search", actRead}, {"API-post-page", actWrite}, {"browser_navigate", actNone}, {"list_commits", actRead},
+	} {
+		if got := toolAction(c.tool); got != c.want {
+			t.Errorf("toolAction(%q) = %d, want %d", c.tool, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		query string
+		want  int8
+	}{
+		{"what value is stored under the key \"flags\"?", actRead},
+		{"in Chrome DevTools, which requests did the page make?", actRead},
+		{"show me README.md from github.com/torvalds/linux", actRead},
+		{"store a value under key \"config\"", actWrite},
+		{"firecrawl: check the status of a crawl", actRead},
+		{"add Carol to the graph", actWrite},
+		{"with Puppeteer, go to https://example.com", actNone},
+		{"make an HTTP GET request to https://api.example.com/users", actNone},
+	} {
+		if got := queryAction(c.query); got != c.want {
+			t.Errorf("queryAction(%q) = %d, want %d", c.query, got, c.want)
+		}
+	}
+}
