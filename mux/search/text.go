@@ -408,9 +408,11 @@ var fileExts = setOf(`txt md markdown json yaml yml toml xml csv tsv log js mjs 
 // synonyms maps a stemmed word, or two (joined by a space), to the
 // (stemmed) words or phrases a request may use for the same thing: "pr" is
 // "pull request", "look up" is "search". See synonymGroups.
-var synonyms = func() map[string][][]string {
+var synonyms = synonymMap(synonymGroups)
+
+func synonymMap(groups [][]string) map[string][][]string {
 	m := map[string][][]string{}
-	for _, g := range synonymGroups {
+	for _, g := range groups {
 		var stems [][]string
 		for _, phrase := range g {
 			var s []string
@@ -429,7 +431,7 @@ var synonyms = func() map[string][][]string {
 		}
 	}
 	return m
-}()
+}
 
 // synonymGroups: each a set of words or phrases for one thing. Kept small
 // and general: the common verbs of tool names and the nouns that have two
@@ -476,6 +478,9 @@ var synonymGroups = [][]string{
 	{"elevation", "altitude", "height", "sea level"},
 	{"directions", "walking", "driving", "transit", "bicycling", "cycling"},
 	{"script", "code", "source code"},
+	{"size", "space", "big", "large", "bytes", "disk usage"},
+	{"know", "knowledge", "remember", "memory", "fact"},
+	{"click", "tap", "press"},
 }
 
 // plainWords are the baseline's words: lower case, split on everything that
