@@ -42,6 +42,9 @@ func TestStem(t *testing.T) {
 		{"copy", "copied", "copies"},
 		{"address", "addresses"},
 		{"directory", "directories"},
+		{"generate", "generation", "generations"},
+		{"delete", "deletion"},
+		{"migrate", "migration", "migrations"},
 	}
 	for _, g := range same {
 		for _, w := range g[1:] {
@@ -50,7 +53,7 @@ func TestStem(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"string", "thing", "status", "access", "call", "d1", "s3", "go"} {
+	for _, w := range []string{"string", "thing", "status", "access", "call", "d1", "s3", "go", "function", "selection"} {
 		if got := stem(w); got != w && got+"e" != w {
 			t.Errorf("stem(%q) = %q: want it kept", w, got)
 		}
