@@ -41,8 +41,17 @@ func stemSet(s string) map[string]bool {
 // request", "send a DELETE").
 var httpMethods = setOf(`GET POST PUT PATCH DELETE HEAD OPTIONS`)
 
-// questionWords start a question: one that reads.
-var questionWords = setOf(`what which who whom whose where when how why did does do is are was were has have had`)
+// questionWords start a question: one that reads. An auxiliary does only
+// before its subject ("are there ...", "did the checks pass"; not "do a
+// search"); "how do I ...", "how to ..." ask for the thing done, so its
+// verb says which kind.
+var questionWords = setOf(`what which who whom whose where when how why`)
+
+var auxiliaries = setOf(`did does do is are was were has have had`)
+
+var subjects = setOf(`i you we they it he she there my our your their the any this that these those anyone anything`)
+
+var howTo = setOf(`do can could should would to`)
 
 // verbKind is the kind of a stemmed word: actRead, actWrite or actNone.
 func verbKind(w string) int8 {
@@ -85,15 +94,29 @@ func queryAction(q string) int8 {
 			return actNone // an HTTP request: its method says what it does, not the verb around it
 		}
 	}
-	for _, f := range strings.Fields(q) {
+	fields := strings.Fields(q)
+	next := func(i int) string { // the first word of fields[i]
+		if i < len(fields) {
+			if ws := words(nil, fields[i]); len(ws) > 0 {
+				return ws[0]
+			}
+		}
+		return ""
+	}
+	for fi, f := range fields {
 		if kind, _ := classify(f); kind != "" {
 			clauseStart = false
 			continue
 		}
 		ws := words(nil, f)
 		for i, w := range ws {
-			if clauseStart && i == 0 && questionWords[w] {
-				return actRead
+			if clauseStart && i == 0 {
+				switch {
+				case w == "how" && howTo[next(fi+1)]:
+					// how do I ..., how to ...: the verb that follows
+				case questionWords[w], auxiliaries[w] && subjects[next(fi+1)]:
+					return actRead
+				}
 			}
 			if k := verbKind(stem(w)); k != actNone {
 				return k

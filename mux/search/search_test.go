@@ -382,6 +382,12 @@ func TestAction(t *testing.T) {
 		{"add Carol to the graph", actWrite},
 		{"with Puppeteer, go to https://example.com", actNone},
 		{"make an HTTP GET request to https://api.example.com/users", actNone},
+		{"are there any open issues mentioning \"leak\"?", actRead},
+		{"did the CI checks pass on PR #88?", actRead},
+		{"how many rows does the orders table have?", actRead},
+		{"how do I create a branch on GitLab?", actWrite},
+		{"do a search for rust crates", actRead},
+		{"can you delete the key session:1 from KV?", actWrite},
 	} {
 		if got := queryAction(c.query); got != c.want {
 			t.Errorf("queryAction(%q) = %d, want %d", c.query, got, c.want)
