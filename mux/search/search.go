@@ -15,6 +15,9 @@
 // lower weight, the other words for the common verbs and nouns
 // (find/search/lookup, create/add/new, remove/delete, folder/directory,
 // ...); a word no tool has is tried as two that tools have (sitemap).
+// A request that reads (a question, "show me ...") puts the tools whose name
+// reads (get, list, search) before those that change (create, put,
+// delete), and one that changes the other way round (intent.go).
 // Deprecated tools come after their replacements. A query that is a tool's
 // name, or the start of one, ranks those tools first.
 //
