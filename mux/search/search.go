@@ -15,6 +15,9 @@
 // lower weight, the other words for the common verbs and nouns
 // (find/search/lookup, create/add/new, remove/delete, folder/directory,
 // ...); a word no tool has is tried as two that tools have (sitemap).
+// A request that reads (a question, "show me ...") puts the tools whose name
+// reads (get, list, search) before those that change (create, put,
+// delete), and one that changes the other way round (intent.go).
 // Deprecated tools come after their replacements. A query that is a tool's
 // name, or the start of one, ranks those tools first.
 //
@@ -71,6 +74,7 @@ type params struct {
 	named    float64 // added to each tool of a backend the query names (its share of the name's words)
 	obsolete float64 // factor of a tool whose description says it is deprecated
 	cover    float64 // weight of the share of a tool's name (its words by idf) that the query says
+	action   float64 // factor of a tool that reads when the query changes, or the other way round (intent.go)
 	plain    bool    // the baseline: one field, no stemming, no query processing
 }
 
@@ -81,9 +85,10 @@ var defaults = params{
 	synonym:  0.6,
 	marker:   2,
 	aboutMax: 24,
-	named:    5,
+	named:    8,
 	obsolete: 0.6,
 	cover:    1,
+	action:   0.75,
 }
 
 // posting is one document's part of a term's score: BM25F's saturated,
@@ -105,8 +110,13 @@ type Index struct {
 	// backends are the docs' backends: each one's name as stemmed words,
 	// and its docs.
 	backends []backend
+	// backendOf is each doc's backend (an index into backends).
+	backendOf []int32
 	// factor is each doc's score factor (deprecated tools: p.obsolete).
 	factor []float32
+	// action is what each doc's name says it does: actRead, actWrite or
+	// actNone (intent.go).
+	action []int8
 }
 
 type backend struct {
@@ -122,7 +132,7 @@ func New(docs []Doc) *Index { return build(docs, defaults) }
 
 func build(docs []Doc, p params) *Index {
 	n := len(docs)
-	ix := &Index{p: p, terms: map[string]int32{}, names: make([]string, n), tools: make([]string, n), factor: make([]float32, n)}
+	ix := &Index{p: p, terms: map[string]int32{}, names: make([]string, n), tools: make([]string, n), factor: make([]float32, n), action: make([]int8, n), backendOf: make([]int32, n)}
 	// Each doc's terms, in the order first seen, with their frequency in
 	// each field (entries[start[i]:start[i+1]] are doc i's), and each
 	// field's length; then per field the average length, for BM25F's
@@ -181,10 +191,12 @@ func build(docs []Doc, p params) *Index {
 				ix.backends = append(ix.backends, backend{words: p.indexWords(nil, d.Backend)})
 			}
 			ix.backends[b].docs = append(ix.backends[b].docs, int32(i))
+			ix.backendOf[i] = int32(b)
 			tool := d.Tool
 			if tool == "" {
 				tool = d.Name
 			}
+			ix.action[i] = toolAction(tool)
 			add(fName, tool)
 			add(fTitle, d.Title)
 			add(fDesc, d.Description)
@@ -277,35 +289,62 @@ func (ix *Index) Search(query string, limit int, keep func(doc int) bool) []Hit 
 	scores := *sp
 	var touched []int32
 	terms := ix.decompound(ix.p.queryTerms(query))
+	named := ix.namedBackends(query, terms)
+	var by []int // the named backends a term names
 	for _, qt := range terms {
 		t, ok := ix.terms[qt.term]
 		if !ok {
 			continue
 		}
+		by = by[:0]
+		for j := range named {
+			named[j].max = 0
+			if slices.Contains(named[j].terms, qt.term) {
+				by = append(by, j)
+			}
+		}
+	postings:
 		for _, ps := range ix.postings[t] {
+			// A word that names a backend says which server, not which of
+			// its tools: each of them gets the most it gives any, below,
+			// so a tool whose description repeats the server's name is
+			// not put first for it.
+			for _, j := range by {
+				if ix.backendOf[ps.doc] == named[j].b {
+					named[j].max = max(named[j].max, float64(ps.impact))
+					continue postings
+				}
+			}
 			if scores[ps.doc] == 0 {
 				touched = append(touched, ps.doc)
 			}
 			scores[ps.doc] += qt.weight * float64(ps.impact)
 		}
+		for _, j := range by {
+			for _, d := range ix.backends[named[j].b].docs {
+				if scores[d] == 0 {
+					touched = append(touched, d)
+				}
+				scores[d] += qt.weight * named[j].max
+			}
+		}
+	}
+	act := actNone
+	if !ix.p.plain {
+		act = queryAction(query)
 	}
 	for _, d := range touched {
 		scores[d] *= float64(ix.factor[d])
+		if act != actNone && ix.action[d] != actNone && ix.action[d] != act {
+			scores[d] *= ix.p.action
+		}
 	}
 	// A backend the query names ("on GitLab", "with Puppeteer"): its tools
 	// first, in proportion to how much of its name the query says
 	// (playwright is all of "playwright", half of "ea-playwright").
-	for _, b := range ix.backends {
-		said := 0
-		for _, w := range b.words {
-			if slices.ContainsFunc(terms, func(t qterm) bool { return t.term == w && t.weight == 1 }) {
-				said++
-			}
-		}
-		if said == 0 {
-			continue
-		}
-		bonus := ix.p.named * float64(said) / float64(len(b.words))
+	for _, nb := range named {
+		b := ix.backends[nb.b]
+		bonus := ix.p.named * float64(nb.said) / float64(len(b.words))
 		for _, d := range b.docs {
 			if scores[d] == 0 {
 				touched = append(touched, d)
@@ -357,6 +396,46 @@ func (ix *Index) Search(query string, limit int, keep func(doc int) bool) []Hit 
 	return hits
 }
 
+// namedBackend is a backend the query names: how many of its name's words
+// it says, and the query's terms that name it: those words, and the parts
+// of a word of the query that is one of them (git and hub of GitHub).
+type namedBackend struct {
+	b     int32
+	said  int
+	terms []string
+	max   float64 // Search's: the most a term gives one of its docs
+}
+
+func (ix *Index) namedBackends(query string, terms []qterm) []namedBackend {
+	var out []namedBackend
+	for bi, b := range ix.backends {
+		var nb namedBackend
+		for _, w := range b.words {
+			if slices.ContainsFunc(terms, func(t qterm) bool { return t.term == w && t.weight == 1 }) {
+				nb.said++
+				nb.terms = append(nb.terms, w)
+			}
+		}
+		if nb.said == 0 {
+			continue
+		}
+		nb.b = int32(bi)
+		for _, f := range strings.Fields(query) {
+			ws := words(nil, f)
+			if len(ws) < 2 || !slices.Contains(nb.terms, stem(ws[len(ws)-1])) {
+				continue
+			}
+			for _, w := range ws[:len(ws)-1] {
+				if w = stem(w); !slices.Contains(nb.terms, w) {
+					nb.terms = append(nb.terms, w)
+				}
+			}
+		}
+		out = append(out, nb)
+	}
+	return out
+}
+
 // decompound adds, for a word of the query that no tool has, the two words
 // it is made of when tools have both (sitemap: site map, heapsnapshot:
 // heap snapshot), and for two words of the query, the one word tools have
@@ -373,7 +452,9 @@ func (ix *Index) decompound(terms []qterm) []qterm {
 		}
 		for _, w := range []string{a.term + b.term, stem(a.term + b.term)} {
 			if _, ok := ix.terms[w]; ok {
-				terms = append(terms, qterm{w, ix.p.synonym})
+				if !slices.ContainsFunc(terms, func(t qterm) bool { return t.term == w }) {
+					terms = append(terms, qterm{w, ix.p.synonym}) // not GitHub's github again
+				}
 				break
 			}
 		}

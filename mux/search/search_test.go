@@ -42,6 +42,9 @@ func TestStem(t *testing.T) {
 		{"copy", "copied", "copies"},
 		{"address", "addresses"},
 		{"directory", "directories"},
+		{"generate", "generation", "generations"},
+		{"delete", "deletion"},
+		{"migrate", "migration", "migrations"},
 	}
 	for _, g := range same {
 		for _, w := range g[1:] {
@@ -50,7 +53,7 @@ func TestStem(t *testing.T) {
 			}
 		}
 	}
-	for _, w := range []string{"string", "thing", "status", "access", "call", "d1", "s3", "go"} {
+	for _, w := range []string{"string", "thing", "status", "access", "call", "d1", "s3", "go", "function", "selection"} {
 		if got := stem(w); got != w && got+"e" != w {
 			t.Errorf("stem(%q) = %q: want it kept", w, got)
 		}
@@ -352,5 +355,42 @@ func TestToolDefinitions(t *testing.T) {
 	}
 	if !strings.Contains(string(ToolDefinitions()), fmt.Sprintf(`"default":%d`, DefaultLimit)) || !strings.Contains(string(ToolDefinitions()), fmt.Sprintf(`"maximum":%d`, MaxLimit)) {
 		t.Errorf("limit's default and maximum are not DefaultLimit and MaxLimit")
+	}
+}
+
+func TestAction(t *testing.T) {
+	for _, c := range []struct {
+		tool string
+		want int8
+	}{
+		{"get_issue", actRead}, {"create_issue", actWrite}, {"kv_put", actWrite}, {"API-get-block-children", actRead},
+		{"API-post-search", actRead}, {"API-post-page", actWrite}, {"browser_navigate", actNone}, {"list_commits", actRead},
+	} {
+		if got := toolAction(c.tool); got != c.want {
+			t.Errorf("toolAction(%q) = %d, want %d", c.tool, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		query string
+		want  int8
+	}{
+		{"what value is stored under the key \"flags\"?", actRead},
+		{"in Chrome DevTools, which requests did the page make?", actRead},
+		{"show me README.md from github.com/torvalds/linux", actRead},
+		{"store a value under key \"config\"", actWrite},
+		{"firecrawl: check the status of a crawl", actRead},
+		{"add Carol to the graph", actWrite},
+		{"with Puppeteer, go to https://example.com", actNone},
+		{"make an HTTP GET request to https://api.example.com/users", actNone},
+		{"are there any open issues mentioning \"leak\"?", actRead},
+		{"did the CI checks pass on PR #88?", actRead},
+		{"how many rows does the orders table have?", actRead},
+		{"how do I create a branch on GitLab?", actWrite},
+		{"do a search for rust crates", actRead},
+		{"can you delete the key session:1 from KV?", actWrite},
+	} {
+		if got := queryAction(c.query); got != c.want {
+			t.Errorf("queryAction(%q) = %d, want %d", c.query, got, c.want)
+		}
 	}
 }

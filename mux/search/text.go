@@ -75,11 +75,13 @@ func hasUpper(w string) bool {
 	return false
 }
 
-// stem is a light stemmer for English: plurals, -ed and -ing, and a final
-// e, so that create, creates, created, creating and creation's neighbour
-// forms meet (creat), as do file and files (fil), entity and entities
-// (entity), match and matches (match). It is far lighter than Porter's: it
-// never merges words that differ in more than their inflection.
+// stem is a light stemmer for English: plurals, -ed and -ing, a final e,
+// and the -ion of -ation, -etion and -ution, so that create, creates,
+// created, creating and creation meet (creat), as do generate and
+// generation, file and files (fil), entity and entities (entity), match
+// and matches (match). It is far lighter than Porter's: besides those
+// nouns of verbs it never merges words that differ in more than their
+// inflection (function, selection and connection are kept).
 func stem(w string) string {
 	if len(w) <= 3 || !isASCIILetters(w) {
 		return w
@@ -92,6 +94,9 @@ func stem(w string) string {
 	case strings.HasSuffix(w, "ss"), strings.HasSuffix(w, "us"), strings.HasSuffix(w, "is"):
 	case strings.HasSuffix(w, "s"):
 		w = w[:len(w)-1]
+	}
+	if len(w) > 6 && (strings.HasSuffix(w, "ation") || strings.HasSuffix(w, "etion") || strings.HasSuffix(w, "ution")) {
+		w = w[:len(w)-3] // generation, deletion, execution: generat, delet, execut, as generate, delete, execute
 	}
 	switch {
 	case strings.HasSuffix(w, "ied") && len(w) > 4:
@@ -408,9 +413,11 @@ var fileExts = setOf(`txt md markdown json yaml yml toml xml csv tsv log js mjs 
 // synonyms maps a stemmed word, or two (joined by a space), to the
 // (stemmed) words or phrases a request may use for the same thing: "pr" is
 // "pull request", "look up" is "search". See synonymGroups.
-var synonyms = func() map[string][][]string {
+var synonyms = synonymMap(synonymGroups)
+
+func synonymMap(groups [][]string) map[string][][]string {
 	m := map[string][][]string{}
-	for _, g := range synonymGroups {
+	for _, g := range groups {
 		var stems [][]string
 		for _, phrase := range g {
 			var s []string
@@ -429,7 +436,7 @@ var synonyms = func() map[string][][]string {
 		}
 	}
 	return m
-}()
+}
 
 // synonymGroups: each a set of words or phrases for one thing. Kept small
 // and general: the common verbs of tool names and the nouns that have two
@@ -476,6 +483,9 @@ var synonymGroups = [][]string{
 	{"elevation", "altitude", "height", "sea level"},
 	{"directions", "walking", "driving", "transit", "bicycling", "cycling"},
 	{"script", "code", "source code"},
+	{"size", "space", "big", "large", "bytes", "disk usage"},
+	{"know", "knowledge", "remember", "memory", "fact"},
+	{"click", "tap", "press"},
 }
 
 // plainWords are the baseline's words: lower case, split on everything that
