@@ -1,0 +1,8 @@
+//go:build !windows
+
+package testkit
+
+import "testing"
+
+// SkipUnderWine does nothing: only a Windows program runs under Wine.
+func SkipUnderWine(testing.TB, string) {}
