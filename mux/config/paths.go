@@ -39,6 +39,24 @@ func (p *parser) resolvePath(path string) (string, string) {
 	return underDir(p.dir, path), fmt.Sprintf(" (relative to the config file's directory %s)", p.dir)
 }
 
+// swallowedBackslash explains a path with a control character in it: in
+// a "double-quoted" TOML string a backslash starts an escape, so
+// "C:\tools\bin" is C:, a tab, "ools", a backspace and "in". It returns
+// "" for a value without one, or that does not look like a path (a tab
+// between the words of a command line is another mistake).
+func swallowedBackslash(v string) string {
+	i := strings.IndexAny(v, "\t\n\r\b\f")
+	if i < 0 {
+		return ""
+	}
+	drive := len(v) >= 2 && v[1] == ':' && isLetter(v[0])
+	if !drive && !strings.Contains(v, `\`) && (i == 0 || !strings.ContainsRune(`:/`, rune(v[i-1]))) {
+		return ""
+	}
+	meant := strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`, "\b", `\b`, "\f", `\f`).Replace(v)
+	return fmt.Sprintf(`%q has a control character in it: in a "double-quoted" TOML string a backslash starts an escape (\t is a tab, \n a line break, \b a backspace); write a Windows path in single quotes, '%s', or with each backslash doubled`, v, meant)
+}
+
 func hasPathSeparator(command string) bool {
 	return strings.ContainsRune(command, '/') || strings.ContainsRune(command, filepath.Separator)
 }
@@ -61,6 +79,10 @@ func (p *parser) resolveCommand(command, cwd string) (string, string) {
 // opened or is stdout, which carries the protocol.
 func (p *parser) checkLogFile(k keyPath, s *Settings) {
 	given := s.LogFile
+	if msg := swallowedBackslash(given); msg != "" {
+		p.add(k, "%s", msg)
+		return
+	}
 	expanded, ok := p.expandTilde(k, given)
 	if !ok {
 		return
