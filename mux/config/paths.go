@@ -36,6 +36,9 @@ func (p *parser) resolvePath(path string) (string, string) {
 	if path == "" || filepath.IsAbs(path) {
 		return path, ""
 	}
+	if rooted(path) {
+		return underDir(p.dir, path), "" // on the config file's drive
+	}
 	return underDir(p.dir, path), fmt.Sprintf(" (relative to the config file's directory %s)", p.dir)
 }
 
@@ -57,6 +60,22 @@ func swallowedBackslash(v string) string {
 	return fmt.Sprintf(`%q has a control character in it: in a "double-quoted" TOML string a backslash starts an escape (\t is a tab, \n a line break, \b a backspace); write a Windows path in single quotes, '%s', or with each backslash doubled`, v, meant)
 }
 
+// rooted reports whether path, not absolute, starts at a root: on
+// Windows, \logs or /logs, on the current drive, which for the config
+// file's paths is its own.
+func rooted(path string) bool {
+	return path != "" && os.IsPathSeparator(path[0]) && filepath.VolumeName(path) == ""
+}
+
+// dirAsWritten is the directory part of path with the separators it was
+// written with (filepath.Dir turns / into \ on Windows).
+func dirAsWritten(path string) string {
+	if i := strings.LastIndexAny(path, "/"+string(filepath.Separator)); i > 0 {
+		return path[:i]
+	}
+	return filepath.Dir(path)
+}
+
 func hasPathSeparator(command string) bool {
 	return strings.ContainsRune(command, '/') || strings.ContainsRune(command, filepath.Separator)
 }
@@ -68,6 +87,9 @@ func hasPathSeparator(command string) bool {
 func (p *parser) resolveCommand(command, cwd string) (string, string) {
 	if !hasPathSeparator(command) || filepath.IsAbs(command) {
 		return command, ""
+	}
+	if rooted(command) {
+		return underDir(p.dir, command), "" // on the config file's drive
 	}
 	if cwd != "" {
 		return underDir(cwd, command), "cwd " + cwd
@@ -96,7 +118,7 @@ func (p *parser) checkLogFile(k keyPath, s *Settings) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		p.add(k, "%q%s is a directory, expected a file name", given, note)
 	} else if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-		p.add(k, "directory %q%s does not exist", filepath.Dir(given), note)
+		p.add(k, "directory %q%s does not exist", dirAsWritten(given), note)
 	}
 }
 

@@ -62,7 +62,7 @@ cwd = 'bin'
 		t.Fatalf("Parse: %v, want problems", err)
 	}
 	checkProblems(t, path, ce.Problems, []wantProblem{
-		{2, `mux.log_file: directory "\\dev" `}, // relative to the config file's drive
+		{2, `mux.log_file: directory "/dev" does not exist`}, // on the config file's drive
 		{5, `backend[0] (a).command: command "bin\\notes.txt" is not executable`},
 	})
 	if strings.Contains(err.Error(), "stdout") {
