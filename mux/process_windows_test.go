@@ -20,6 +20,9 @@ func killProcess(pid int) {
 	windows.CloseHandle(h)
 }
 
+// killedReason is how a backend's exit after killProcess is told.
+const killedReason = "exit status 1"
+
 // freezeProcess makes pid answer nothing any more (it still runs): its
 // threads are suspended, which is what SIGSTOP does on Unix.
 func freezeProcess(t *testing.T, pid int) {

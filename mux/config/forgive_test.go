@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -218,7 +219,7 @@ func TestConfigRelativeCommandNotFoundNamesTheDirectory(t *testing.T) {
 		t.Fatalf("Parse: %v, want problems", err)
 	}
 	checkProblems(t, path, ce.Problems, []wantProblem{
-		{3, `command "bin/server" not found (looked at "` + filepath.Join(dir, "bin", "server") + `"): a relative command path is relative to the config file's directory ` + dir},
+		{3, fmt.Sprintf(`command "bin/server" not found (looked at %q): a relative command path is relative to the config file's directory %s`, filepath.Join(dir, "bin", "server"), dir)},
 	})
 }
 

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,7 +49,7 @@ func startHTTPMux(t *testing.T, config string, env ...string) *httpMux {
 	}
 	h := &httpMux{cmd: cmd, stderr: stderr}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
+		stopProcess(cmd.Process)
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
 		select {

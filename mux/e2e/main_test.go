@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,7 +165,7 @@ func TestSIGTERMStopsEverything(t *testing.T) {
 	cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"})
 	r := runMux(t, cfg)
 	pids := r.backendPIDs(t)
-	r.cmd.Process.Signal(syscall.SIGTERM)
+	signalProcess(t, r.cmd.Process, syscall.SIGTERM)
 	select {
 	case <-r.exited:
 		if r.err != nil {
@@ -183,7 +184,7 @@ func TestSIGINTStopsEverything(t *testing.T) {
 			cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"})
 			r := runMux(t, cfg)
 			pids := r.backendPIDs(t)
-			r.cmd.Process.Signal(sig)
+			signalProcess(t, r.cmd.Process, sig)
 			select {
 			case <-r.exited:
 				if r.err != nil {
@@ -342,6 +343,9 @@ func TestCheckReportsConfigMistakesWithFileAndLine(t *testing.T) {
 		}
 		n++
 		t.Run(filepath.Base(path), func(t *testing.T) {
+			if runtime.GOOS == "windows" && filepath.Base(path) == "log-file-stdout.toml" {
+				t.Skip("no /dev/stdout on Windows: it is a path there (mux/config TestConfigWindowsPaths)")
+			}
 			out, code := runCheck(t, "--config", path)
 			if code != 1 {
 				t.Errorf("exit %d, want 1\n%s", code, out)
@@ -495,6 +499,9 @@ func TestCheckAndServeNeverPrintEnvSecrets(t *testing.T) {
 // is refused: by check where it can tell, and by serve, which exits 1
 // before writing anything.
 func TestLogFileThatIsStdoutIsRefused(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Unix: /dev/stdout, /proc/self/fd/1, and the file stdout is redirected to, which mcp-mux compares with log_file only there")
+	}
 	dir := t.TempDir()
 	link := filepath.Join(dir, "to-stdout.log")
 	if err := os.Symlink("/dev/stdout", link); err != nil {
@@ -594,7 +601,11 @@ func TestRelativePathsInConfigAreRelativeToItsDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink(testkit.FixtureBin(t), filepath.Join(dir, "bin", "fixture")); err != nil {
+	link := filepath.Join(dir, "bin", "fixture")
+	if runtime.GOOS == "windows" {
+		link += ".exe" // bin/fixture is found as bin/fixture.exe there
+	}
+	if err := os.Symlink(testkit.FixtureBin(t), link); err != nil {
 		t.Fatal(err)
 	}
 	elsewhere := t.TempDir()
@@ -727,7 +738,7 @@ args = ["-name", "notes"]
 				t.Fatalf("only %d processes found: %v", len(pids), pids)
 			}
 
-			cmd.Process.Signal(sig)
+			signalProcess(t, cmd.Process, sig)
 			sent := time.Now()
 			select {
 			case <-exited:
@@ -751,31 +762,10 @@ args = ["-name", "notes"]
 }
 
 // descendantsOf lists every live process below pid, from the parent links
-// in /proc (a process that was orphaned already is no longer below it).
+// (processChildren; a process that was orphaned already is no longer
+// below it).
 func descendantsOf(pid int) []int {
-	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 || f[0] == "Z" {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], child)
-	}
+	children := processChildren()
 	var out []int
 	queue := []int{pid}
 	for len(queue) > 0 {
@@ -886,6 +876,9 @@ func TestEveryDescendantDiesWithMux(t *testing.T) {
 // the others get the default set (PATH, HOME, locale, ...) and their own
 // env table, and no value is ever logged.
 func TestBackendsGetAMinimalEnvironment(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("reads each backend's environment from /proc (backends: TestBackendGetsOnlyTheDefaultEnvironmentAndItsTable)")
+	}
 	t.Setenv("MUX_E2E_TOKEN", "tok-secret-value")
 	t.Setenv("MUX_E2E_OTHER", "other-secret-value")
 	t.Setenv("LANG", "C.UTF-8")
@@ -1015,7 +1008,7 @@ func TestCheckConnectCtrlCWhileStoppingEndsAtOnce(t *testing.T) {
 	}()
 	pids := readPidfile(t, pidfile)
 	time.Sleep(500 * time.Millisecond) // started, reported, now in its grace
-	cmd.Process.Signal(syscall.SIGINT)
+	signalProcess(t, cmd.Process, syscall.SIGINT)
 	sent := time.Now()
 	select {
 	case <-exited:
