@@ -53,3 +53,14 @@ func freezeProcess(t *testing.T, pid int) {
 		t.Fatalf("no thread of process %d", pid)
 	}
 }
+
+// processAlive reports whether pid runs.
+func processAlive(pid int) bool {
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE, false, uint32(pid))
+	if err != nil {
+		return false
+	}
+	defer windows.CloseHandle(h)
+	ev, err := windows.WaitForSingleObject(h, 0)
+	return err == nil && ev == uint32(windows.WAIT_TIMEOUT)
+}
