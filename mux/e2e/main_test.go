@@ -883,14 +883,17 @@ func TestEveryDescendantDiesWithMux(t *testing.T) {
 	}
 }
 
+// wineOwn reports whether k is one of the WINE* variables Wine's loader
+// puts in every process's environment, when the tests run under Wine.
+func wineOwn(k string) bool {
+	return testkit.UnderWine() && strings.HasPrefix(strings.ToUpper(k), "WINE")
+}
+
 // TestBackendsGetAMinimalEnvironment: a variable of mcp-mux's environment
 // reaches only the backends that name it in inherit_env (or inherit all);
 // the others get the default set (PATH, HOME, locale, ...) and their own
 // env table, and no value is ever logged.
 func TestBackendsGetAMinimalEnvironment(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("reads each backend's environment from /proc (backends: TestBackendGetsOnlyTheDefaultEnvironmentAndItsTable)")
-	}
 	t.Setenv("MUX_E2E_TOKEN", "tok-secret-value")
 	t.Setenv("MUX_E2E_OTHER", "other-secret-value")
 	t.Setenv("LANG", "C.UTF-8")
@@ -898,7 +901,7 @@ func TestBackendsGetAMinimalEnvironment(t *testing.T) {
 	t.Setenv("TZ", "UTC")
 	dir := t.TempDir()
 	backend := func(name, extra string) string {
-		return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n%s\n\n", name, testkit.FixtureBin(t), name, extra)
+		return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q, \"-env-tool\"]\n%s\n\n", name, testkit.FixtureBin(t), name, extra)
 	}
 	cfg := "[mux]\nshutdown_grace = \"1s\"\n\n" +
 		backend("plain", `env = { OWN = "own-value", LANG = "fr_FR.UTF-8" }`) +
@@ -929,6 +932,15 @@ func TestBackendsGetAMinimalEnvironment(t *testing.T) {
 	defaults := map[string]string{}
 	for _, kv := range os.Environ() {
 		k, val, _ := strings.Cut(kv, "=")
+		if runtime.GOOS == "windows" {
+			switch strings.ToUpper(k) {
+			case "APPDATA", "COMSPEC", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT",
+				"PROCESSOR_ARCHITECTURE", "PROGRAMFILES", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP",
+				"USERNAME", "USERPROFILE":
+				defaults[k] = val
+			}
+			continue
+		}
 		switch k {
 		case "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "TZ", "TMPDIR":
 			defaults[k] = val
@@ -950,8 +962,9 @@ func TestBackendsGetAMinimalEnvironment(t *testing.T) {
 	}
 	all := map[string]string{}
 	for _, kv := range os.Environ() {
-		k, val, _ := strings.Cut(kv, "=")
-		all[k] = val
+		if k, val, _ := strings.Cut(kv, "="); k != "" && !wineOwn(k) {
+			all[k] = val
+		}
 	}
 	want := map[string]map[string]string{
 		"plain":  with(map[string]string{"OWN": "own-value", "LANG": "fr_FR.UTF-8"}),
@@ -963,14 +976,23 @@ func TestBackendsGetAMinimalEnvironment(t *testing.T) {
 		t.Fatalf("backends: %s", res.Contents[0].Text)
 	}
 	for _, b := range v.Backends {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.PID))
-		if err != nil {
+		// From /proc on Linux; elsewhere the fixture's env tool tells.
+		var kvs []string
+		if runtime.GOOS == "linux" {
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.PID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kvs = strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		} else if err := json.Unmarshal([]byte(callText(t, r.cs, b.Name+"__env", nil)), &kvs); err != nil {
 			t.Fatal(err)
 		}
 		got := map[string]string{}
-		for _, kv := range strings.Split(strings.TrimRight(string(data), "\x00"), "\x00") {
-			k, val, _ := strings.Cut(kv, "=")
-			got[k] = val
+		for _, kv := range kvs {
+			// Windows keeps each drive's directory as "=C:=C:\...".
+			if k, val, _ := strings.Cut(kv, "="); k != "" && !wineOwn(k) {
+				got[k] = val
+			}
 		}
 		w := want[b.Name]
 		for k, val := range w {
