@@ -318,6 +318,11 @@ func TestShutdownWithBlockedStdout(t *testing.T) {
 func TestCancelledRequestGetsNoResponseAndBackendGetsTheReason(t *testing.T) {
 	w := startWire(t, testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}))
 	w.initialize()
+	// Ready first: a call that waits for its backend to start, cancelled
+	// meanwhile, never reaches it (slow starts: Wine, a loaded machine).
+	testkit.Eventually(t, 10*time.Second, "the backend to be ready", func() bool {
+		return strings.Contains(w.stderr.String(), "backend ready")
+	})
 	w.send(call(5, "tools/call", `{"name":"notes__sleep","arguments":{"ms":5000}}`))
 	time.Sleep(200 * time.Millisecond)
 	w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"the user pressed stop"}}`)
