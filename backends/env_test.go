@@ -2,49 +2,81 @@ package backends
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
-// environOf reads the environment pid was started with.
-func environOf(t *testing.T, pid int) map[string]string {
+// environOf is the environment b was started with: from /proc on Linux,
+// elsewhere from the fixture's env tool (startEnv starts it with one).
+func environOf(t *testing.T, b *Backend) map[string]string {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		t.Skip("no /proc environ:", err)
+	var kvs []string
+	if runtime.GOOS == "linux" {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kvs = strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+	} else {
+		res, err := call(t, b, "env", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &kvs); err != nil {
+			t.Fatal(err)
+		}
 	}
 	env := map[string]string{}
-	for _, kv := range strings.Split(strings.TrimRight(string(data), "\x00"), "\x00") {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+	for _, kv := range kvs {
+		// Windows keeps each drive's directory as "=C:=C:\...".
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" && !wineOwn(k) {
 			env[k] = v
 		}
 	}
 	return env
+}
+
+// wineOwn reports whether k is one of the WINE* variables Wine's loader
+// puts in every process's environment, when the tests run under Wine.
+func wineOwn(k string) bool {
+	return testkit.UnderWine() && strings.HasPrefix(strings.ToUpper(k), "WINE")
 }
 
 // ourEnv is this process's environment, filtered by keep.
 func ourEnv(keep func(string) bool) map[string]string {
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && keep(k) {
+		if k, v, ok := strings.Cut(kv, "="); ok && keep(k) && !wineOwn(k) {
 			env[k] = v
 		}
 	}
 	return env
 }
 
-// isDefaultName is the POSIX default set, written out independently of the
+// isDefaultName is the default set, written out independently of the
 // code under test.
 func isDefaultName(k string) bool {
+	if runtime.GOOS == "windows" {
+		switch strings.ToUpper(k) {
+		case "APPDATA", "COMSPEC", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT",
+			"PROCESSOR_ARCHITECTURE", "PROGRAMFILES", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP",
+			"USERNAME", "USERPROFILE":
+			return true
+		}
+		return false
+	}
 	switch k {
 	case "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "TZ", "TMPDIR":
 		return true
@@ -55,7 +87,7 @@ func isDefaultName(k string) bool {
 func startEnv(t *testing.T, spec Spec) *Backend {
 	t.Helper()
 	spec.Name, spec.Command = "fx", testkit.FixtureBin(t)
-	spec.Args = []string{"-name", "fx"}
+	spec.Args = []string{"-name", "fx", "-env-tool"}
 	b, err := Start(context.Background(), spec, Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +110,7 @@ func TestBackendGetsOnlyTheDefaultEnvironmentAndItsTable(t *testing.T) {
 	want := ourEnv(isDefaultName)
 	delete(want, "TERM")
 	want["OWN"], want["TZ"] = "own", "Europe/Paris"
-	if got := environOf(t, b.PID()); !reflect.DeepEqual(got, want) {
+	if got := environOf(t, b); !reflect.DeepEqual(got, want) {
 		t.Errorf("backend environment:\n got %v\nwant %v", keysOf(got), keysOf(want))
 	}
 }
@@ -94,14 +126,14 @@ func TestInheritEnvPassesTheNamedVariables(t *testing.T) {
 	want := ourEnv(func(k string) bool {
 		return isDefaultName(k) || k == "MUX_TEST_ONE" || strings.HasPrefix(k, "MUX_PREFIXED_")
 	})
-	if got := environOf(t, named.PID()); !reflect.DeepEqual(got, want) {
+	if got := environOf(t, named); !reflect.DeepEqual(got, want) {
 		t.Errorf("inherit_env = [MUX_TEST_ONE, MUX_PREFIXED_*]:\n got %v\nwant %v", keysOf(got), keysOf(want))
 	}
 
 	all := startEnv(t, Spec{InheritEnv: []string{"*"}, Env: map[string]string{"MUX_OTHER": "overridden"}})
 	want = ourEnv(func(string) bool { return true })
 	want["MUX_OTHER"] = "overridden"
-	if got := environOf(t, all.PID()); !reflect.DeepEqual(got, want) {
+	if got := environOf(t, all); !reflect.DeepEqual(got, want) {
 		t.Errorf("inherit_env = true:\n got %v\nwant %v", keysOf(got), keysOf(want))
 	}
 }

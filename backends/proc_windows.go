@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -52,6 +53,11 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	if cmd.Err != nil {
 		return nil, cmd.Err
 	}
+	if IsBatchFile(cmd.Path) {
+		if err := throughCmd(cmd); err != nil {
+			return nil, err
+		}
+	}
 	joinSelfJob()
 	flags := uint32(windows.CREATE_NEW_PROCESS_GROUP | windows.CREATE_SUSPENDED)
 	if !hasConsole() {
@@ -59,7 +65,10 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 		// console window for every backend that is a console program.
 		flags |= windows.CREATE_NO_WINDOW
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: flags}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.CreationFlags |= flags
 	h, jobErr := newKillOnCloseJob()
 	if err := cmd.Start(); err != nil {
 		if h != 0 {
@@ -98,6 +107,26 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	p := &proc{cmd: cmd, wait: cmd.Wait, pid: pid, unsupervised: h == 0}
 	p.release = func() { releaseJob(pid, j) }
 	return p, nil
+}
+
+// throughCmd makes cmd, whose program is a batch file (npx.cmd), start
+// cmd.exe, from the system directory, with a command line that passes
+// its arguments unchanged (batch.go), or says which one it cannot pass.
+func throughCmd(cmd *exec.Cmd) error {
+	line, err := BatchCommandLine(cmd.Path, cmd.Args[1:])
+	if err != nil {
+		return err
+	}
+	sys, err := windows.GetSystemDirectory()
+	if err != nil {
+		return fmt.Errorf("finding cmd.exe to run %s with: %w", cmd.Path, err)
+	}
+	cmd.Path = filepath.Join(sys, "cmd.exe")
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.CmdLine = line
+	return nil
 }
 
 // newKillOnCloseJob creates a job that kills its processes when its last

@@ -155,6 +155,7 @@ func TestCrashTakesTheGrandchildAlong(t *testing.T) {
 // exits on it with STATUS_CONTROL_C_EXIT (the job's end would give exit
 // status 1).
 func TestStopAsksWithCtrlBreakFirst(t *testing.T) {
+	testkit.SkipUnderWine(t, "no console control events (GenerateConsoleCtrlEvent fails), so no CTRL_BREAK")
 	if !hasConsole() {
 		t.Skip("no console: CTRL_BREAK reaches only processes sharing ours")
 	}

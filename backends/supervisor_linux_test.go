@@ -149,7 +149,7 @@ func TestArgsAndEnvReachTheBackendByteForByte(t *testing.T) {
 	if want := "-name\x00fx\x00" + odd + "\x00"; !strings.HasSuffix(string(cmdline), want) {
 		t.Errorf("cmdline %q does not hold %q", cmdline, want)
 	}
-	if got := environOf(t, b.PID())["ODD"]; got != odd {
+	if got := environOf(t, b)["ODD"]; got != odd {
 		t.Errorf("ODD = %q, want %q", got, odd)
 	}
 }
@@ -171,7 +171,7 @@ func TestAnEmptyEnvironmentReachesTheBackendEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Stop(time.Second)
-	if env := environOf(t, b.PID()); len(env) != 0 {
+	if env := environOf(t, b); len(env) != 0 {
 		t.Errorf("the backend's environment is %v, want it empty", env)
 	}
 }

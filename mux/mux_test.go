@@ -421,6 +421,7 @@ func TestProgressReachesTheCallingSession(t *testing.T) {
 // their first tools/list in well under a second, because they start
 // together.
 func TestConcurrentStart(t *testing.T) {
+	testkit.SkipUnderWine(t, "a process starts several times slower than on Windows (the fixture: about 150 ms), so the time bound does not hold")
 	var specs []config.Backend
 	for i := range 10 {
 		specs = append(specs, fixture(t, fmt.Sprintf("slow%d", i), "-start-delay", "200ms"))

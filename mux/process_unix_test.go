@@ -3,6 +3,8 @@
 package mux
 
 import (
+	"fmt"
+	"os"
 	"syscall"
 	"testing"
 )
@@ -10,10 +12,28 @@ import (
 // killProcess ends pid at once, as a crash would.
 func killProcess(pid int) { syscall.Kill(pid, syscall.SIGKILL) }
 
+// killedReason is how a backend's exit after killProcess is told.
+const killedReason = "killed by signal killed"
+
 // freezeProcess makes pid answer nothing any more (it still runs).
 func freezeProcess(t *testing.T, pid int) {
 	t.Helper()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// processAlive reports whether pid runs (a zombie does not).
+func processAlive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == ')' {
+			return i+2 < len(s) && s[i+2] != 'Z'
+		}
+	}
+	return true
 }

@@ -20,6 +20,9 @@ func killProcess(pid int) {
 	windows.CloseHandle(h)
 }
 
+// killedReason is how a backend's exit after killProcess is told.
+const killedReason = "exit status 1"
+
 // freezeProcess makes pid answer nothing any more (it still runs): its
 // threads are suspended, which is what SIGSTOP does on Unix.
 func freezeProcess(t *testing.T, pid int) {
@@ -49,4 +52,15 @@ func freezeProcess(t *testing.T, pid int) {
 	if n == 0 {
 		t.Fatalf("no thread of process %d", pid)
 	}
+}
+
+// processAlive reports whether pid runs.
+func processAlive(pid int) bool {
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE, false, uint32(pid))
+	if err != nil {
+		return false
+	}
+	defer windows.CloseHandle(h)
+	ev, err := windows.WaitForSingleObject(h, 0)
+	return err == nil && ev == uint32(windows.WAIT_TIMEOUT)
 }

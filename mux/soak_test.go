@@ -310,18 +310,3 @@ func (s *stalled) resume(t *testing.T) int {
 	}
 	return n
 }
-
-// processAlive reports whether pid runs (a zombie does not).
-func processAlive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == ')' {
-			return i+2 < len(s) && s[i+2] != 'Z'
-		}
-	}
-	return true
-}

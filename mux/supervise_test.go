@@ -65,7 +65,7 @@ func TestKilledBackendRestartsAndRestoresSubscriptions(t *testing.T) {
 	u.waitFor(t, "fixture://notes/items/9", 1)
 	// ...and the catalog came and went with it.
 	testkit.Eventually(t, 5*time.Second, "tools/list_changed", func() bool { return listChanged.Load() >= 1 })
-	if s := m.Status()[0]; s.Restarts != 1 || !strings.Contains(s.LastError, "killed by signal killed") {
+	if s := m.Status()[0]; s.Restarts != 1 || !strings.Contains(s.LastError, killedReason) {
 		t.Errorf("status after restart: %+v", s)
 	}
 	// Updates from the new process still reach the session.

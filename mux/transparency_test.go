@@ -260,7 +260,9 @@ func TestInitializeCarriesTheBackendsInstructions(t *testing.T) {
 // initialize answers at once when mux knows every backend's instructions
 // from its last run: the agent does not wait for backends to start.
 func TestInitializeAnswersAtOnceWithTheInstructionsOfTheLastRun(t *testing.T) {
-	spec := fixture(t, "slowpoke", "-instructions", "Slow but sure.", "-start-delay", "1500ms")
+	// 1 s: slower than a connect, and, with a process's start (longer
+	// under Wine), well within instructionsWait.
+	spec := fixture(t, "slowpoke", "-instructions", "Slow but sure.", "-start-delay", "1s")
 	first := startMux(t, spec)
 	if got := connect(t, first, nil).InitializeResult().Instructions; !strings.Contains(got, "Slow but sure.") {
 		t.Fatalf("first run: instructions lack the backend's:\n%s", got)

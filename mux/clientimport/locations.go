@@ -1,6 +1,9 @@
 package clientimport
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"strings"
+)
 
 // Location is a file where a client keeps its MCP servers.
 type Location struct {
@@ -58,7 +61,7 @@ func userDirs(goos string, getenv func(string) string) (home, config string) {
 	default:
 		home = getenv("HOME")
 		config = getenv("XDG_CONFIG_HOME")
-		if !filepath.IsAbs(config) {
+		if !strings.HasPrefix(config, "/") { // absolute on goos, wherever this runs
 			config = ""
 			if home != "" {
 				config = filepath.Join(home, ".config")

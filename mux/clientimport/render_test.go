@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -51,7 +52,11 @@ func TestImportedValuesParseBackIntact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cwd := filepath.Join(t.TempDir(), `dir "q" 'a' \ ☃`)
+	name := `dir "q" 'a' \ ☃`
+	if runtime.GOOS == "windows" {
+		name = `dir 'a' ☃` // no " in a Windows file name; \ separates
+	}
+	cwd := filepath.Join(t.TempDir(), name)
 	if err := os.MkdirAll(cwd, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +110,9 @@ func TestImportNamesAreSanitizedAndCollisionsSuffixed(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("names %q, want %q", got, want)
 	}
-	for _, comment := range []string{`# "my server" from /a/claude_desktop_config.json (Claude Desktop), renamed`,
-		`# "x" from /b/.cursor/mcp.json (Cursor), named x-2 as x is another`} {
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a } // C:\a\... on Windows
+	for _, comment := range []string{`# "my server" from ` + abs("/a/claude_desktop_config.json") + ` (Claude Desktop), renamed`,
+		`# "x" from ` + abs("/b/.cursor/mcp.json") + ` (Cursor), named x-2 as x is another`} {
 		if !strings.Contains(string(res.TOML), comment) {
 			t.Errorf("no comment %q in\n%s", comment, res.TOML)
 		}
@@ -452,6 +458,9 @@ func TestImportMarksWhatLooksLikeASecretAndKeepsIt(t *testing.T) {
 func fakePath(t *testing.T, programs ...string) {
 	dir := t.TempDir()
 	for _, p := range programs {
+		if runtime.GOOS == "windows" {
+			p += ".cmd" // as npx is there: npx.cmd
+		}
 		if err := os.WriteFile(filepath.Join(dir, p), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}

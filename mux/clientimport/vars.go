@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -223,9 +224,9 @@ var (
 	// lists, redirections, command substitution.
 	shellSyntaxRe = regexp.MustCompile("[|&;<>`\n]|\\$\\(")
 	// notPlainRe finds what makes splitting on spaces a guess: quotes,
-	// backslashes (Windows paths), globs, parentheses ("Program Files
-	// (x86)"), a $NAME.
-	notPlainRe  = regexp.MustCompile(`["'\\*?()$]`)
+	// backslashes (escapes, but on Windows path separators), globs,
+	// parentheses ("Program Files (x86)"), a $NAME.
+	notPlainRe  = regexp.MustCompile(map[bool]string{true: `["'*?()$]`, false: `["'\\*?()$]`}[runtime.GOOS == "windows"])
 	clientVarRe = regexp.MustCompile(`\$\{[^}]*\}`)
 )
 

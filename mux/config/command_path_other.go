@@ -17,3 +17,7 @@ func notExecutable(fi fs.FileInfo) string {
 	}
 	return ""
 }
+
+// batchArgProblem finds nothing: only Windows runs batch files through
+// cmd.exe.
+func batchArgProblem(string, []string) (int, string) { return 0, "" }

@@ -1,9 +1,12 @@
 package config
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
+
+	"github.com/mcp-mux/mcp-mux/backends"
 )
 
 // statCommand returns the file a command path runs: exec on Windows tries
@@ -22,4 +25,19 @@ func notExecutable(fi fs.FileInfo) string {
 		return ""
 	}
 	return "Windows runs only files whose extension is in PATHEXT, such as .exe"
+}
+
+// batchArgProblem reports an argument that cannot be passed to command
+// when it is a batch file (npx.cmd), which runs through cmd.exe: its
+// index in args and why (see backends.BatchCommandLine).
+func batchArgProblem(command string, args []string) (int, string) {
+	path, err := exec.LookPath(command)
+	if err != nil || !backends.IsBatchFile(path) {
+		return 0, ""
+	}
+	var be *backends.BatchArgError
+	if err := backends.CheckBatchArgs(path, args); errors.As(err, &be) && be.Index >= 0 {
+		return be.Index, err.Error()
+	}
+	return 0, ""
 }

@@ -500,7 +500,7 @@ func TestConfigValidation(t *testing.T) {
 		}},
 		{"command not executable", "[[backend]]\nname = \"a\"\ncommand = \"" + noexec + "\"\n", []wantProblem{{3, "is not executable"}}},
 		{"command is a directory", "[[backend]]\nname = \"a\"\ncommand = \"" + dir + "/\"\n", []wantProblem{{3, "is a directory"}}},
-		{"cwd is a file", "[[backend]]\nname = \"a\"\ncommand = \"go\"\ncwd = \"" + exe + "\"\n", []wantProblem{{4, "is not a directory"}}},
+		{"cwd is a file", "[[backend]]\nname = \"a\"\ncommand = \"go\"\ncwd = '" + exe + "'\n", []wantProblem{{4, "is not a directory"}}},
 		{"inline array of tables", "backend = [\n  { name = \"a\", command = \"go\" },\n  { name = \"a\", command = \"go\", restart = \"x\" },\n]\n", []wantProblem{
 			{3, `backend #2 (a).name: duplicate backend name "a" (already used by backend #1 at line 2)`},
 			{3, `backend #2 (a).restart: must be`},
@@ -797,6 +797,9 @@ func TestConfigUnsetVariableNames(t *testing.T) {
 // TestConfigLogFileThatIsStdoutIsAProblem: logs on stdout would corrupt
 // the protocol; check says so for every name of stdout it can recognise.
 func TestConfigLogFileThatIsStdoutIsAProblem(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no /dev/stdout on Windows (TestConfigWindowsPaths: it is a path there)")
+	}
 	dir := t.TempDir()
 	link := filepath.Join(dir, "out.log")
 	if err := os.Symlink("/dev/stdout", link); err != nil {
@@ -841,6 +844,9 @@ func TestConfigRelativePathsAreRelativeToTheConfigFile(t *testing.T) {
 		}
 	}
 	for _, exe := range []string{"bin/server", "data/bin/server"} {
+		if runtime.GOOS == "windows" {
+			exe += ".exe" // found as bin/server there, as exec finds it
+		}
 		if err := os.WriteFile(filepath.Join(dir, exe), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -898,9 +904,9 @@ cwd = "data"
 	}
 	checkProblems(t, path, ce.Problems, []wantProblem{
 		{2, `mux.log_file: directory "nologs" ` + rel + ` does not exist`},
-		{5, `backend #1 (a).command: command "./nobin/server" not found (looked at "` + filepath.Join(dir, "nobin/server") + `"): a relative command path is relative to the config file's directory`},
+		{5, fmt.Sprintf(`backend #1 (a).command: command "./nobin/server" not found (looked at %q): a relative command path is relative to the config file's directory`, filepath.Join(dir, "nobin/server"))},
 		{9, `backend #2 (b).cwd: directory "nodata" ` + rel + ` does not exist`},
-		{12, `backend #3 (c).command: command "nobin/server" not found (looked at "` + filepath.Join(dir, "data/nobin/server") + `"): a relative command path is relative to cwd`},
+		{12, fmt.Sprintf(`backend #3 (c).command: command "nobin/server" not found (looked at %q): a relative command path is relative to cwd`, filepath.Join(dir, "data/nobin/server"))},
 	})
 }
 

@@ -181,7 +181,8 @@ func fileExists(path string) bool {
 // splitCommandLine splits a command line as a POSIX shell would for the
 // simple cases people paste: words separated by blanks, '...' taken
 // literally, "..." with \" and \\ escapes, \ before any other character
-// outside quotes. Unbalanced quotes: split on blanks only.
+// outside quotes. Unbalanced quotes: split on blanks only. On Windows a
+// backslash is a path's separator, escaping nothing but a quote.
 func splitCommandLine(s string) []string {
 	var words []string
 	var w strings.Builder
@@ -206,7 +207,7 @@ func splitCommandLine(s string) []string {
 		case c == '"':
 			j := i + 1
 			for ; j < len(s) && s[j] != '"'; j++ {
-				if s[j] == '\\' && j+1 < len(s) && (s[j+1] == '"' || s[j+1] == '\\') {
+				if s[j] == '\\' && j+1 < len(s) && (s[j+1] == '"' || (s[j+1] == '\\' && backslashEscapes)) {
 					j++
 				}
 				w.WriteByte(s[j])
@@ -216,7 +217,7 @@ func splitCommandLine(s string) []string {
 			}
 			i = j
 			inWord = true
-		case c == '\\' && i+1 < len(s):
+		case c == '\\' && i+1 < len(s) && backslashEscapes:
 			i++
 			w.WriteByte(s[i])
 			inWord = true
@@ -230,6 +231,10 @@ func splitCommandLine(s string) []string {
 	}
 	return words
 }
+
+// backslashEscapes is whether a backslash in a command line escapes the
+// next character (not on Windows, where it separates a path's names).
+var backslashEscapes = runtime.GOOS != "windows"
 
 // tomlQuote writes s as a TOML basic string.
 func tomlQuote(s string) string {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -218,7 +219,7 @@ func TestConfigRelativeCommandNotFoundNamesTheDirectory(t *testing.T) {
 		t.Fatalf("Parse: %v, want problems", err)
 	}
 	checkProblems(t, path, ce.Problems, []wantProblem{
-		{3, `command "bin/server" not found (looked at "` + filepath.Join(dir, "bin", "server") + `"): a relative command path is relative to the config file's directory ` + dir},
+		{3, fmt.Sprintf(`command "bin/server" not found (looked at %q): a relative command path is relative to the config file's directory %s`, filepath.Join(dir, "bin", "server"), dir)},
 	})
 }
 
@@ -230,6 +231,28 @@ func TestConfigExampleDocumentsFiltersAndRelativePaths(t *testing.T) {
 	for _, s := range []string{"# tools = [", "# exclude_tools = [", "# prompts = [", "# exclude_prompts = [", "unknown tool", "~/", "${VAR}", "no shell"} {
 		if !strings.Contains(string(data), s) {
 			t.Errorf("the example does not mention %q", s)
+		}
+	}
+}
+
+// TestConfigSwallowedBackslashSaysUseSingleQuotes: "C:\tools\bin" in a
+// basic string is C:, a tab, "ools", a backspace and "in": check says so,
+// with the path as it was meant in single quotes.
+func TestConfigSwallowedBackslashSaysUseSingleQuotes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
+	src := "[mux]\nlog_file = \"C:\\new\\file.log\"\n[[backend]]\nname = \"a\"\ncommand = \"go\"\ncwd = \"C:\\tools\\bin\"\n"
+	_, err := Parse(path, []byte(src), noEnv)
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("Parse: %v, want problems", err)
+	}
+	checkProblems(t, path, ce.Problems, []wantProblem{
+		{2, `mux.log_file: "C:\new\file.log" has a control character in it: in a "double-quoted" TOML string a backslash starts an escape`},
+		{6, `backend #1 (a).cwd: "C:\tools\bin" has a control character in it`},
+	})
+	for _, want := range []string{`'C:\new\file.log'`, `'C:\tools\bin'`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v\nlacks %s", err, want)
 		}
 	}
 }

@@ -36,7 +36,44 @@ func (p *parser) resolvePath(path string) (string, string) {
 	if path == "" || filepath.IsAbs(path) {
 		return path, ""
 	}
+	if rooted(path) {
+		return underDir(p.dir, path), "" // on the config file's drive
+	}
 	return underDir(p.dir, path), fmt.Sprintf(" (relative to the config file's directory %s)", p.dir)
+}
+
+// swallowedBackslash explains a path with a control character in it: in
+// a "double-quoted" TOML string a backslash starts an escape, so
+// "C:\tools\bin" is C:, a tab, "ools", a backspace and "in". It returns
+// "" for a value without one, or that does not look like a path (a tab
+// between the words of a command line is another mistake).
+func swallowedBackslash(v string) string {
+	i := strings.IndexAny(v, "\t\n\r\b\f")
+	if i < 0 {
+		return ""
+	}
+	drive := len(v) >= 2 && v[1] == ':' && isLetter(v[0])
+	if !drive && !strings.Contains(v, `\`) && (i == 0 || !strings.ContainsRune(`:/`, rune(v[i-1]))) {
+		return ""
+	}
+	meant := strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`, "\b", `\b`, "\f", `\f`).Replace(v)
+	return fmt.Sprintf(`%q has a control character in it: in a "double-quoted" TOML string a backslash starts an escape (\t is a tab, \n a line break, \b a backspace); write a Windows path in single quotes, '%s', or with each backslash doubled`, v, meant)
+}
+
+// rooted reports whether path, not absolute, starts at a root: on
+// Windows, \logs or /logs, on the current drive, which for the config
+// file's paths is its own.
+func rooted(path string) bool {
+	return path != "" && os.IsPathSeparator(path[0]) && filepath.VolumeName(path) == ""
+}
+
+// dirAsWritten is the directory part of path with the separators it was
+// written with (filepath.Dir turns / into \ on Windows).
+func dirAsWritten(path string) string {
+	if i := strings.LastIndexAny(path, "/"+string(filepath.Separator)); i > 0 {
+		return path[:i]
+	}
+	return filepath.Dir(path)
 }
 
 func hasPathSeparator(command string) bool {
@@ -51,6 +88,9 @@ func (p *parser) resolveCommand(command, cwd string) (string, string) {
 	if !hasPathSeparator(command) || filepath.IsAbs(command) {
 		return command, ""
 	}
+	if rooted(command) {
+		return underDir(p.dir, command), "" // on the config file's drive
+	}
 	if cwd != "" {
 		return underDir(cwd, command), "cwd " + cwd
 	}
@@ -61,6 +101,10 @@ func (p *parser) resolveCommand(command, cwd string) (string, string) {
 // opened or is stdout, which carries the protocol.
 func (p *parser) checkLogFile(k keyPath, s *Settings) {
 	given := s.LogFile
+	if msg := swallowedBackslash(given); msg != "" {
+		p.add(k, "%s", msg)
+		return
+	}
 	expanded, ok := p.expandTilde(k, given)
 	if !ok {
 		return
@@ -74,7 +118,7 @@ func (p *parser) checkLogFile(k keyPath, s *Settings) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		p.add(k, "%q%s is a directory, expected a file name", given, note)
 	} else if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
-		p.add(k, "directory %q%s does not exist", filepath.Dir(given), note)
+		p.add(k, "directory %q%s does not exist", dirAsWritten(given), note)
 	}
 }
 

@@ -32,7 +32,7 @@ func TestRemoteBackendConfigMistakes(t *testing.T) {
 		name, body string
 		want       []string // each a substring of one problem, in order
 	}{
-		{"both", `command = "/bin/true"` + "\n" + `url = "http://h/mcp"`,
+		{"both", `command = "go"` + "\n" + `url = "http://h/mcp"`,
 			[]string{"url: a backend has either a command or a url, not both"}},
 		{"neither", `args = ["x"]`,
 			[]string{"command: missing: every [[backend]] needs a command (a program to run) or a url (a remote MCP server)"}},
@@ -44,9 +44,9 @@ func TestRemoteBackendConfigMistakes(t *testing.T) {
 			[]string{`url: "${...}" is not expanded in url`}},
 		{"bad transport", `url = "http://h/mcp"` + "\n" + `transport = "websocket"`,
 			[]string{`transport: must be "auto", "streamable" or "sse" (got "websocket")`}},
-		{"headers with command", `command = "/bin/true"` + "\n" + `headers = { A = "b" }`,
+		{"headers with command", `command = "go"` + "\n" + `headers = { A = "b" }`,
 			[]string{"headers: applies only to a remote backend (url)"}},
-		{"transport with command", `command = "/bin/true"` + "\n" + `transport = "sse"`,
+		{"transport with command", `command = "go"` + "\n" + `transport = "sse"`,
 			[]string{"transport: applies only to a remote backend (url)"}},
 		{"env with url", `url = "http://h/mcp"` + "\n" + `env = { TOKEN = "` + secret + `" }`,
 			[]string{"env: a remote backend has no process to give an environment: to send a token, use headers"}},

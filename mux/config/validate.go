@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -246,7 +247,10 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 		// are no secrets), the shell hint the command as written.
 		rawCommand, rawArgs := s.Command, slices.Clone(s.Args)
 		commandOK, cwdExpanded := true, true
-		if strings.TrimSpace(s.Command) != "" {
+		if msg := swallowedBackslash(s.Command); msg != "" {
+			p.add(k("command"), "%s", msg)
+			commandOK = false
+		} else if strings.TrimSpace(s.Command) != "" {
 			s.Command, commandOK = p.expandField(k("command"), s.Command, s.Disabled, &warns)
 			if commandOK && !s.Disabled && strings.TrimSpace(s.Command) == "" {
 				p.add(k("command"), "is empty once ${...} is expanded")
@@ -254,9 +258,17 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 			}
 		}
 		for i, a := range s.Args {
+			if msg := swallowedBackslash(a); msg != "" {
+				warns = append(warns, problem{path: k("args").index(i), line: p.lineOf(k("args").index(i)), message: msg})
+			}
 			s.Args[i], _ = p.expandField(k("args").index(i), a, s.Disabled, &warns)
 		}
-		s.Cwd, cwdExpanded = p.expandField(k("cwd"), s.Cwd, s.Disabled, &warns)
+		if msg := swallowedBackslash(s.Cwd); msg != "" {
+			p.add(k("cwd"), "%s", msg)
+			cwdExpanded = false
+		} else {
+			s.Cwd, cwdExpanded = p.expandField(k("cwd"), s.Cwd, s.Disabled, &warns)
+		}
 		// The agent starts mux in a directory of its choosing: relative
 		// paths are made absolute here, against the config file's directory.
 		givenCwd, givenCommand := s.Cwd, s.Command
@@ -283,6 +295,8 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 				}
 				if msg != "" {
 					p.add(k("command"), "%s", msg)
+				} else if i, msg := batchArgProblem(s.Command, s.Args); msg != "" {
+					p.add(k("args").index(i), "%s", msg)
 				}
 			}
 			enabled++
@@ -339,6 +353,9 @@ func checkCommand(command, path, base string) string {
 	return ""
 }
 
+// percentVars is whether %VAR% expands as ${VAR} does: on Windows.
+var percentVars = runtime.GOOS == "windows"
+
 type envIssue struct {
 	unset     string // name of an unset variable
 	malformed string // description of a syntax error (never contains the value)
@@ -347,7 +364,9 @@ type envIssue struct {
 }
 
 // expandEnv expands ${VAR} and ${VAR:-default} (default used when VAR is
-// unset or empty) and turns $$ into $. Any other $ is kept as is.
+// unset or empty) and turns $$ into $. Any other $ is kept as is. On
+// Windows %VAR% expands too, as Windows users write it (%APPDATA%), when
+// VAR is set; otherwise it is kept, as cmd.exe keeps it.
 // ${secret:NAME} is not expanded here (see expandSecrets).
 func expandEnv(s string, lookup func(string) (string, bool)) (string, []envIssue) {
 	return expandWith(s, lookup, nil)
@@ -384,13 +403,22 @@ func (p *parser) secret(name string) (string, error) {
 const secretPrefix = "secret:"
 
 func expandWith(s string, lookup func(string) (string, bool), secret func(string) (string, error)) (string, []envIssue) {
-	if !strings.Contains(s, "$") {
+	if !strings.Contains(s, "$") && !(percentVars && strings.Contains(s, "%")) {
 		return s, nil
 	}
 	var b strings.Builder
 	var issues []envIssue
 	for i := 0; i < len(s); {
 		c := s[i]
+		if c == '%' && percentVars {
+			if end := strings.IndexByte(s[i+1:], '%'); end > 0 && envVarNameRe.MatchString(s[i+1:i+1+end]) {
+				if v, ok := lookup(s[i+1 : i+1+end]); ok {
+					b.WriteString(v)
+					i += end + 2
+					continue
+				}
+			}
+		}
 		if c != '$' || i+1 >= len(s) {
 			b.WriteByte(c)
 			i++

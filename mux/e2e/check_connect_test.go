@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -27,7 +28,11 @@ import (
 func TestCheckConnectReportsABackendThatExitsAsFailed(t *testing.T) {
 	cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"})
 	data, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, append(data, []byte("[[backend]]\nname = \"quits\"\ncommand = \"/bin/true\"\n")...), 0o644)
+	quits := "command = \"/bin/true\"\n"
+	if runtime.GOOS == "windows" {
+		quits = "command = \"cmd\"\nargs = [\"/d\", \"/c\", \"exit 0\"]\n"
+	}
+	os.WriteFile(cfg, append(data, []byte("[[backend]]\nname = \"quits\"\n"+quits)...), 0o644)
 	out, errOut, code := runBin(t, testkit.MuxBin(t), "check", "--connect", "--config", cfg)
 	if code != 1 || !regexp.MustCompile(`backend quits\n  state +failed\n  error +.*exited during initialize: exit status 0`).MatchString(out) || strings.Contains(out, "restarting") {
 		t.Errorf("exit %d, want 1 and quits failed with its exit status:\n%s", code, out)

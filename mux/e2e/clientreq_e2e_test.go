@@ -103,6 +103,12 @@ func TestCheckConnectTellsBackendsNoClientCapabilities(t *testing.T) {
 	if rep.Backends[0].Tools != len(direct.Tools) {
 		t.Fatalf("check saw %d tools, want %d (none of the capability-gated ones): %s", rep.Backends[0].Tools, len(direct.Tools), out)
 	}
+	if testkit.UnderWine() {
+		// Starting mcp-mux and the fixture there takes about as long as
+		// the 2 s an agent is waited for: the time tells nothing.
+		t.Logf("Wine: check took %s; not compared with the agent's wait", took)
+		return
+	}
 	if took > 1500*time.Millisecond {
 		t.Fatalf("check took %s: it waited for an agent", took)
 	}

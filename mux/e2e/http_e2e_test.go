@@ -13,11 +13,11 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,7 +50,7 @@ func startHTTPMux(t *testing.T, config string, env ...string) *httpMux {
 	}
 	h := &httpMux{cmd: cmd, stderr: stderr}
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
+		stopProcess(cmd.Process)
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
 		select {
@@ -439,6 +439,9 @@ func (r *rawSession) openUnreadStream(t *testing.T) net.Conn {
 // vmRSS is the resident memory of process pid in bytes, or -1 where /proc
 // does not tell it.
 func vmRSS(pid int) int64 {
+	if runtime.GOOS == "windows" {
+		return -1 // and /proc would be Linux's, under Wine
+	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return -1

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +19,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
-
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -221,7 +221,7 @@ func TestImportedConfigOfEachClientPassesCheckAndServesTheSameToolsPrefixed(t *t
 			if !strings.Contains(stderr, "check: OK") {
 				t.Errorf("import does not report check OK:\n%s", stderr)
 			}
-			if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
+			if fi, err := os.Stat(out); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600) { // no Unix modes on Windows
 				t.Errorf("output: %v, mode %v", err, fi.Mode())
 			}
 			text, _ := os.ReadFile(out)
@@ -272,22 +272,30 @@ func TestImportedConfigOfEachClientPassesCheckAndServesTheSameToolsPrefixed(t *t
 // which it read and which it did not find.
 func TestImportWithoutFilesReadsTheClientsDefaultLocations(t *testing.T) {
 	home, proj := t.TempDir(), t.TempDir()
-	importSample(t, filepath.Join(home, ".config", "Claude"), "claude_desktop_config.json", "")
+	cfgDir := filepath.Join(home, ".config")
+	homeEnv := func(home string) []string { return []string{"HOME=" + home} }
+	if runtime.GOOS == "windows" { // the clients' files are under %APPDATA% and %USERPROFILE% there
+		cfgDir = filepath.Join(home, "AppData", "Roaming")
+		homeEnv = func(home string) []string {
+			return []string{"USERPROFILE=" + home, "APPDATA=" + filepath.Join(home, "AppData", "Roaming")}
+		}
+	}
+	importSample(t, filepath.Join(cfgDir, "Claude"), "claude_desktop_config.json", "")
 	importSample(t, proj, "project/.mcp.json", "")
 	os.Rename(filepath.Join(proj, "project", ".mcp.json"), filepath.Join(proj, ".mcp.json"))
 
-	env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "API_KEY=k"}
+	env := append(homeEnv(home), "PATH="+os.Getenv("PATH"), "API_KEY=k")
 	stdout, stderr, code := runEnv(t, proj, env, "import")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	for _, want := range []string{
-		"read       " + filepath.Join(home, ".config", "Claude", "claude_desktop_config.json") + " (Claude Desktop): 4 servers",
+		"read       " + filepath.Join(cfgDir, "Claude", "claude_desktop_config.json") + " (Claude Desktop): 4 servers",
 		"not found  " + filepath.Join(home, ".claude.json") + " (Claude Code)",
 		"read       " + filepath.Join(proj, ".mcp.json") + " (Claude Code): 1 server",
 		"not found  " + filepath.Join(home, ".cursor", "mcp.json") + " (Cursor)",
 		"not found  " + filepath.Join(proj, ".vscode", "mcp.json") + " (VS Code)",
-		"not found  " + filepath.Join(home, ".config", "Code", "User", "mcp.json") + " (VS Code)",
+		"not found  " + filepath.Join(cfgDir, "Code", "User", "mcp.json") + " (VS Code)",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
@@ -306,7 +314,7 @@ func TestImportWithoutFilesReadsTheClientsDefaultLocations(t *testing.T) {
 	}
 
 	// Nothing anywhere: an error, not an empty config.
-	_, stderr, code = runEnv(t, t.TempDir(), []string{"HOME=" + t.TempDir()}, "import")
+	_, stderr, code = runEnv(t, t.TempDir(), homeEnv(t.TempDir()), "import")
 	if code != 1 || !strings.Contains(stderr, "no MCP servers found") {
 		t.Errorf("nothing to import: exit %d\n%s", code, stderr)
 	}
@@ -324,7 +332,7 @@ func TestImportRefusesToOverwriteWithoutForce(t *testing.T) {
 	}
 	_, stderr, code = runEnv(t, dir, nil, "import", "--force", "--output", out, src)
 	data, _ := os.ReadFile(out)
-	if fi, _ := os.Stat(out); code != 0 || !bytes.Contains(data, []byte("[[backend]]")) || fi.Mode().Perm() != 0o600 {
+	if fi, _ := os.Stat(out); code != 0 || !bytes.Contains(data, []byte("[[backend]]")) || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600) {
 		t.Errorf("--force: exit %d, mode %v\n%s", code, fi.Mode(), stderr)
 	}
 	if leftovers, _ := filepath.Glob(filepath.Join(dir, ".mcp-mux-import-*")); len(leftovers) > 0 {
@@ -484,9 +492,16 @@ func TestImportReportNamesTheFileOfEachProblem(t *testing.T) {
 // TestInitWritesAStarterThatPassesCheckAndNeverOverwrites.
 func TestInitWritesAStarterThatPassesCheckAndNeverOverwrites(t *testing.T) {
 	bin := t.TempDir()
-	os.WriteFile(filepath.Join(bin, "npx"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	npx := "npx"
+	if runtime.GOOS == "windows" {
+		npx = "npx.cmd" // as it is there
+	}
+	os.WriteFile(filepath.Join(bin, npx), []byte("#!/bin/sh\nexit 0\n"), 0o755)
 	xdg := t.TempDir()
 	env := []string{"PATH=" + bin, "XDG_CONFIG_HOME=" + xdg, "HOME=" + t.TempDir()}
+	if runtime.GOOS == "windows" { // the user config is %APPDATA%\mcp-mux\config.toml there
+		env = append(env, "APPDATA="+xdg, "USERPROFILE="+t.TempDir())
+	}
 	path := filepath.Join(xdg, "mcp-mux", "config.toml")
 
 	_, stderr, code := runEnv(t, "", env, "init")
@@ -497,7 +512,7 @@ func TestInitWritesAStarterThatPassesCheckAndNeverOverwrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+	if fi, _ := os.Stat(path); runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v", fi.Mode())
 	}
 	if out, code := runEnv3(t, env, "check", "--config", path); code != 0 {

@@ -44,7 +44,11 @@ func TestInteropCurrentEraAgentGivesItsRootsToServerFilesystem(t *testing.T) {
 	cfg := ix.muxConfig(t, ix.backendTOML(t, serverFilesystem, ""))
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "current-era-agent", Version: "1"}, nil)
-	c.AddRoots(&mcp.Root{URI: (&url.URL{Scheme: "file", Path: root}).String(), Name: "project"})
+	path := filepath.ToSlash(root)
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path // file:///C:/... on Windows
+	}
+	c.AddRoots(&mcp.Root{URI: (&url.URL{Scheme: "file", Path: path}).String(), Name: "project"})
 	cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
 	stderr := &testkit.SyncBuffer{}
 	cmd.Stderr = stderr

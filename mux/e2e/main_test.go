@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,6 +87,9 @@ func (r *running) backendPIDs(t *testing.T) []int {
 // alive reports whether pid is a live process (a zombie waiting for a
 // reaper that is not ours counts as gone).
 func alive(pid int) bool {
+	if runtime.GOOS == "windows" {
+		return processExists(pid) // and /proc would be Linux's, under Wine
+	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return processExists(pid)
@@ -164,7 +168,7 @@ func TestSIGTERMStopsEverything(t *testing.T) {
 	cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"})
 	r := runMux(t, cfg)
 	pids := r.backendPIDs(t)
-	r.cmd.Process.Signal(syscall.SIGTERM)
+	signalProcess(t, r.cmd.Process, syscall.SIGTERM)
 	select {
 	case <-r.exited:
 		if r.err != nil {
@@ -183,7 +187,7 @@ func TestSIGINTStopsEverything(t *testing.T) {
 			cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"})
 			r := runMux(t, cfg)
 			pids := r.backendPIDs(t)
-			r.cmd.Process.Signal(sig)
+			signalProcess(t, r.cmd.Process, sig)
 			select {
 			case <-r.exited:
 				if r.err != nil {
@@ -342,6 +346,9 @@ func TestCheckReportsConfigMistakesWithFileAndLine(t *testing.T) {
 		}
 		n++
 		t.Run(filepath.Base(path), func(t *testing.T) {
+			if runtime.GOOS == "windows" && filepath.Base(path) == "log-file-stdout.toml" {
+				t.Skip("no /dev/stdout on Windows: it is a path there (mux/config TestConfigWindowsPaths)")
+			}
 			out, code := runCheck(t, "--config", path)
 			if code != 1 {
 				t.Errorf("exit %d, want 1\n%s", code, out)
@@ -502,6 +509,9 @@ func TestCheckAndServeNeverPrintEnvSecrets(t *testing.T) {
 // is refused: by check where it can tell (exit 1), and by serve, which
 // logs to stderr instead, says why there, and writes nothing on stdout.
 func TestLogFileThatIsStdoutIsRefused(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Unix: /dev/stdout, /proc/self/fd/1, and the file stdout is redirected to, which mcp-mux compares with log_file only there")
+	}
 	dir := t.TempDir()
 	link := filepath.Join(dir, "to-stdout.log")
 	if err := os.Symlink("/dev/stdout", link); err != nil {
@@ -601,7 +611,17 @@ func TestRelativePathsInConfigAreRelativeToItsDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink(testkit.FixtureBin(t), filepath.Join(dir, "bin", "fixture")); err != nil {
+	link := filepath.Join(dir, "bin", "fixture")
+	if runtime.GOOS == "windows" {
+		link += ".exe" // bin/fixture is found as bin/fixture.exe there
+	}
+	if runtime.GOOS == "windows" {
+		// A symlink needs a privilege there: a copy.
+		exe, err := os.ReadFile(testkit.FixtureBin(t))
+		if err != nil || os.WriteFile(link, exe, 0o755) != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.Symlink(testkit.FixtureBin(t), link); err != nil {
 		t.Fatal(err)
 	}
 	elsewhere := t.TempDir()
@@ -659,6 +679,9 @@ args = ["-name", "b", "-grandchild-pidfile", %q]
 		pid  int
 		want string
 	}{{a[0], elsewhere}, {b[0], filepath.Join(dir, "data")}} {
+		if runtime.GOOS != "linux" {
+			break // a process's working directory is in /proc
+		}
 		got, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", c.pid))
 		if err != nil || got != c.want {
 			t.Errorf("backend %d runs in %q (%v), want %q", c.pid, got, err, c.want)
@@ -745,7 +768,7 @@ args = ["-name", "notes"]
 				t.Fatalf("only %d processes found: %v", len(pids), pids)
 			}
 
-			cmd.Process.Signal(sig)
+			signalProcess(t, cmd.Process, sig)
 			sent := time.Now()
 			select {
 			case <-exited:
@@ -790,31 +813,10 @@ func stdinClosed(parent, child int) bool {
 }
 
 // descendantsOf lists every live process below pid, from the parent links
-// in /proc (a process that was orphaned already is no longer below it).
+// (processChildren; a process that was orphaned already is no longer
+// below it).
 func descendantsOf(pid int) []int {
-	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 || f[0] == "Z" {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], child)
-	}
+	children := processChildren()
 	var out []int
 	queue := []int{pid}
 	for len(queue) > 0 {
@@ -920,6 +922,12 @@ func TestEveryDescendantDiesWithMux(t *testing.T) {
 	}
 }
 
+// wineOwn reports whether k is one of the WINE* variables Wine's loader
+// puts in every process's environment, when the tests run under Wine.
+func wineOwn(k string) bool {
+	return testkit.UnderWine() && strings.HasPrefix(strings.ToUpper(k), "WINE")
+}
+
 // TestBackendsGetAMinimalEnvironment: a variable of mcp-mux's environment
 // reaches only the backends that name it in inherit_env (or inherit all);
 // the others get the default set (PATH, HOME, locale, ...) and their own
@@ -932,7 +940,7 @@ func TestBackendsGetAMinimalEnvironment(t *testing.T) {
 	t.Setenv("TZ", "UTC")
 	dir := t.TempDir()
 	backend := func(name, extra string) string {
-		return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n%s\n\n", name, testkit.FixtureBin(t), name, extra)
+		return fmt.Sprintf("[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q, \"-env-tool\"]\n%s\n\n", name, testkit.FixtureBin(t), name, extra)
 	}
 	cfg := "[mux]\nshutdown_grace = \"1s\"\n\n" +
 		backend("plain", `env = { OWN = "own-value", LANG = "fr_FR.UTF-8" }`) +
@@ -963,6 +971,15 @@ func TestBackendsGetAMinimalEnvironment(t *testing.T) {
 	defaults := map[string]string{}
 	for _, kv := range os.Environ() {
 		k, val, _ := strings.Cut(kv, "=")
+		if runtime.GOOS == "windows" {
+			switch strings.ToUpper(k) {
+			case "APPDATA", "COMSPEC", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT",
+				"PROCESSOR_ARCHITECTURE", "PROGRAMFILES", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP",
+				"USERNAME", "USERPROFILE":
+				defaults[k] = val
+			}
+			continue
+		}
 		switch k {
 		case "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "TZ", "TMPDIR":
 			defaults[k] = val
@@ -984,8 +1001,9 @@ func TestBackendsGetAMinimalEnvironment(t *testing.T) {
 	}
 	all := map[string]string{}
 	for _, kv := range os.Environ() {
-		k, val, _ := strings.Cut(kv, "=")
-		all[k] = val
+		if k, val, _ := strings.Cut(kv, "="); k != "" && !wineOwn(k) {
+			all[k] = val
+		}
 	}
 	want := map[string]map[string]string{
 		"plain":  with(map[string]string{"OWN": "own-value", "LANG": "fr_FR.UTF-8"}),
@@ -997,14 +1015,23 @@ func TestBackendsGetAMinimalEnvironment(t *testing.T) {
 		t.Fatalf("backends: %s", res.Contents[0].Text)
 	}
 	for _, b := range v.Backends {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.PID))
-		if err != nil {
+		// From /proc on Linux; elsewhere the fixture's env tool tells.
+		var kvs []string
+		if runtime.GOOS == "linux" {
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.PID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kvs = strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		} else if err := json.Unmarshal([]byte(callText(t, r.cs, b.Name+"__env", nil)), &kvs); err != nil {
 			t.Fatal(err)
 		}
 		got := map[string]string{}
-		for _, kv := range strings.Split(strings.TrimRight(string(data), "\x00"), "\x00") {
-			k, val, _ := strings.Cut(kv, "=")
-			got[k] = val
+		for _, kv := range kvs {
+			// Windows keeps each drive's directory as "=C:=C:\...".
+			if k, val, _ := strings.Cut(kv, "="); k != "" && !wineOwn(k) {
+				got[k] = val
+			}
 		}
 		w := want[b.Name]
 		for k, val := range w {
@@ -1058,7 +1085,7 @@ func TestCheckConnectCtrlCWhileStoppingEndsAtOnce(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "check to close the backend's stdin", func() bool {
 		return strings.Contains(stderr.String(), "backend stubborn: ready") && stdinClosed(cmd.Process.Pid, pids[0])
 	})
-	cmd.Process.Signal(syscall.SIGINT)
+	signalProcess(t, cmd.Process, syscall.SIGINT)
 	sent := time.Now()
 	select {
 	case <-exited:

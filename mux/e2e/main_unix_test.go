@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,3 +93,60 @@ func TestStdioPipesAreBlockingAgainAfterExit(t *testing.T) {
 		t.Error("stdout's pipe was left non-blocking")
 	}
 }
+
+// processChildren maps each live process to its children, from the
+// parent links in /proc (none where there is no /proc).
+func processChildren() map[int][]int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], child)
+	}
+	return children
+}
+
+// peakRSS is a process's peak resident set in bytes (VmHWM).
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// signalProcess sends p sig.
+func signalProcess(t *testing.T, p *os.Process, sig syscall.Signal) {
+	t.Helper()
+	if err := p.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stopProcess asks p to end, for a test's cleanup.
+func stopProcess(p *os.Process) { p.Signal(syscall.SIGTERM) }

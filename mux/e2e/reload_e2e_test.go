@@ -456,7 +456,7 @@ func TestSIGHUPReloadsAndKeepsTheSession(t *testing.T) {
 	if st := a.status(t); st.Generation > 1 {
 		t.Fatalf("the watcher saw the edit through the other link (generation %d): the test proves nothing", st.Generation)
 	}
-	a.cmd.Process.Signal(syscall.SIGHUP)
+	signalProcess(t, a.cmd.Process, syscall.SIGHUP)
 	st := a.waitStatus(t, "two added by SIGHUP", allReady(2))
 	if st.Generation != 2 || st.pids()["one"] != pid {
 		t.Errorf("after SIGHUP: %+v (one's pid was %d)", st, pid)

@@ -260,7 +260,7 @@ func TestRemoteThatStaysGoneFailsAtTheCrashLoopLimit(t *testing.T) {
 	if !testkit.Poll(30*time.Second, func() bool {
 		b := readBackends(t, r.cs).Backends[1]
 		web = b
-		if b.State == "failed" && (b.Restarts != 2 || !strings.Contains(b.LastError, "connection refused")) {
+		if b.State == "failed" && (b.Restarts != 2 || !strings.Contains(strings.ToLower(b.LastError), "refused")) {
 			t.Errorf("web: %+v, want 2 reconnects, then failed for the refused connection", b)
 		}
 		return b.State == "failed"

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -145,23 +144,6 @@ func (w *wire) toolText(id int, tool string) string {
 
 func call(id int, method, params string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
-}
-
-// peakRSS is a process's peak resident set in bytes (VmHWM).
-func peakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
 }
 
 func TestStdinEOFAnswersRequestsAlreadyRead(t *testing.T) {
@@ -333,7 +315,7 @@ func TestShutdownWithBlockedStdout(t *testing.T) {
 			}
 			start := time.Now()
 			if how == "SIGTERM" {
-				w.cmd.Process.Signal(syscall.SIGTERM)
+				signalProcess(t, w.cmd.Process, syscall.SIGTERM)
 			} else {
 				w.stdin.Close()
 			}

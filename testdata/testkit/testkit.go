@@ -11,6 +11,10 @@
 // A package whose tests use it runs them through Main:
 //
 //	func TestMain(m *testing.M) { testkit.Main(m) }
+//
+// Where the tests run without Go (the Windows test binaries under Wine,
+// testdata/wine/run.sh), BinDirEnv names a directory of the binaries
+// built beforehand, and nothing is built.
 package testkit
 
 import (
@@ -29,16 +33,19 @@ import (
 
 // Main runs the tests of m and exits with their result. Before, it pins
 // GOCACHE (so the builds below, and any `go` a test runs, use the usual
-// build cache) and then points XDG_CACHE_HOME at a directory of the test
+// build cache) and then points XDG_CACHE_HOME (LOCALAPPDATA on Windows)
+// at a directory of the test
 // process's own, so that what mcp-mux remembers across runs (initialize's
 // instructions) never reaches the user's cache, and MCP_MUX_STATE_DIR
 // there with MCP_MUX_SECRET_STORE=file, so that no sign-in or secret
 // reaches the user's keyring or state directory. After, it removes that
 // directory and the binaries built into it.
 func Main(m *testing.M) {
-	if err := pinGOCACHE(); err != nil {
-		fmt.Fprintln(os.Stderr, "testkit:", err)
-		os.Exit(1)
+	if os.Getenv(BinDirEnv) == "" { // else nothing is built
+		if err := pinGOCACHE(); err != nil {
+			fmt.Fprintln(os.Stderr, "testkit:", err)
+			os.Exit(1)
+		}
 	}
 	d, err := dir()
 	if err != nil {
@@ -50,6 +57,9 @@ func Main(m *testing.M) {
 	// state directory.
 	os.Setenv("MCP_MUX_SECRET_STORE", "file")
 	os.Setenv("MCP_MUX_STATE_DIR", filepath.Join(d, "state"))
+	if runtime.GOOS == "windows" {
+		os.Setenv("LOCALAPPDATA", filepath.Join(d, "cache")) // os.UserCacheDir there
+	}
 	code := m.Run()
 	os.RemoveAll(d)
 	os.Exit(code)
@@ -99,6 +109,13 @@ var (
 	browserBin   = &binary{name: "browser", pkg: "./testdata/browser"}
 )
 
+// BinDirEnv is the variable that names a directory of prebuilt binaries
+// (mcp-mux, fixture, rawserver; mcp-mux.exe... on Windows) for the tests
+// to run instead of building them, which needs the go command: the
+// Windows test binaries run under Wine, where there is no Go, get them so
+// (testdata/wine/run.sh builds them with GOOS=windows).
+const BinDirEnv = "MCP_MUX_TEST_BINDIR"
+
 // MuxBin is mcp-mux itself, built from the module root.
 func MuxBin(t testing.TB) string { t.Helper(); return muxBin.get(t) }
 
@@ -124,6 +141,19 @@ func (b *binary) get(t testing.TB) string {
 }
 
 func (b *binary) build() {
+	exe := ""
+	if runtime.GOOS == "windows" {
+		exe = ".exe" // without it, exec looks for name.exe, .com, ...
+	}
+	if bin := os.Getenv(BinDirEnv); bin != "" {
+		path := filepath.Join(bin, b.name+exe)
+		if _, err := os.Stat(path); err != nil {
+			b.err = fmt.Errorf("%s=%s: %v (build it first: go build -o %s %s)", BinDirEnv, bin, err, path, b.pkg)
+			return
+		}
+		b.path = path
+		return
+	}
 	d, err := dir()
 	if err != nil {
 		b.err = err
@@ -134,10 +164,7 @@ func (b *binary) build() {
 		b.err = err
 		return
 	}
-	path := filepath.Join(d, b.name)
-	if runtime.GOOS == "windows" {
-		path += ".exe" // without it, exec looks for name.exe, .com, ...
-	}
+	path := filepath.Join(d, b.name+exe)
 	cmd := exec.Command("go", "build", "-o", path, b.pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
