@@ -152,6 +152,8 @@ func baseline(docs []Doc) *Index {
 
 // seen are the tasks the engine has been tuned on: dev, and each held-out
 // set once it was looked at (the first third, then fresh, fresh2, fresh3).
+// fresh4 was written before round 5 and is in none of them: no test
+// evaluates it until its one look.
 func seen(tasks []task) []task {
 	var out []task
 	for _, name := range []string{"dev", "heldout", "fresh", "fresh2", "fresh3"} {
