@@ -414,3 +414,17 @@ func TestSense(t *testing.T) {
 		t.Errorf("update_issue: %d, want none", verbSense(v))
 	}
 }
+
+func TestHasCoordinates(t *testing.T) {
+	for q, want := range map[string]bool{
+		"which street address is at 48.8584, 2.2945?": true,
+		"what is at -33.8568 151.2153":                true,
+		"version 1.2, 3.4":                            false,
+		"the 2022 world cup":                          false,
+		"at 48.8584, 200.5":                           false,
+	} {
+		if got := hasCoordinates(q); got != want {
+			t.Errorf("hasCoordinates(%q) = %v, want %v", q, got, want)
+		}
+	}
+}
