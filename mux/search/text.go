@@ -519,6 +519,13 @@ var synonymGroups = [][]string{
 	{"size", "space", "big", "large", "bytes", "disk usage"},
 	{"know", "knowledge", "remember", "memory", "fact"},
 	{"click", "tap", "press"},
+	{"select", "choose", "pick"},
+	{"fork", "copy", "clone", "duplicate"},
+	{"relation", "relationship", "connection", "link"},
+	{"switch", "select", "activate", "focus"},
+	{"download", "get", "fetch"},
+	{"column", "field", "property", "attribute"},
+	{"cli", "command line", "command"},
 }
 
 // plainWords are the baseline's words: lower case, split on everything that
