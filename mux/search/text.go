@@ -245,6 +245,17 @@ func (p *params) queryTerms(q string) []qterm {
 		(strings.Contains(lq, " have") || strings.Contains(lq, " are there") || strings.Contains(lq, " exist")) {
 		add("list", p.synonym)
 	}
+	// "Which requests ...", "what models ...": a plural asked after is a list.
+	if ws := strings.Fields(strings.ToLower(q)); len(ws) > 1 {
+		for i, w := range ws[:len(ws)-1] {
+			if w = strings.Trim(w, `,.:;"'`); w != "which" && w != "what" {
+				continue
+			}
+			if n := strings.Trim(ws[i+1], `,.:;?!"'()`); len(n) > 3 && isLetters(n) && strings.HasSuffix(n, "s") && !strings.HasSuffix(n, "ss") && stem(n) != n {
+				add("list", p.synonym)
+			}
+		}
+	}
 	var own []string
 	for _, w := range words(nil, text.String()) {
 		if len(w) > 1 && !stopwords[w] {
