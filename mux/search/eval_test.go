@@ -152,8 +152,8 @@ func baseline(docs []Doc) *Index {
 
 // seen are the tasks the engine has been tuned on: dev, and each held-out
 // set once it was looked at (the first third, then fresh, fresh2, fresh3).
-// fresh4 was written before round 5 and is in none of them: no test
-// evaluates it until its one look.
+// fresh4, written before round 5 and looked at once after it
+// (TestEvalFresh4), is not among them: nothing has been tuned on it.
 func seen(tasks []task) []task {
 	var out []task
 	for _, name := range []string{"dev", "heldout", "fresh", "fresh2", "fresh3"} {
@@ -297,5 +297,33 @@ func TestEvalFresh3(t *testing.T) {
 	}
 	if got.r5 < 55.0/60-1e-9 || got.r1 < 38.0/60-1e-9 { // 0.92, 0.63
 		t.Errorf("fresh3: recall@5 %.2f (reached 0.92), recall@1 %.2f (reached 0.63)", got.r5, got.r1)
+	}
+}
+
+// TestEvalFresh4 reports the fresh4 tasks (60, 51 of them hard), written
+// (a6d4cc2) after fresh3 was seen and before the changes that followed.
+// Their one look, with those changes done (5cc9157), gave recall@1 0.57,
+// recall@5 0.88, MRR 0.705 (plain BM25: 0.37, 0.67, 0.505; the engine as
+// it was before those changes: 0.58, 0.87, 0.709): under both of the
+// issue's floors (0.80 and 0.95), by 14 tasks at 1 and 4 at 5, and the
+// round's changes gained nothing here. It holds the engine to what that
+// look gave.
+func TestEvalFresh4(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	held := split(tasks, "fresh4", nil)
+	ix, base := New(docs), baseline(docs)
+	got := evaluate(ix, docs, held)
+	t.Logf("fresh4, %d tools: engine   %s", len(docs), got)
+	t.Logf("fresh4, %d tools: BM25     %s", len(docs), evaluate(base, docs, held))
+	hard, easy := true, false
+	t.Logf("fresh4 hard:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh4", &hard)), evaluate(base, docs, split(tasks, "fresh4", &hard)))
+	t.Logf("fresh4 easy:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh4", &easy)), evaluate(base, docs, split(tasks, "fresh4", &easy)))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+	if got.r5 < 53.0/60-1e-9 || got.r1 < 34.0/60-1e-9 { // 0.88, 0.57
+		t.Errorf("fresh4: recall@5 %.2f (reached 0.88), recall@1 %.2f (reached 0.57)", got.r5, got.r1)
 	}
 }
