@@ -17,7 +17,10 @@
 // ...); a word no tool has is tried as two that tools have (sitemap).
 // A request that reads (a question, "show me ...") puts the tools whose name
 // reads (get, list, search) before those that change (create, put,
-// delete), and one that changes the other way round (intent.go).
+// delete), and one that changes the other way round; of changes, one that
+// makes (add, remember) puts those that remove after, and the other way
+// round (intent.go). A pair of coordinates in a query stands for a
+// latitude and a longitude, as a URL for a URL.
 // Deprecated tools come after their replacements. A query that is a tool's
 // name, or the start of one, ranks those tools first.
 //
