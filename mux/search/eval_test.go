@@ -152,6 +152,8 @@ func baseline(docs []Doc) *Index {
 
 // seen are the tasks the engine has been tuned on: dev, and each held-out
 // set once it was looked at (the first third, then fresh, fresh2, fresh3).
+// fresh4, written before round 5 and looked at once after it
+// (TestEvalFresh4), is not among them: nothing has been tuned on it.
 func seen(tasks []task) []task {
 	var out []task
 	for _, name := range []string{"dev", "heldout", "fresh", "fresh2", "fresh3"} {
@@ -172,6 +174,9 @@ func TestEvalSeen(t *testing.T) {
 			t.Log("  " + m)
 		}
 	}
+	if got.r5 < 285.0/290-1e-9 || got.r1 < 241.0/290-1e-9 { // 0.98, 0.83 (round 5)
+		t.Errorf("seen: recall@5 %.2f (reached 0.98), recall@1 %.2f (reached 0.83)", got.r5, got.r1)
+	}
 }
 
 // TestEvalDev reports the dev split (the one the engine is tuned on) and
@@ -191,6 +196,9 @@ func TestEvalDev(t *testing.T) {
 			t.Log("  " + m)
 		}
 	}
+	if got.r5 < 1-1e-9 || got.r1 < 80.0/92-1e-9 { // 1.00, 0.87 (round 5)
+		t.Errorf("dev: recall@5 %.2f (reached 1.00), recall@1 %.2f (reached 0.87)", got.r5, got.r1)
+	}
 }
 
 // TestEvalHeldout reports the third of the tasks the engine was not tuned
@@ -198,8 +206,8 @@ func TestEvalDev(t *testing.T) {
 // third, evaluated once"), gave recall@1 0.76, recall@5 0.96, MRR 0.838
 // (plain BM25: 0.65, 0.87, 0.754): over the issue's floor for recall@5
 // (0.95), under it for recall@1 (0.80). It holds the engine to what that
-// look gave; the tasks have been seen since, so a later gain here is no
-// longer a held-out result.
+// look gave and, since these tasks have been seen, to what round 5 reached
+// on them (0.89, 1.00): a later gain here is no longer a held-out result.
 func TestEvalHeldout(t *testing.T) {
 	docs, tasks := loadDocs(t), loadTasks(t)
 	held := split(tasks, "heldout", nil)
@@ -215,8 +223,8 @@ func TestEvalHeldout(t *testing.T) {
 			t.Log("  " + m)
 		}
 	}
-	if got.r5 < 0.95 || got.r1 < 35.0/46-1e-9 { // 0.76
-		t.Errorf("held out: recall@5 %.2f (floor 0.95), recall@1 %.2f (reached 0.76)", got.r5, got.r1)
+	if got.r5 < 1-1e-9 || got.r1 < 41.0/46-1e-9 { // 1.00, 0.89 (round 5; the look: 0.96, 0.76)
+		t.Errorf("held out: recall@5 %.2f (reached 1.00), recall@1 %.2f (reached 0.89)", got.r5, got.r1)
 	}
 }
 
@@ -224,8 +232,8 @@ func TestEvalHeldout(t *testing.T) {
 // third was seen and before the changes it led to. Their one look, with
 // those changes done (bc6988c), gave recall@1 0.65, recall@5 0.87, MRR
 // 0.755 (plain BM25: 0.54, 0.80, 0.662): under both of the issue's floors
-// (0.80 and 0.95). It holds the engine to what that look gave; these tasks
-// are seen now too.
+// (0.80 and 0.95). These tasks are seen now too: it holds the engine to
+// what round 5 reached on them (0.83, 0.96).
 func TestEvalFresh(t *testing.T) {
 	docs, tasks := loadDocs(t), loadTasks(t)
 	fresh := split(tasks, "fresh", nil)
@@ -241,8 +249,8 @@ func TestEvalFresh(t *testing.T) {
 			t.Log("  " + m)
 		}
 	}
-	if got.r5 < 40.0/46-1e-9 || got.r1 < 30.0/46-1e-9 { // 0.87, 0.65
-		t.Errorf("fresh: recall@5 %.2f (reached 0.87), recall@1 %.2f (reached 0.65)", got.r5, got.r1)
+	if got.r5 < 44.0/46-1e-9 || got.r1 < 38.0/46-1e-9 { // 0.96, 0.83 (round 5; the look: 0.87, 0.65)
+		t.Errorf("fresh: recall@5 %.2f (reached 0.96), recall@1 %.2f (reached 0.83)", got.r5, got.r1)
 	}
 }
 
@@ -250,7 +258,8 @@ func TestEvalFresh(t *testing.T) {
 // were seen and before the changes they led to. Their one look, with those
 // changes done (d6aadad), gave recall@1 0.72, recall@5 0.93, MRR 0.824
 // (plain BM25: 0.65, 0.87, 0.747): under both of the issue's floors (0.80
-// and 0.95). It holds the engine to what that look gave.
+// and 0.95). These tasks are seen now too: it holds the engine to what
+// round 5 reached on them (0.87, 1.00).
 func TestEvalFresh2(t *testing.T) {
 	docs, tasks := loadDocs(t), loadTasks(t)
 	held := split(tasks, "fresh2", nil)
@@ -266,8 +275,8 @@ func TestEvalFresh2(t *testing.T) {
 			t.Log("  " + m)
 		}
 	}
-	if got.r5 < 43.0/46-1e-9 || got.r1 < 33.0/46-1e-9 { // 0.93, 0.72
-		t.Errorf("fresh2: recall@5 %.2f (reached 0.93), recall@1 %.2f (reached 0.72)", got.r5, got.r1)
+	if got.r5 < 1-1e-9 || got.r1 < 40.0/46-1e-9 { // 1.00, 0.87 (round 5; the look: 0.93, 0.72)
+		t.Errorf("fresh2: recall@5 %.2f (reached 1.00), recall@1 %.2f (reached 0.87)", got.r5, got.r1)
 	}
 }
 
@@ -276,8 +285,9 @@ func TestEvalFresh2(t *testing.T) {
 // Their one look, with those changes done (8d99c92), gave recall@1 0.63,
 // recall@5 0.92, MRR 0.762 (plain BM25: 0.43, 0.80, 0.602; the engine as
 // it was before those changes: 0.53, 0.93, 0.701): under both of the
-// issue's floors (0.80 and 0.95), by 10 tasks at 1 and 2 at 5. It holds
-// the engine to what that look gave.
+// issue's floors (0.80 and 0.95), by 10 tasks at 1 and 2 at 5. These
+// tasks are seen now too (round 5 was tuned on them): it holds the engine
+// to what that round reached on them (0.70, 0.95).
 func TestEvalFresh3(t *testing.T) {
 	docs, tasks := loadDocs(t), loadTasks(t)
 	held := split(tasks, "fresh3", nil)
@@ -293,7 +303,35 @@ func TestEvalFresh3(t *testing.T) {
 			t.Log("  " + m)
 		}
 	}
-	if got.r5 < 55.0/60-1e-9 || got.r1 < 38.0/60-1e-9 { // 0.92, 0.63
-		t.Errorf("fresh3: recall@5 %.2f (reached 0.92), recall@1 %.2f (reached 0.63)", got.r5, got.r1)
+	if got.r5 < 57.0/60-1e-9 || got.r1 < 42.0/60-1e-9 { // 0.95, 0.70 (round 5; the look: 0.92, 0.63)
+		t.Errorf("fresh3: recall@5 %.2f (reached 0.95), recall@1 %.2f (reached 0.70)", got.r5, got.r1)
+	}
+}
+
+// TestEvalFresh4 reports the fresh4 tasks (60, 51 of them hard), written
+// (a6d4cc2) after fresh3 was seen and before the changes that followed.
+// Their one look, with those changes done (5cc9157), gave recall@1 0.57,
+// recall@5 0.88, MRR 0.705 (plain BM25: 0.37, 0.67, 0.505; the engine as
+// it was before those changes: 0.58, 0.87, 0.709): under both of the
+// issue's floors (0.80 and 0.95), by 14 tasks at 1 and 4 at 5, and the
+// round's changes gained nothing here. It holds the engine to what that
+// look gave.
+func TestEvalFresh4(t *testing.T) {
+	docs, tasks := loadDocs(t), loadTasks(t)
+	held := split(tasks, "fresh4", nil)
+	ix, base := New(docs), baseline(docs)
+	got := evaluate(ix, docs, held)
+	t.Logf("fresh4, %d tools: engine   %s", len(docs), got)
+	t.Logf("fresh4, %d tools: BM25     %s", len(docs), evaluate(base, docs, held))
+	hard, easy := true, false
+	t.Logf("fresh4 hard:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh4", &hard)), evaluate(base, docs, split(tasks, "fresh4", &hard)))
+	t.Logf("fresh4 easy:  engine %s; BM25 %s", evaluate(ix, docs, split(tasks, "fresh4", &easy)), evaluate(base, docs, split(tasks, "fresh4", &easy)))
+	if testing.Verbose() {
+		for _, m := range got.misses {
+			t.Log("  " + m)
+		}
+	}
+	if got.r5 < 53.0/60-1e-9 || got.r1 < 34.0/60-1e-9 { // 0.88, 0.57
+		t.Errorf("fresh4: recall@5 %.2f (reached 0.88), recall@1 %.2f (reached 0.57)", got.r5, got.r1)
 	}
 }

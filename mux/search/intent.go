@@ -27,7 +27,8 @@ var readVerbs = stemSet(`get list read retrieve search find query show view fetc
 var writeVerbs = stemSet(`create add make put set post send write update edit modify change patch
 	delete remove drop erase destroy push merge fork apply deploy redeploy move rename upload publish
 	reply approve close archive restore pause reset rebase rollback revert record remember memorize
-	save store insert append rewrite replace clear schedule submit commit assign invite`)
+	save store insert append rewrite replace clear schedule submit commit assign invite
+	wipe forget purge confirm accept`)
 
 func stemSet(s string) map[string]bool {
 	m := map[string]bool{}
@@ -67,31 +68,31 @@ func verbKind(w string) int8 {
 // toolAction is the kind of a tool's name: that of its first word of
 // either kind (kv_put: put, API-get-block-children: get), or, when that
 // is an HTTP method, of the next word if it is a verb too
-// (API-post-search: searches).
-func toolAction(tool string) int8 {
+// (API-post-search: searches). verb is that word, stemmed.
+func toolAction(tool string) (kind int8, verb string) {
 	ws := words(nil, tool)
 	for i, w := range ws {
 		if k := verbKind(stem(w)); k != actNone {
 			if i+1 < len(ws) && httpMethods[strings.ToUpper(w)] {
 				if k2 := verbKind(stem(ws[i+1])); k2 != actNone {
-					return k2
+					return k2, stem(ws[i+1])
 				}
 			}
-			return k
+			return k, stem(w)
 		}
 	}
-	return actNone
+	return actNone, ""
 }
 
 // queryAction is the kind of a request: a question reads; otherwise that
 // of its first verb of either kind. A clause starts the request anew after
 // a colon or a comma ("playwright: screenshot ...", "in Chrome DevTools,
-// which requests ...").
-func queryAction(q string) int8 {
+// which requests ..."). verb is that verb, stemmed ("" for a question).
+func queryAction(q string) (kind int8, verb string) {
 	clauseStart := true
 	for _, f := range strings.Fields(q) {
 		if httpMethods[strings.Trim(f, `"'(),.:;`)] {
-			return actNone // an HTTP request: its method says what it does, not the verb around it
+			return actNone, "" // an HTTP request: its method says what it does, not the verb around it
 		}
 	}
 	fields := strings.Fields(q)
@@ -115,11 +116,11 @@ func queryAction(q string) int8 {
 				case w == "how" && howTo[next(fi+1)]:
 					// how do I ..., how to ...: the verb that follows
 				case questionWords[w], auxiliaries[w] && subjects[next(fi+1)]:
-					return actRead
+					return actRead, ""
 				}
 			}
 			if k := verbKind(stem(w)); k != actNone {
-				return k
+				return k, stem(w)
 			}
 		}
 		if len(ws) > 0 {
@@ -129,5 +130,31 @@ func queryAction(q string) int8 {
 			clauseStart = true
 		}
 	}
-	return actNone
+	return actNone, ""
+}
+
+// Of the verbs that change, those that make a thing and those that remove
+// one are opposites: a request that adds ("remember that ...", "record
+// ...") is not for a tool that deletes (delete_observations), nor the other
+// way round, though both change. Updating is neither.
+var createVerbs = stemSet(`create add make post send write put set insert append record remember memorize
+	save store upload push publish submit commit invite fork`)
+
+var deleteVerbs = stemSet(`delete remove drop erase destroy wipe forget purge clear`)
+
+const (
+	senseNone int8 = iota
+	senseCreate
+	senseDelete
+)
+
+// verbSense is senseCreate, senseDelete or senseNone for a stemmed verb.
+func verbSense(w string) int8 {
+	switch {
+	case createVerbs[w]:
+		return senseCreate
+	case deleteVerbs[w]:
+		return senseDelete
+	}
+	return senseNone
 }

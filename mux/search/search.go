@@ -17,7 +17,10 @@
 // ...); a word no tool has is tried as two that tools have (sitemap).
 // A request that reads (a question, "show me ...") puts the tools whose name
 // reads (get, list, search) before those that change (create, put,
-// delete), and one that changes the other way round (intent.go).
+// delete), and one that changes the other way round; of changes, one that
+// makes (add, remember) puts those that remove after, and the other way
+// round (intent.go). A pair of coordinates in a query stands for a
+// latitude and a longitude, as a URL for a URL.
 // Deprecated tools come after their replacements. A query that is a tool's
 // name, or the start of one, ranks those tools first.
 //
@@ -75,6 +78,7 @@ type params struct {
 	obsolete float64 // factor of a tool whose description says it is deprecated
 	cover    float64 // weight of the share of a tool's name (its words by idf) that the query says
 	action   float64 // factor of a tool that reads when the query changes, or the other way round (intent.go)
+	opposite float64 // factor of a tool that removes when the query makes, or the other way round (intent.go)
 	plain    bool    // the baseline: one field, no stemming, no query processing
 }
 
@@ -89,6 +93,7 @@ var defaults = params{
 	obsolete: 0.6,
 	cover:    1,
 	action:   0.75,
+	opposite: 0.75,
 }
 
 // posting is one document's part of a term's score: BM25F's saturated,
@@ -115,8 +120,9 @@ type Index struct {
 	// factor is each doc's score factor (deprecated tools: p.obsolete).
 	factor []float32
 	// action is what each doc's name says it does: actRead, actWrite or
-	// actNone (intent.go).
-	action []int8
+	// actNone (intent.go); sense, of a change, whether it makes or removes
+	// (senseCreate, senseDelete or senseNone).
+	action, sense []int8
 }
 
 type backend struct {
@@ -132,7 +138,7 @@ func New(docs []Doc) *Index { return build(docs, defaults) }
 
 func build(docs []Doc, p params) *Index {
 	n := len(docs)
-	ix := &Index{p: p, terms: map[string]int32{}, names: make([]string, n), tools: make([]string, n), factor: make([]float32, n), action: make([]int8, n), backendOf: make([]int32, n)}
+	ix := &Index{p: p, terms: map[string]int32{}, names: make([]string, n), tools: make([]string, n), factor: make([]float32, n), action: make([]int8, n), sense: make([]int8, n), backendOf: make([]int32, n)}
 	// Each doc's terms, in the order first seen, with their frequency in
 	// each field (entries[start[i]:start[i+1]] are doc i's), and each
 	// field's length; then per field the average length, for BM25F's
@@ -196,7 +202,9 @@ func build(docs []Doc, p params) *Index {
 			if tool == "" {
 				tool = d.Name
 			}
-			ix.action[i] = toolAction(tool)
+			var verb string
+			ix.action[i], verb = toolAction(tool)
+			ix.sense[i] = verbSense(verb)
 			add(fName, tool)
 			add(fTitle, d.Title)
 			add(fDesc, d.Description)
@@ -329,14 +337,19 @@ func (ix *Index) Search(query string, limit int, keep func(doc int) bool) []Hit 
 			}
 		}
 	}
-	act := actNone
+	act, sense := actNone, senseNone
 	if !ix.p.plain {
-		act = queryAction(query)
+		var verb string
+		act, verb = queryAction(query)
+		sense = verbSense(verb)
 	}
 	for _, d := range touched {
 		scores[d] *= float64(ix.factor[d])
 		if act != actNone && ix.action[d] != actNone && ix.action[d] != act {
 			scores[d] *= ix.p.action
+		}
+		if sense != senseNone && ix.sense[d] != senseNone && ix.sense[d] != sense {
+			scores[d] *= ix.p.opposite
 		}
 	}
 	// A backend the query names ("on GitLab", "with Puppeteer"): its tools

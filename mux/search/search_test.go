@@ -366,7 +366,7 @@ func TestAction(t *testing.T) {
 		{"get_issue", actRead}, {"create_issue", actWrite}, {"kv_put", actWrite}, {"API-get-block-children", actRead},
 		{"API-post-search", actRead}, {"API-post-page", actWrite}, {"browser_navigate", actNone}, {"list_commits", actRead},
 	} {
-		if got := toolAction(c.tool); got != c.want {
+		if got, _ := toolAction(c.tool); got != c.want {
 			t.Errorf("toolAction(%q) = %d, want %d", c.tool, got, c.want)
 		}
 	}
@@ -389,8 +389,42 @@ func TestAction(t *testing.T) {
 		{"do a search for rust crates", actRead},
 		{"can you delete the key session:1 from KV?", actWrite},
 	} {
-		if got := queryAction(c.query); got != c.want {
+		if got, _ := queryAction(c.query); got != c.want {
 			t.Errorf("queryAction(%q) = %d, want %d", c.query, got, c.want)
+		}
+	}
+}
+
+func TestSense(t *testing.T) {
+	for _, c := range []struct {
+		tool, query string
+		want        int8 // the tool's sense and the query's
+	}{
+		{"delete_observations", "forget that Bob lives in Paris", senseDelete},
+		{"add_observations", "remember that Alice prefers tea", senseCreate},
+		{"kv_put", "store a value under key \"config\"", senseCreate},
+	} {
+		_, tv := toolAction(c.tool)
+		_, qv := queryAction(c.query)
+		if verbSense(tv) != c.want || verbSense(qv) != c.want {
+			t.Errorf("%s: %d, %q: %d, want %d", c.tool, verbSense(tv), c.query, verbSense(qv), c.want)
+		}
+	}
+	if _, v := toolAction("update_issue"); verbSense(v) != senseNone {
+		t.Errorf("update_issue: %d, want none", verbSense(v))
+	}
+}
+
+func TestHasCoordinates(t *testing.T) {
+	for q, want := range map[string]bool{
+		"which street address is at 48.8584, 2.2945?": true,
+		"what is at -33.8568 151.2153":                true,
+		"version 1.2, 3.4":                            false,
+		"the 2022 world cup":                          false,
+		"at 48.8584, 200.5":                           false,
+	} {
+		if got := hasCoordinates(q); got != want {
+			t.Errorf("hasCoordinates(%q) = %v, want %v", q, got, want)
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package search
 
 import (
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -231,10 +233,28 @@ func (p *params) queryTerms(q string) []qterm {
 		}
 		text.WriteByte(' ')
 	}
+	// A pair of coordinates (48.8584, 2.2945): the tool takes a latitude
+	// and a longitude.
+	if hasCoordinates(q) {
+		add(paramMark+stem("latitude"), p.marker)
+		add(paramMark+stem("longitude"), p.marker)
+		add(stem("coordinates"), p.synonym)
+	}
 	// "Which ... do I have?", "what ... are there?": a list.
 	if lq := " " + strings.ToLower(q) + " "; (strings.Contains(lq, " which ") || strings.Contains(lq, " what ")) &&
 		(strings.Contains(lq, " have") || strings.Contains(lq, " are there") || strings.Contains(lq, " exist")) {
 		add("list", p.synonym)
+	}
+	// "Which requests ...", "what models ...": a plural asked after is a list.
+	if ws := strings.Fields(strings.ToLower(q)); len(ws) > 1 {
+		for i, w := range ws[:len(ws)-1] {
+			if w = strings.Trim(w, `,.:;"'`); w != "which" && w != "what" {
+				continue
+			}
+			if n := strings.Trim(ws[i+1], `,.:;?!"'()`); len(n) > 3 && isLetters(n) && strings.HasSuffix(n, "s") && !strings.HasSuffix(n, "ss") && stem(n) != n {
+				add("list", p.synonym)
+			}
+		}
 	}
 	var own []string
 	for _, w := range words(nil, text.String()) {
@@ -323,6 +343,30 @@ func classify(f string) (kind, keep string) {
 		return "code", "" // alert(1), document.querySelector('a')
 	}
 	return "", f
+}
+
+// hasCoordinates reports whether q has a latitude and a longitude in
+// decimal degrees, one after the other: 48.8584, 2.2945 or -33.86 151.21.
+func hasCoordinates(q string) bool {
+	f := strings.Fields(strings.NewReplacer(",", " ", ";", " ", "(", " ", ")", " ", "?", " ").Replace(q))
+	for i := 0; i+1 < len(f); i++ {
+		if isDegrees(f[i], 90) && isDegrees(f[i+1], 180) {
+			return true
+		}
+	}
+	return false
+}
+
+// isDegrees reports whether s is a decimal number of at most limit (in
+// absolute value) with at least two decimals.
+func isDegrees(s string, limit float64) bool {
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "°"), ".")
+	dot := strings.IndexByte(s, '.')
+	if dot < 1 || len(s)-dot-1 < 2 {
+		return false
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return err == nil && math.Abs(v) <= limit
 }
 
 // isCode reports whether s looks like an expression: identifiers with dots
@@ -486,6 +530,13 @@ var synonymGroups = [][]string{
 	{"size", "space", "big", "large", "bytes", "disk usage"},
 	{"know", "knowledge", "remember", "memory", "fact"},
 	{"click", "tap", "press"},
+	{"select", "choose", "pick"},
+	{"fork", "copy", "clone", "duplicate"},
+	{"relation", "relationship", "connection", "link"},
+	{"switch", "select", "activate", "focus"},
+	{"download", "get", "fetch"},
+	{"column", "field", "property", "attribute"},
+	{"cli", "command line", "command"},
 }
 
 // plainWords are the baseline's words: lower case, split on everything that
