@@ -137,6 +137,7 @@ type agentCall struct {
 	// (agentCancelReasons), as the SDK tells a handler nothing else of it.
 	extra     *mcp.RequestExtra
 	cancelled bool               // the agent cancelled it: it gets no response
+	answered  bool               // its response is queued: the agent may reuse the id once it has it
 	cancel    context.CancelFunc // cancels it, if mux forwards it as bytes (passthrough.go)
 }
 
@@ -171,7 +172,7 @@ func (c *agentConn) Write(_ context.Context, msg jsonrpc.Message) error {
 		return mcp.ErrConnectionClosed
 	default:
 	}
-	if r, ok := msg.(*jsonrpc.Response); ok && c.isCancelled(r.ID) {
+	if r, ok := msg.(*jsonrpc.Response); ok && !c.answering(r.ID) {
 		c.written(r.ID)
 		return nil
 	}
@@ -199,17 +200,25 @@ func wireError(err error) error {
 	return fixed
 }
 
-func (c *agentConn) isCancelled(id jsonrpc.ID) bool {
+// answering notes that the response to id is being queued, and reports
+// false if it must not be: the agent cancelled the request.
+func (c *agentConn) answering(id jsonrpc.ID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	call := c.inflight[id]
-	return call != nil && call.cancelled
+	if call != nil && call.cancelled {
+		return false
+	}
+	if call != nil {
+		call.answered = true
+	}
+	return true
 }
 
 // respondRaw answers the agent's request id with result, a JSON value as
 // a backend sent it.
 func (c *agentConn) respondRaw(id jsonrpc.ID, result json.RawMessage) {
-	if c.isCancelled(id) {
+	if !c.answering(id) {
 		c.written(id)
 		return
 	}
@@ -296,7 +305,13 @@ func (c *agentConn) deliver(msg jsonrpc.Message) bool {
 		for {
 			c.mu.Lock()
 			n := len(c.inflight)
-			_, inUse := c.inflight[req.ID]
+			prev, inUse := c.inflight[req.ID]
+			if inUse && prev.answered {
+				// The agent has the response, maybe before the writer
+				// noted it (written): the id is the agent's again.
+				inUse = false
+				n--
+			}
 			if n < maxInflight && !inUse {
 				c.inflight[req.ID] = call
 			}
@@ -366,13 +381,17 @@ func (c *agentConn) cancelled(n *jsonrpc.Request) {
 // dropped, for a cancelled request).
 func (c *agentConn) written(id jsonrpc.ID) {
 	c.mu.Lock()
-	if call := c.inflight[id]; call != nil && call.cancelled {
+	call := c.inflight[id]
+	if call != nil && call.cancelled {
 		// The go-sdk tells the backend of the cancellation from another
 		// goroutine, maybe after the handler has returned: keep the reason
 		// for as long as it may take to (its own bound is 5 s).
 		time.AfterFunc(cancelReasonKeep, func() { agentCancelReasons.Delete(call.extra) })
 	}
-	delete(c.inflight, id)
+	if call != nil && (call.answered || call.cancelled) {
+		// Not a request that reused the id after this one's response.
+		delete(c.inflight, id)
+	}
 	c.mu.Unlock()
 	select {
 	case c.room <- struct{}{}:
