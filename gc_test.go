@@ -3,6 +3,7 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -71,4 +72,47 @@ func TestSoftLimitLeavesTheHeapRoomToDouble(t *testing.T) {
 	if n := after.NumGC - before.NumGC; n > 30 {
 		t.Errorf("%d GCs while allocating 120 MiB with 6 MiB live, want at most 30 (a GC per 4 MiB): the soft limit squeezes the heap", n)
 	}
+}
+
+// TestQuietProcessGivesFreedHeapBack: what a burst left free (a thousand
+// HTTP sessions opening, a large listing) goes back to the OS once mcp-mux
+// has been quiet for a while, instead of staying resident until the heap
+// next grows to its goal.
+func TestQuietProcessGivesFreedHeapBack(t *testing.T) {
+	saved := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(saved) })
+	savedGC := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(savedGC) })
+	savedQuiet := quietAfter
+	quietAfter = 100 * time.Millisecond
+	t.Cleanup(func() { quietAfter = savedQuiet })
+	t.Setenv("GOMEMLIMIT", "")
+	t.Cleanup(tuneGC())
+
+	// 24 MiB live: past largeLiveHeap, so the soft limit (3 x live) is
+	// far above the heap and does not make the runtime give memory back.
+	live := make([][]byte, 0, 24)
+	for range 24 {
+		live = append(live, make([]byte, 1<<20))
+	}
+	// A burst: 40 MiB that dies, kept until the last is allocated.
+	burst := make([][]byte, 0, 640)
+	for range 640 {
+		burst = append(burst, make([]byte, 64<<10))
+	}
+	burst = nil
+	runtime.GC() // frees the burst, and arms the check
+	if free := heapFree(); free < 16<<20 {
+		t.Skipf("only %d MiB free after the burst: the runtime gave it back by itself", free>>20)
+	}
+	testkit.Eventually(t, 10*time.Second, "the freed heap to go back to the OS", func() bool { return heapFree() < releaseAtLeast })
+	runtime.KeepAlive(live)
+}
+
+// heapFree is the heap's memory that is free and not yet returned to the
+// OS.
+func heapFree() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

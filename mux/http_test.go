@@ -160,3 +160,65 @@ func TestHTTPStreamOfAnAgentThatStoppedReadingIsClosed(t *testing.T) {
 		t.Fatalf("ping after the stream closed: %s", body)
 	}
 }
+
+// A connection that waits for the agent's next request is closed after
+// KeepAlive (its buffers and goroutine are most of an idle session's
+// memory), while the session and its open event stream go on.
+func TestHTTPIdleConnectionIsClosedAndTheSessionGoesOn(t *testing.T) {
+	m := startMux(t, fixture(t, "f"))
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &closeWatch{Listener: tcp}
+	url := serveHTTPOn(t, m, ln, HTTPOptions{KeepAlive: 200 * time.Millisecond})
+	host := strings.TrimPrefix(strings.TrimSuffix(url, HTTPPath), "http://")
+
+	_, sid := postJSONRPC(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	postJSONRPC(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	// The session's event stream first: it is older than the idle
+	// connection below, so were it closed as idle, it would be first.
+	stream, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	fmt.Fprintf(stream, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n", HTTPPath, host, sid)
+	stream.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if line, err := bufio.NewReader(stream).ReadString('\n'); err != nil || !strings.Contains(line, " 200") {
+		t.Fatalf("GET: %q %v", line, err)
+	}
+
+	// One request on a keep-alive connection, answered; then nothing.
+	idle, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	body := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	fmt.Fprintf(idle, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: %d\r\n\r\n%s", HTTPPath, host, sid, len(body), body)
+	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(idle)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.Contains(string(got), `"result"`) || resp.Close {
+		t.Fatalf("ping: %s %q %v (close %v)", resp.Status, got, err, resp.Close)
+	}
+
+	testkit.Eventually(t, 5*time.Second, "mux to close the idle connection", func() bool { return ln.closedFor(idle.LocalAddr()) })
+	if ln.closedFor(stream.LocalAddr()) {
+		t.Fatal("the session's event stream was closed as an idle connection")
+	}
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read on the closed idle connection: %d, %v; want EOF", n, err)
+	}
+	// The session goes on, over a new connection.
+	if body, _ := postJSONRPC(t, url, sid, `{"jsonrpc":"2.0","id":3,"method":"ping"}`); !strings.Contains(body, `"result"`) {
+		t.Fatalf("ping after the idle connection closed: %s", body)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -46,6 +47,7 @@ func kHTTPCalls(n int) string      { return fmt.Sprintf("http_calls_per_s_%d_ses
 func kHTTPP50(n int) string        { return fmt.Sprintf("http_call_p50_%d_sessions", n) }
 func cHTTP(n int) string           { return fmt.Sprintf("client_cpu_http_%d_sessions", n) }
 func kIdleRSS(n int) string        { return fmt.Sprintf("idle_rss_per_session_%d", n) }
+func kQuietRSS(n int) string       { return fmt.Sprintf("quiet_rss_per_session_%d", n) }
 func kIdleGoroutines(n int) string { return fmt.Sprintf("idle_goroutines_per_session_%d", n) }
 func kIdleOpen(n int) string       { return fmt.Sprintf("idle_sessions_open_%d", n) }
 
@@ -479,9 +481,23 @@ func (b *bench) idleSessions(ctx context.Context, m mode, s sample) error {
 		s[kIdleOpen(n)] = float64(len(open))
 		if len(open) > 0 {
 			s[kIdleRSS(n)] = float64(v-rss0) / float64(len(open))
-			if g, ok := goroutines(p); ok && countsGoroutines {
-				s[kIdleGoroutines(n)] = float64(g-g0) / float64(len(open))
+		}
+		if b.quiet > 0 {
+			// Idle for longer: past mcp-mux's keep-alive (5 s) and its
+			// release of a quiet process's free heap (5 s without a GC).
+			time.Sleep(b.quiet)
+			if v, err = rss(pid); err != nil {
+				return fmt.Errorf("%s: reading its RSS: %w", m, err)
 			}
+			if len(open) > 0 {
+				s[kQuietRSS(n)] = float64(v-rss0) / float64(len(open))
+			}
+		}
+		if g, ok := goroutines(p); ok && countsGoroutines && len(open) > 0 {
+			s[kIdleGoroutines(n)] = float64(g-g0) / float64(len(open))
+		}
+		if b.keepDir {
+			b.saveProfiles(p, fmt.Sprintf("idle-%s-%d", m, n))
 		}
 	}
 	s[kIdleErrors] = float64(errs)
@@ -525,16 +541,49 @@ func (b *bench) raiseOpenFiles() error {
 	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 }
 
+// saveProfiles keeps p's heap and goroutine profiles in the kept
+// directory as NAME.heap, NAME.goroutine and NAME.heap.txt (with
+// runtime.MemStats), if it serves net/http/pprof:
+// where an idle session's memory goes (go tool pprof -sample_index=inuse_space).
+func (b *bench) saveProfiles(p *proc, name string) {
+	addr := pprofAddr(p)
+	if addr == "" {
+		return
+	}
+	for _, prof := range []string{"heap", "goroutine", "heap?debug=1"} {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/" + prof)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s profile of %s: %v\n", prof, name, err)
+			continue
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			// heap?debug=1 ends with runtime.MemStats: the stacks' share.
+			err = os.WriteFile(filepath.Join(b.dir, name+"."+strings.ReplaceAll(prof, "?debug=1", ".txt")), data, 0o600)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %s profile of %s: %v\n", prof, name, err)
+		}
+	}
+}
+
+// pprofAddr is the address p serves net/http/pprof on (mcp-mux with
+// MCP_MUX_PPROF), or "".
+func pprofAddr(p *proc) string {
+	for _, kv := range p.cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "MCP_MUX_PPROF="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // goroutines is the number of goroutines in p, if it serves net/http/pprof
 // (mcp-mux with MCP_MUX_PPROF): the first line of the goroutine profile,
 // "goroutine profile: total N".
 func goroutines(p *proc) (int, bool) {
-	addr := ""
-	for _, kv := range p.cmd.Env {
-		if v, ok := strings.CutPrefix(kv, "MCP_MUX_PPROF="); ok {
-			addr = v
-		}
-	}
+	addr := pprofAddr(p)
 	if addr == "" {
 		return 0, false
 	}

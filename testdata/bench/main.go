@@ -68,6 +68,7 @@ type bench struct {
 	httpSessions []int         // concurrent sessions of the loaded rows
 	idleNs       []int         // idle sessions, in increasing order
 	settle       time.Duration // before reading an idle process's RSS
+	quiet        time.Duration // then before reading it again (0: not again)
 }
 
 func main() {
@@ -97,6 +98,7 @@ func main() {
 	} else {
 		b.warmup, b.spawnReps, b.startReps, b.listReps = 200, 5, 1, 3
 		b.httpSessions, b.idleNs, b.settle = []int{1, 8, 64}, []int{100, 1000}, 500*time.Millisecond
+		b.quiet = 15 * time.Second
 	}
 	if b.only != "" && b.only != "stdio" && b.only != "http" && b.only != "search" {
 		fmt.Fprintln(os.Stderr, "bench: -only is stdio, http or search")
