@@ -388,12 +388,22 @@ func indentJSON(v any) string {
 	return string(b)
 }
 
-// shellArg quotes s for a POSIX shell when needed.
+// shellArg quotes s for the shell a user of this system types into when
+// needed: a POSIX shell, or on Windows PowerShell or cmd.exe, which both
+// take a "double-quoted" word and a backslash as it is (cmd.exe would keep
+// POSIX 'single quotes' in the word).
 func shellArg(s string) string {
+	safe := "/._-+:=@%,"
+	if runtime.GOOS == "windows" {
+		safe += `\`
+	}
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:=@%,", r))
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(safe, r))
 	}) < 0 {
 		return s
+	}
+	if runtime.GOOS == "windows" {
+		return `"` + s + `"` // a path has no " in it on Windows
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -282,8 +282,10 @@ func TestConnReadEndsWithEOFAndUnblocksOnClose(t *testing.T) {
 			_, err := c.Read(context.Background())
 			errc <- err
 		}()
+		// On Windows a pipe is read in a blocking system call, not the
+		// poller.
 		testkit.Eventually(t, 5*time.Second, "Read to wait on the pipe", func() bool {
-			return testkit.GoroutineIn("[IO wait", "backends.(*childConn).Read(")
+			return testkit.GoroutineIn("[IO wait", "backends.(*childConn).Read(") || testkit.GoroutineIn("[syscall", "backends.(*childConn).Read(")
 		})
 		c.Close()
 		select {

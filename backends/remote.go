@@ -215,7 +215,7 @@ func connectError(shown string, err error) error {
 		if se, ok := cause.(*os.SyscallError); ok {
 			cause = se.Err
 		}
-		return &redacted{msg: fmt.Sprintf("cannot connect to %s: %v", shown, cause), err: err}
+		return &redacted{msg: fmt.Sprintf("cannot connect to %s: %s", shown, clause(cause)), err: err}
 	}
 	msg := err.Error()
 	for _, wrapper := range []string{`calling "initialize": `, `sending "initialize": `, "rejected by transport: "} {
@@ -378,3 +378,14 @@ type nopPipe struct{}
 func (nopPipe) Read([]byte) (int, error)    { return 0, io.EOF }
 func (nopPipe) Write(p []byte) (int, error) { return len(p), nil }
 func (nopPipe) Close() error                { return nil }
+
+// clause is err's text as the end of a sentence: Windows' messages are
+// sentences of their own ("No connection could be made because the target
+// machine actively refused it.").
+func clause(err error) string {
+	s := strings.TrimSuffix(strings.TrimSpace(err.Error()), ".")
+	if len(s) > 1 && s[0] >= 'A' && s[0] <= 'Z' && s[1] >= 'a' && s[1] <= 'z' {
+		s = string(s[0]+'a'-'A') + s[1:]
+	}
+	return s
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -424,7 +425,14 @@ func TestRemoteThatCannotBeReachedSaysWhyInOneSentence(t *testing.T) {
 	if err == nil {
 		t.Fatal("connected to a closed port")
 	}
-	if want := "cannot connect to " + url + ": connection refused"; err.Error() != want {
+	want := "cannot connect to " + url + ": connection refused"
+	if runtime.GOOS == "windows" {
+		// Its own words, as one clause: "... actively refused it".
+		if got := err.Error(); !strings.HasPrefix(got, "cannot connect to "+url+": ") || strings.HasSuffix(got, ".") ||
+			!strings.Contains(strings.ToLower(got), "refused") || strings.ContainsAny(got[len("cannot connect to "+url+": "):][:1], "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+			t.Errorf("error %q, want %q in Windows' words, as the end of the sentence", got, want)
+		}
+	} else if err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
 	}
 }

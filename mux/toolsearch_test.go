@@ -245,7 +245,7 @@ func TestAReloadChangesWhatSearchFinds(t *testing.T) {
 	write := func(backends ...string) {
 		src := "[mux]\ntool_list = \"search\"\n"
 		for _, b := range backends {
-			src += "[[backend]]\nname = \"" + b + "\"\ncommand = \"" + testkit.FixtureBin(t) + "\"\nargs = [\"-name\", \"" + b + "\", \"-tools\", \"" + b + "_special\"]\n"
+			src += "[[backend]]\nname = \"" + b + "\"\ncommand = '" + testkit.FixtureBin(t) + "'\nargs = [\"-name\", \"" + b + "\", \"-tools\", \"" + b + "_special\"]\n"
 		}
 		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 			t.Fatal(err)

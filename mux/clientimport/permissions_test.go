@@ -89,7 +89,7 @@ func TestImportCarriesClaudeCodePermissionRulesOver(t *testing.T) {
 
 	if got := ClaudeCodeSettings(home, []*File{desktop, f}, "/cwd"); !reflect.DeepEqual(got, []string{
 		filepath.Join(home, ".claude", "settings.json"),
-		"/cwd/.claude/settings.json", "/cwd/.claude/settings.local.json",
+		filepath.Join("/cwd", ".claude", "settings.json"), filepath.Join("/cwd", ".claude", "settings.local.json"),
 		filepath.Join(proj, ".claude", "settings.json"), filepath.Join(proj, ".claude", "settings.local.json"),
 		filepath.Join(other, ".claude", "settings.json"), filepath.Join(other, ".claude", "settings.local.json"),
 	}) {

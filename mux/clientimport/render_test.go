@@ -189,8 +189,8 @@ func TestImportSameServerInAUserAndAProjectFileIsImportedOnce(t *testing.T) {
 	}
 	want := []string{
 		`mem cwd="" disabled=false A=1`,
-		`mem-env cwd="` + proj + `" disabled=false A=2`,
-		`solo cwd="` + proj2 + `" disabled=false A=3`,
+		fmt.Sprintf("mem-env cwd=%q disabled=false A=2", proj),
+		fmt.Sprintf("solo cwd=%q disabled=false A=3", proj2),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("backends:\n got %q\nwant %q\n%s", got, want, res.TOML)

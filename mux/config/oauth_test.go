@@ -51,7 +51,7 @@ func TestOAuthKeyMistakes(t *testing.T) {
 	}{
 		{"bad auth", `url = "http://h/mcp"` + "\n" + `auth = "basic"`,
 			[]string{`test.toml:4: backend #1 (web).auth: must be "oauth"`}},
-		{"auth with command", `command = "/bin/true"` + "\n" + `auth = "oauth"`,
+		{"auth with command", `command = "go"` + "\n" + `auth = "oauth"`,
 			[]string{"auth: applies only to a remote backend (url)"}},
 		{"two tokens", `url = "http://h/mcp"` + "\n" + `auth = "oauth"` + "\n" + `headers = { Authorization = "Bearer ` + secret + `" }`,
 			[]string{"headers.Authorization: an Authorization header and an OAuth sign-in are two tokens for one server"}},

@@ -411,7 +411,8 @@ func TestImportPrintsTheBlockThatRegistersMcpMuxAlone(t *testing.T) {
 func TestImportCarriesClaudeCodePermissionRulesOver(t *testing.T) {
 	dir, home, project := t.TempDir(), t.TempDir(), t.TempDir()
 	src := importSample(t, dir, "claude.json", project)
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SEARCH_TOKEN=s"}
+	// USERPROFILE: the home on Windows.
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "USERPROFILE=" + home, "SEARCH_TOKEN=s"}
 	short := `To keep the names short, give a [[backend]] a shorter prefix (by default, its name) and write the rules with it: prefix = "n" gives mcp__mcp-mux__n__TOOL; prefix = "" gives mcp__mcp-mux__TOOL`
 
 	_, stderr, code := runEnv(t, dir, env, "import", src, "-o", filepath.Join(dir, "a.toml"))

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -327,6 +328,10 @@ func hasTool(res *mcp.ListToolsResult, name string) bool {
 // CI, which must run it, it fails instead.
 func haproxyBin(t *testing.T) string {
 	t.Helper()
+	if runtime.GOOS == "windows" {
+		// Under Wine, Linux's haproxy is found as Z:\usr\sbin\haproxy.
+		t.Skip("load balancer test skipped: it runs haproxy from Debian's packages, on Linux")
+	}
 	if p, err := exec.LookPath("haproxy"); err == nil {
 		return p
 	}

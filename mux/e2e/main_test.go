@@ -1060,6 +1060,7 @@ func TestBackendsGetAMinimalEnvironment(t *testing.T) {
 // giving a backend that ignores stdin EOF its shutdown_grace (5 s) kills
 // it and ends the command within a second.
 func TestCheckConnectCtrlCWhileStoppingEndsAtOnce(t *testing.T) {
+	canSignal(t, syscall.SIGINT) // and stdinClosed reads Linux's /proc
 	dir := t.TempDir()
 	pidfile := filepath.Join(dir, "stubborn.pids")
 	cfg := filepath.Join(dir, "mcp-mux.toml")

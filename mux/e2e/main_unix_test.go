@@ -148,5 +148,8 @@ func signalProcess(t *testing.T, p *os.Process, sig syscall.Signal) {
 	}
 }
 
+// canSignal lets t go on: it can send sig here.
+func canSignal(*testing.T, syscall.Signal) {}
+
 // stopProcess asks p to end, for a test's cleanup.
 func stopProcess(p *os.Process) { p.Signal(syscall.SIGTERM) }

@@ -96,6 +96,13 @@ func peakRSS(t *testing.T, pid int) int64 {
 // console. SIGHUP has no counterpart (the config file's watch reloads).
 func signalProcess(t *testing.T, p *os.Process, sig syscall.Signal) {
 	t.Helper()
+	canSignal(t, sig)
+}
+
+// canSignal skips t, which will send sig: the tests cannot send one on
+// Windows.
+func canSignal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
 	if sig == syscall.SIGHUP {
 		t.Skip("no SIGHUP on Windows: a saved config file is reloaded by its watch (TestReload*)")
 	}

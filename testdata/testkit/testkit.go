@@ -185,7 +185,11 @@ func ModuleRoot() (string, error) {
 	rootOnce.Do(func() {
 		// This file is testdata/testkit/testkit.go under the root; with
 		// -trimpath the path is not a file's, so ask go.
-		if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		_, file, _, ok := runtime.Caller(0)
+		if ok && UnderWine() && strings.HasPrefix(file, "/") {
+			file = "Z:" + filepath.FromSlash(file) // built on Linux: Wine's Z: is its /
+		}
+		if ok && filepath.IsAbs(file) {
 			root = filepath.Dir(filepath.Dir(filepath.Dir(file)))
 			if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
 				return

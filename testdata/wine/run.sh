@@ -88,6 +88,7 @@ export GOOS=windows GOARCH=amd64 CGO_ENABLED=0
 go build -o "$work/bin/mcp-mux.exe" .
 go build -o "$work/bin/fixture.exe" ./testdata/fixture
 go build -o "$work/bin/rawserver.exe" ./backends/testdata/rawserver
+go build -o "$work/bin/browser.exe" ./testdata/browser
 x86_64-w64-mingw32-gcc -O2 -o "$work/path/go.exe" "$here/go-standin.c"
 export MCP_MUX_TEST_BINDIR=$(winpath "$work/bin")
 export WINEPATH=$(winpath "$work/path")
