@@ -80,27 +80,7 @@ func serveWithEnv(t *testing.T, env []string, config string) *serving {
 	t.Helper()
 	cmd := exec.Command(testkit.MuxBin(t), "--config", config)
 	cmd.Env = env
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &wire{t: t, cmd: cmd, stdin: stdin, stdout: stdout, out: bufio.NewReaderSize(stdout, 1<<20), stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
-	cmd.Stderr = w.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		w.err = cmd.Wait()
-		close(w.exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-w.exited
-	})
+	w := startWireExec(t, cmd)
 	s := &serving{toolsChanged: make(chan struct{}, 100)}
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.toolsChanged <- struct{}{} },

@@ -40,7 +40,12 @@ func startWire(t *testing.T, config string) *wire {
 // to compare with what mcp-mux makes of it).
 func startWireCmd(t *testing.T, name string, args ...string) *wire {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	return startWireExec(t, exec.Command(name, args...))
+}
+
+// startWireExec starts cmd with raw pipes.
+func startWireExec(t *testing.T, cmd *exec.Cmd) *wire {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
