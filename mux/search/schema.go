@@ -133,22 +133,7 @@ func (s *scanner) next(closing byte) bool {
 }
 
 func (s *scanner) object(n *schemaNode) {
-	s.i++ // {
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return
-	}
-	for !s.bad {
-		s.ws()
-		key := s.str()
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			s.bad = true
-			return
-		}
-		s.i++
-		s.ws()
+	s.members(func(key string) {
 		switch {
 		case n == nil:
 			s.value(nil)
@@ -165,13 +150,20 @@ func (s *scanner) object(n *schemaNode) {
 		default:
 			s.value(nil)
 		}
-		if !s.next('}') {
-			return
-		}
-	}
+	})
 }
 
 func (s *scanner) properties(n *schemaNode) {
+	s.members(func(name string) {
+		c := &schemaNode{}
+		n.props = append(n.props, prop{name, c})
+		s.value(c)
+	})
+}
+
+// members scans the object at s.i, calling member with each key once s.i
+// is at its value, which member scans.
+func (s *scanner) members(member func(key string)) {
 	s.i++ // {
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
@@ -180,16 +172,15 @@ func (s *scanner) properties(n *schemaNode) {
 	}
 	for !s.bad {
 		s.ws()
-		name := s.str()
+		key := s.str()
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
 			s.bad = true
 			return
 		}
 		s.i++
-		c := &schemaNode{}
-		n.props = append(n.props, prop{name, c})
-		s.value(c)
+		s.ws()
+		member(key)
 		if !s.next('}') {
 			return
 		}
