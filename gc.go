@@ -114,8 +114,11 @@ var quietAfter = 5 * time.Second
 const (
 	// quietAllocs: allocating less than this in quietAfter is quiet.
 	quietAllocs = 1 << 20
-	// releaseAtLeast: less free heap than this is not worth a GC.
-	releaseAtLeast = 4 << 20
+	// releaseAtLeast: less free heap than this is not worth a GC. At
+	// 4 MiB, 100 idle HTTP sessions kept ~2-3 MB free, ~75 KiB of RSS
+	// each against ~48 KiB with this; a GC of a small heap costs a few ms
+	// of CPU, once per quiet spell.
+	releaseAtLeast = 1 << 20
 )
 
 // releaser gives the heap's free memory back to the OS once the process

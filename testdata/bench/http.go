@@ -33,6 +33,9 @@ import (
 // Metric keys of the HTTP rows (see measure.go for the others).
 const (
 	kHTTPErrors   = "http_errors"
+	kModernCalls  = "http_modern_calls_per_s"
+	kModernP50    = "http_modern_call_p50"
+	cModern       = "client_cpu_http_modern"
 	kRemoteP50    = "remote_call_p50"
 	kRemoteCalls1 = "remote_calls1_per_s"
 	kRemoteCalls8 = "remote_calls8_per_s"
@@ -161,6 +164,15 @@ func waitListening(ctx context.Context, p *proc, addr string) error {
 // 2025-11-25 (the handshake era, which has sessions), on an HTTP client of
 // its own: every session has its own connections, as separate agents do.
 func connectHTTP(ctx context.Context, p *proc) (*client, error) {
+	return connectHTTPAt(ctx, p, "2025-11-25")
+}
+
+// modernVersion is the current era's protocol: no initialize, no session,
+// each request served on its own (stateless).
+const modernVersion = "2026-07-28"
+
+// connectHTTPAt is connectHTTP at protocol version.
+func connectHTTPAt(ctx context.Context, p *proc, version string) (*client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // loopback, whatever the environment says
 	c := &client{p: p, tr: tr, listChanged: make(chan struct{}, 1)}
@@ -168,10 +180,10 @@ func connectHTTP(ctx context.Context, p *proc) (*client, error) {
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mcp-mux-bench", Version: "0"}, c.options()).Connect(cctx,
 		&mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: tr}},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		tr.CloseIdleConnections()
-		return nil, fmt.Errorf("%s: initialize over HTTP: %w", p.mode, err)
+		return nil, fmt.Errorf("%s: connecting over HTTP at %s: %w", p.mode, version, err)
 	}
 	c.cs = cs
 	return c, nil
@@ -373,6 +385,23 @@ func (b *bench) httpLoad(ctx context.Context, m mode, s sample) error {
 		errs += failed + r.errors
 		if r.errors > 0 {
 			b.warn(fmt.Sprintf("%s: HTTP, %d sessions: %d calls failed; the first: %v", m, n, r.errors, r.firstErr))
+		}
+	}
+	// An agent of the current era, one caller (mcpmu does not speak it).
+	if m != mcpmu {
+		c, err := connectHTTPAt(ctx, p, modernVersion)
+		if err != nil {
+			return err
+		}
+		defer c.closeSession()
+		if err := callOnce(ctx, c, tool); err != nil {
+			return c.fail("tools/call at "+modernVersion, err)
+		}
+		r := runLoad(ctx, 1, b.duration, func(int) error { return callOnce(ctx, c, tool) })
+		s[kModernCalls], s[kModernP50], s[cModern] = r.rate, r.p50, r.clientCPU
+		errs += r.errors
+		if r.errors > 0 {
+			b.warn(fmt.Sprintf("%s: HTTP at %s: %d calls failed; the first: %v", m, modernVersion, r.errors, r.firstErr))
 		}
 	}
 	s[kHTTPErrors] = float64(errs)

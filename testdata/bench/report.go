@@ -191,6 +191,8 @@ func (b *bench) httpRows() []httpRow {
 			httpRow{label + ": tools/call p50 (every call of that row)", kHTTPP50(n), "", dur, true, false, p50Target, p50Met, nil})
 	}
 	rows = append(rows,
+		httpRow{"1 agent of the current era (2026-07-28: no session, each request on its own): calls/s, 1 caller", kModernCalls, "", perSec, true, false, "—", nil, nil},
+		httpRow{"… tools/call p50", kModernP50, "", dur, true, false, "—", nil, nil},
 		httpRow{"errors in the rows above: failed calls and sessions, all rounds", kHTTPErrors, "", count, false, true, "0", zero, nil},
 		httpRow{"remote backend (stdio agent → mcp-mux → the fixture over HTTP; direct: the go-sdk client over HTTP to the fixture): tools/call p50, 1 caller",
 			kRemoteP50, kHTTPP50(1), dur, true, false, "≤ ×1.4", atMost(1.4), nil},
@@ -313,6 +315,7 @@ func (b *bench) printHTTP(w io.Writer) {
 	for _, n := range b.httpSessions {
 		cpuRow(count(float64(n))+" HTTP session(s)", func(mode) string { return cHTTP(n) })
 	}
+	cpuRow("1 agent of the current era", func(mode) string { return cModern })
 	cpuRow("remote backend, 1 caller (direct: 1 HTTP session)", func(m mode) string {
 		if m == direct {
 			return cHTTP(1)
