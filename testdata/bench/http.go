@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -42,6 +43,8 @@ const (
 	kRemoteErrors = "remote_errors"
 	kIdleRSS0     = "idle_rss_0"
 	kIdleErrors   = "idle_errors"
+	kListenRSS0   = "listen_rss_0"
+	kListenErrors = "listen_errors"
 	cRemote1      = "client_cpu_remote_calls1"
 	cRemote8      = "client_cpu_remote_calls8"
 )
@@ -52,7 +55,12 @@ func cHTTP(n int) string           { return fmt.Sprintf("client_cpu_http_%d_sess
 func kIdleRSS(n int) string        { return fmt.Sprintf("idle_rss_per_session_%d", n) }
 func kQuietRSS(n int) string       { return fmt.Sprintf("quiet_rss_per_session_%d", n) }
 func kIdleGoroutines(n int) string { return fmt.Sprintf("idle_goroutines_per_session_%d", n) }
-func kIdleOpen(n int) string       { return fmt.Sprintf("idle_sessions_open_%d", n) }
+func kListenRSS(n int) string      { return fmt.Sprintf("listen_rss_per_stream_%d", n) }
+func kListenQuiet(n int) string    { return fmt.Sprintf("listen_quiet_rss_per_stream_%d", n) }
+func kListenGoroutines(n int) string {
+	return fmt.Sprintf("listen_goroutines_per_stream_%d", n)
+}
+func kIdleOpen(n int) string { return fmt.Sprintf("idle_sessions_open_%d", n) }
 
 // httpFixture is the backend of every HTTP row: the load fixture, whose 100
 // resources the idle sessions subscribe to.
@@ -530,6 +538,109 @@ func (b *bench) idleSessions(ctx context.Context, m mode, s sample) error {
 		}
 	}
 	s[kIdleErrors] = float64(errs)
+	return nil
+}
+
+// idleListens is what an idle agent of the current era costs the serving
+// process of mode m: each holds one subscriptions/listen stream (for one
+// of the fixture's resources), the era's only standing state. At each of
+// b.idleNs streams, once every stream has had an update (the fixture's
+// update tool, repeated until all have), the RSS per stream is read after
+// b.settle and again after b.quiet, and (mcp-mux) the goroutines.
+func (b *bench) idleListens(ctx context.Context, m mode, s sample) error {
+	p, err := b.startHTTP(ctx, m)
+	if err != nil {
+		return err
+	}
+	defer p.stop(5 * time.Second)
+	warm, err := connectHTTP(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer warm.closeSession()
+	if err := b.warmUp(ctx, warm, p, toolName(m, httpFixture.name, "echo")); err != nil {
+		return err
+	}
+	lctx, stopListens := context.WithCancel(ctx)
+	var open []*client
+	var listening sync.WaitGroup
+	defer func() {
+		stopListens()
+		listening.Wait()
+		closeSessions(open)
+	}()
+	pid := p.cmd.Process.Pid
+	time.Sleep(b.settle)
+	g0, countsGoroutines := goroutines(p)
+	rss0, err := rss(pid)
+	if err != nil {
+		return fmt.Errorf("%s: reading its RSS: %w", m, err)
+	}
+	s[kListenRSS0] = float64(rss0)
+	var failed atomic.Int64
+	for _, n := range b.idleNs {
+		base := len(open)
+		for i := base; i < n; i++ {
+			c, err := connectHTTPAt(ctx, p, modernVersion)
+			if err != nil {
+				return err
+			}
+			uri := fmt.Sprintf("fixture://%s/res/%d", httpFixture.name, i%100+1)
+			c.updateURI.Store(&uri)
+			open = append(open, c)
+			listening.Go(func() {
+				if err := c.cs.Subscribe(lctx, &mcp.SubscribeParams{URI: uri}); err != nil && lctx.Err() == nil {
+					failed.Add(1)
+				}
+			})
+		}
+		// Every stream is open once it has had an update.
+		// The fixture's update goes to its caller (mcp-mux fans it out);
+		// serving HTTP itself, its publish goes to the subscribed.
+		update := toolName(m, httpFixture.name, "update")
+		if m == direct {
+			update = "publish"
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			waiting := map[string]bool{}
+			for _, c := range open {
+				if c.updates.Load() == 0 {
+					waiting[*c.updateURI.Load()] = true
+				}
+			}
+			if len(waiting) == 0 {
+				break
+			}
+			if time.Now().After(deadline) || failed.Load() > 0 {
+				return fmt.Errorf("%s: %d of %d subscriptions/listen streams had no update after 60 s (%d failed), e.g. %s\n%s stderr (last lines):\n%s",
+					m, len(waiting), len(open), failed.Load(), slices.Sorted(maps.Keys(waiting))[0], m, p.logTail(30))
+			}
+			for uri := range waiting {
+				if _, err := warm.cs.CallTool(ctx, &mcp.CallToolParams{Name: update, Arguments: map[string]any{"uri": uri}}); err != nil {
+					return warm.fail("tools/call "+update, err)
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		time.Sleep(b.settle)
+		v, err := rss(pid)
+		if err != nil {
+			return fmt.Errorf("%s: reading its RSS: %w", m, err)
+		}
+		s[kListenRSS(n)] = float64(v-rss0) / float64(len(open))
+		if b.quiet > 0 {
+			time.Sleep(b.quiet)
+			if v, err = rss(pid); err != nil {
+				return fmt.Errorf("%s: reading its RSS: %w", m, err)
+			}
+			s[kListenQuiet(n)] = float64(v-rss0) / float64(len(open))
+		}
+		if g, ok := goroutines(p); ok && countsGoroutines {
+			s[kListenGoroutines(n)] = float64(g-g0) / float64(len(open))
+		}
+	}
+	s[kListenErrors] = float64(failed.Load())
 	return nil
 }
 

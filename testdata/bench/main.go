@@ -197,6 +197,8 @@ func (b *bench) run(ctx context.Context) error {
 	// The remote backend's direct is the HTTP rows' (the go-sdk client over
 	// HTTP to the fixture).
 	muxes := slices.DeleteFunc(slices.Clone(b.modes), func(m mode) bool { return !m.isMux() })
+	// mcpmu does not speak the current era.
+	modernModes := slices.DeleteFunc(slices.Clone(b.httpModes), func(m mode) bool { return m == mcpmu })
 	var steps []step
 	if b.runs("stdio") {
 		steps = append(steps,
@@ -212,6 +214,7 @@ func (b *bench) run(ctx context.Context) error {
 			step{"HTTP: tools/call, " + joinInts(b.httpSessions, "/") + " sessions", b.httpLoad, b.httpModes},
 			step{"remote backend: stdio agent → mcp-mux → the fixture over HTTP", b.remoteBackend, muxes},
 			step{"HTTP: idle sessions, " + joinInts(b.idleNs, " and "), b.idleSessions, b.httpModes},
+			step{"HTTP: idle agents of the current era, each with a subscriptions/listen stream, " + joinInts(b.idleNs, " and "), b.idleListens, modernModes},
 		)
 	}
 	if b.runs("search") {
