@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -111,7 +112,15 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 		}
 		sid := r.Header.Get("Mcp-Session-Id")
 		if sid == "" && r.Header.Get("MCP-Protocol-Version") >= modernEra {
-			stateless.ServeHTTP(w, r)
+			// The request is a session of its own, over when the go-sdk's
+			// handler returns: mux ends the sessions it made then, rather
+			// than with a goroutine per session waiting for its end (a
+			// listen stream's lifetime).
+			made := &madeSessions{}
+			stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), madeSessionsKey{}, made)))
+			for _, ss := range made.take() {
+				m.sessionEnded(ss)
+			}
 			return
 		}
 		if r.Method == http.MethodPost && sid != "" && hostAllowed(r) {
@@ -131,6 +140,31 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 		}
 	})
 	return mux
+}
+
+// madeSessionsKey carries a stateless request's *madeSessions in its
+// context, which the go-sdk hands the session it makes for the request.
+type madeSessionsKey struct{}
+
+// madeSessions are the sessions mux learned of while serving one
+// stateless request.
+type madeSessions struct {
+	mu sync.Mutex
+	ss []*mcp.ServerSession
+}
+
+func (ms *madeSessions) add(ss *mcp.ServerSession) {
+	ms.mu.Lock()
+	ms.ss = append(ms.ss, ss)
+	ms.mu.Unlock()
+}
+
+func (ms *madeSessions) take() []*mcp.ServerSession {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	out := ms.ss
+	ms.ss = nil
+	return out
 }
 
 // boundWrites makes every write of w's response fail once it has blocked

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -221,4 +223,44 @@ func TestHTTPIdleConnectionIsClosedAndTheSessionGoesOn(t *testing.T) {
 	if body, _ := postJSONRPC(t, url, sid, `{"jsonrpc":"2.0","id":3,"method":"ping"}`); !strings.Contains(body, `"result"`) {
 		t.Fatalf("ping after the idle connection closed: %s", body)
 	}
+}
+
+// A request of the current era is a session of its own: it ends with the
+// request, whether a call or a subscriptions/listen stream, and mux keeps
+// nothing of it (nor a goroutine per stream to notice its end).
+func TestHTTPCurrentEraRequestsLeaveNoSession(t *testing.T) {
+	m := startMux(t, fixture(t, "f"))
+	url := serveHTTP(t, m, HTTPOptions{})
+	sessions := func() int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.sessions)
+	}
+	before := sessions()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: modernEra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for range 5 {
+		if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "f__echo", Arguments: map[string]any{"text": "x"}}); err != nil || res.IsError {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+	}
+	testkit.Eventually(t, 5*time.Second, "the calls' sessions to end", func() bool { return sessions() == before })
+
+	lctx, stop := context.WithCancel(context.Background())
+	listened := make(chan error, 1)
+	go func() { listened <- cs.Subscribe(lctx, &mcp.SubscribeParams{URI: "fixture://f/res/1"}) }()
+	testkit.Eventually(t, 5*time.Second, "the listen stream's session", func() bool { return sessions() == before+1 })
+	if testkit.GoroutineIn("mux.(*Mux).session.func") {
+		t.Error("a goroutine waits for the listen stream's session to end")
+	}
+	if err := cs.Unsubscribe(context.Background(), &mcp.UnsubscribeParams{URI: "fixture://f/res/1"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the listen stream's session to end with it", func() bool { return sessions() == before })
+	stop()
+	<-listened
 }

@@ -363,6 +363,13 @@ func (m *Mux) attach(ss *mcp.ServerSession, t mcp.Transport) {
 
 // session returns mux's record of ss, making it on first sight.
 func (m *Mux) session(ss *mcp.ServerSession) *session {
+	return m.sessionIn(nil, ss)
+}
+
+// sessionIn is session for a request whose context is ctx: a session
+// made for a stateless request (madeSessions in ctx) is ended by the HTTP
+// handler once the request is over, not watched.
+func (m *Mux) sessionIn(ctx context.Context, ss *mcp.ServerSession) *session {
 	m.mu.Lock()
 	s, ok := m.sessions[ss]
 	if !ok {
@@ -386,6 +393,12 @@ func (m *Mux) session(ss *mcp.ServerSession) *session {
 	// (no id) ends with the request, watched from here.
 	watch := !ok && m.watchEnds && ss.ID() == ""
 	m.mu.Unlock()
+	if watch && ctx != nil {
+		if made, _ := ctx.Value(madeSessionsKey{}).(*madeSessions); made != nil {
+			made.add(ss)
+			watch = false
+		}
+	}
 	if watch {
 		m.goOwned(func() {
 			ss.Wait()

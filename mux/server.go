@@ -124,7 +124,7 @@ func (m *Mux) agentContext(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return next(ctx, method, req)
 		}
-		s := m.session(ss)
+		s := m.sessionIn(ctx, ss)
 		if s.isModern() {
 			// The current era has no initialize: the go-sdk took the
 			// session's parameters from this request's _meta already, and
