@@ -542,11 +542,12 @@ func (b *bench) idleSessions(ctx context.Context, m mode, s sample) error {
 }
 
 // idleListens is what an idle agent of the current era costs the serving
-// process of mode m: each holds one subscriptions/listen stream (for one
-// of the fixture's resources), the era's only standing state. At each of
-// b.idleNs streams, once every stream has had an update (the fixture's
-// update tool, repeated until all have), the RSS per stream is read after
-// b.settle and again after b.quiet, and (mcp-mux) the goroutines.
+// process of mode m: its subscriptions/listen streams are the era's only
+// standing state, one for one of the fixture's resources and the one the
+// go-sdk client opens itself for list changes. At each of b.idleNs agents,
+// once every agent has had an update (the fixture's update tool, repeated
+// until all have), the RSS per agent is read after b.settle and again
+// after b.quiet, and (mcp-mux) the goroutines.
 func (b *bench) idleListens(ctx context.Context, m mode, s sample) error {
 	p, err := b.startHTTP(ctx, m)
 	if err != nil {

@@ -231,17 +231,17 @@ func (b *bench) httpRows() []httpRow {
 			kIdleGoroutines(n), "", tenths, false, false, "≤ 4", func(_, v float64) bool { return v <= 4 }, nil})
 	}
 	rows = append(rows, httpRow{"… sessions that failed to open or subscribe, all rounds", kIdleErrors, "", count, false, true, "0", zero, nil},
-		httpRow{"idle agents of the current era, each holding one subscriptions/listen stream (one resource): RSS with none (after one warm-up session)",
+		httpRow{"idle agents of the current era, each holding two subscriptions/listen streams (the go-sdk client's own, for list changes, and one for a resource): RSS with none (after one warm-up session)",
 			kListenRSS0, "", mb, false, false, "—", nil, nil})
 	for _, n := range b.idleNs {
 		ns := count(float64(n))
-		rows = append(rows, httpRow{label: fmt.Sprintf("… RSS per stream at %s streams, %v after each had an update", ns, b.settle), key: kListenRSS(n), unit: kib, target: "—"})
+		rows = append(rows, httpRow{label: fmt.Sprintf("… RSS per agent at %s agents, %v after each had an update", ns, b.settle), key: kListenRSS(n), unit: kib, target: "—"})
 		if b.quiet > 0 {
 			rows = append(rows, httpRow{label: fmt.Sprintf("… the same after %v more of idling", b.quiet), key: kListenQuiet(n), unit: kib, target: "—"})
 		}
-		rows = append(rows, httpRow{label: fmt.Sprintf("… goroutines per stream at %s streams (mcp-mux only)", ns), key: kListenGoroutines(n), unit: tenths, target: "—"})
+		rows = append(rows, httpRow{label: fmt.Sprintf("… goroutines per agent at %s agents (mcp-mux only)", ns), key: kListenGoroutines(n), unit: tenths, target: "—"})
 	}
-	return append(rows, httpRow{"… streams that failed, all rounds", kListenErrors, "", count, false, true, "0", zero, nil})
+	return append(rows, httpRow{"… agents whose stream failed, all rounds", kListenErrors, "", count, false, true, "0", zero, nil})
 }
 
 // printHTTP is the table of the HTTP rows and the client's CPU in them.
