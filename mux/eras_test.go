@@ -202,6 +202,17 @@ func eraBackends(t testing.TB) map[string]config.Backend {
 }
 
 // connectDirect connects agent c to the backend of spec with no mcp-mux.
+// connectHTTPWith connects c to mux's HTTP endpoint url at version.
+func connectHTTPWith(t *testing.T, url string, c *mcp.Client, version string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connecting over HTTP: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
 func connectDirect(t testing.TB, c *mcp.Client, spec config.Backend, version string) *mcp.ClientSession {
 	t.Helper()
 	cmd := exec.Command(spec.Command, spec.Args...)
@@ -214,18 +225,30 @@ func connectDirect(t testing.TB, c *mcp.Client, spec config.Backend, version str
 }
 
 func TestEveryEraTalksToEveryEra(t *testing.T) {
-	eras := map[string]string{"handshake agent": legacyEra, "current agent": currentEraV}
+	// The agents of each era over stdio, and over HTTP, where one of the
+	// current era sends each request on its own (stateless).
+	eras := map[string]struct {
+		version string
+		http    bool
+	}{
+		"handshake agent": {legacyEra, false}, "current agent": {currentEraV, false},
+		"handshake agent over HTTP": {legacyEra, true}, "current agent over HTTP": {currentEraV, true},
+	}
 	for kind, spec := range eraBackends(t) {
-		for era, version := range eras {
+		for era, agent := range eras {
 			t.Run(kind+"/"+era, func(t *testing.T) {
 				t.Parallel()
 				direct, c := newEraAgent(t)
-				direct.cs = connectDirect(t, c, spec, version)
+				direct.cs = connectDirect(t, c, spec, agent.version)
 				want := direct.cells(t, "")
 
 				through, c := newEraAgent(t)
 				m := startMux(t, spec)
-				through.cs = connectWith(t, m, c, version)
+				if agent.http {
+					through.cs = connectHTTPWith(t, serveHTTP(t, m, HTTPOptions{}), c, agent.version)
+				} else {
+					through.cs = connectWith(t, m, c, agent.version)
+				}
 				got := through.cells(t, "be__")
 
 				for _, cell := range []string{"elicit", "sample", "roots", "log", "progress", "_meta"} {
