@@ -200,7 +200,7 @@ func agentCapsV2(s *session, meta mcp.Meta) map[string]any {
 		}
 		return out
 	}
-	p := s.ss.InitializeParams()
+	p := s.initParams()
 	if p == nil || p.Capabilities == nil {
 		return out
 	}
@@ -479,13 +479,13 @@ func (m *Mux) agentFor(mem *member, capName string, has func(*mcp.ClientCapabili
 
 // declared reports whether the agent of s declared what has looks for.
 func (s *session) declared(has func(*mcp.ClientCapabilities) bool) bool {
-	p := s.ss.InitializeParams()
+	p := s.initParams()
 	return p != nil && p.Capabilities != nil && has(p.Capabilities)
 }
 
 // canTake says why session s cannot take a request needing capName.
 func canTake(s *session, capName string, has func(*mcp.ClientCapabilities) bool) error {
-	p := s.ss.InitializeParams()
+	p := s.initParams()
 	switch {
 	case p == nil:
 		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s has not initialized, so it cannot take a %s request", s.id, capName)}

@@ -44,9 +44,10 @@ import (
 
 // inbound is what forward needs of the agent's request.
 type inbound struct {
-	ss     *mcp.ServerSession
-	extra  *mcp.RequestExtra // where the agent's reason for a cancellation is found
-	meta   mcp.Meta          // the agent's _meta: its progress token is replaced
+	ss     *mcp.ServerSession // nil for a stateless request on the HTTP fast path
+	client string             // then, the name its _meta gave
+	extra  *mcp.RequestExtra  // where the agent's reason for a cancellation is found
+	meta   mcp.Meta           // the agent's _meta: its progress token is replaced
 	method string
 	target string // the tool or prompt name, or the URI: what a requestState of mux's is bound to
 	round  *round // the answers and requestState of a retry (rounds.go), if it is one
@@ -110,7 +111,7 @@ func run[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend, i
 	}
 	defer mem.track(ctx, d, pc, level)()
 	ctx = m.withCancelReason(ctx, mem, in.extra)
-	meta, done := mem.awaitProgress(ctx, in.meta, in.ss, d)
+	meta, done := mem.awaitProgress(ctx, in.meta, s, d)
 	defer done()
 	meta = m.backendMeta(b, s, meta)
 	res, err := call(ctx, b, meta, in.round)

@@ -116,6 +116,9 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 			// handler returns: mux ends the sessions it made then, rather
 			// than with a goroutine per session waiting for its end (a
 			// listen stream's lifetime).
+			if m.statelessPOST(w, r, o.MaxBody) {
+				return
+			}
 			made := &madeSessions{}
 			stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), madeSessionsKey{}, made)))
 			for _, ss := range made.take() {
@@ -309,7 +312,7 @@ func (m *Mux) Sessions() []SessionStatus {
 	var out []SessionStatus
 	for _, s := range m.allSessions() {
 		st := SessionStatus{ID: s.id}
-		if p := s.ss.InitializeParams(); p != nil {
+		if p := s.initParams(); p != nil {
 			st.Protocol = p.ProtocolVersion
 			if p.ClientInfo != nil {
 				st.Client = strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
@@ -335,7 +338,7 @@ func (m *Mux) logSession(s *session, what string) {
 		return
 	}
 	client := "?"
-	if p := s.ss.InitializeParams(); p != nil && p.ClientInfo != nil {
+	if p := s.initParams(); p != nil && p.ClientInfo != nil {
 		client = strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
 	}
 	m.log.Info("session "+what, "session", s.id, "client", client, "sessions", n)

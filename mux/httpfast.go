@@ -359,6 +359,9 @@ func (m *Mux) serveFast(w http.ResponseWriter, r *http.Request, s *session, req 
 	result := make(chan outcome, 1)
 	m.goOwned(func() {
 		in := inbound{ss: s.ss, extra: call.extra, meta: pr.meta, method: req.Method, target: pr.target}
+		if p := s.params; s.ss == nil && p != nil && p.ClientInfo != nil {
+			in.client = p.ClientInfo.Name // a stateless request (httpstateless.go)
+		}
 		res, err := forwardBytes(ctx, m, pr.mem, in, pr.rawMeta, pr.fields)
 		if err == nil {
 			if req.Method == "tools/call" {

@@ -93,11 +93,18 @@ func (l *wireLog) of(method string) []wirePost {
 // POSTs recorded in the returned log.
 func httpAgent(t *testing.T, m *Mux, opts *mcp.ClientOptions) (*mcp.ClientSession, *wireLog) {
 	t.Helper()
+	return httpAgentAt(t, m, opts, "2025-11-25")
+}
+
+// httpAgentAt is httpAgent at protocol version (modernEra: each request
+// on its own, no session).
+func httpAgentAt(t *testing.T, m *Mux, opts *mcp.ClientOptions, version string) (*mcp.ClientSession, *wireLog) {
+	t.Helper()
 	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute, MaxBody: 1 << 20})
 	log := &wireLog{}
 	c := mcp.NewClient(&mcp.Implementation{Name: "http-agent", Version: "1"}, opts)
 	cs, err := c.Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: log}},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,4 +328,93 @@ func rawPost(ctx context.Context, url, sid, body string) (*http.Response, error)
 		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
 	}
 	return http.DefaultClient.Do(req)
+}
+
+// A tools/call or resources/read of the current era (no session) goes as
+// bytes too, answered as JSON, not through a go-sdk session made for it.
+func TestHTTPCurrentEraCallsAndReadsGoAsBytes(t *testing.T) {
+	m := startMux(t, fixture(t, "notes"))
+	cs, log := httpAgentAt(t, m, nil, modernEra)
+	if got := callText(t, cs, "notes__echo", map[string]any{"text": "hi"}); got != `{"text":"hi"}` {
+		t.Fatalf("echo: %q", got)
+	}
+	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: "fixture://notes/res/1"})
+	if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "notes resource 1" {
+		t.Fatalf("read: %+v, %v", res, err)
+	}
+	for _, method := range []string{"tools/call", "resources/read"} {
+		posts := log.of(method)
+		if len(posts) == 0 {
+			t.Fatalf("no %s POST recorded", method)
+		}
+		if p := posts[len(posts)-1]; p.contentType != "application/json" {
+			t.Errorf("%s answered as %q, want application/json (the fast path): %s", method, p.contentType, p.body)
+		}
+	}
+	m.mu.Lock()
+	n := len(m.stateless)
+	m.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d sessions of stateless requests left after they were answered", n)
+	}
+}
+
+// modernPost POSTs a current-era request body with the headers the era
+// requires, name as its Mcp-Name.
+func modernPost(ctx context.Context, url, method, name, body string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", modernEra)
+	req.Header.Set("Mcp-Method", method)
+	req.Header.Set("Mcp-Name", name)
+	return http.DefaultClient.Do(req)
+}
+
+// What the go-sdk would refuse still gets its answer: an Mcp-Name that
+// does not match the body is a header mismatch, not a call.
+func TestHTTPCurrentEraHeaderMismatchIsTheSDKsToAnswer(t *testing.T) {
+	m := startMux(t, fixture(t, "notes"))
+	cs, _ := httpAgent(t, m, nil) // the backends are up
+	url := serveHTTP(t, m, HTTPOptions{})
+	called := arrived(t, cs, "notes__stats")
+	resp, err := modernPost(testkit.CtxT(t), url, "tools/call", "notes__other",
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"notes__echo","arguments":{"text":"x"},`+modernMeta+`}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "header mismatch") {
+		t.Errorf("mismatched Mcp-Name: %s %s, want 400 and the go-sdk's header mismatch", resp.Status, body)
+	}
+	if called() {
+		t.Error("the mismatched call reached the backend")
+	}
+}
+
+// A current-era agent that goes away mid-call (its request's connection
+// closes: the era's way to cancel) has the call cancelled at the backend.
+func TestHTTPCurrentEraAgentGoneMidCallCancelsItAtTheBackend(t *testing.T) {
+	m := startMux(t, fixture(t, "notes"))
+	cs, _ := httpAgent(t, m, nil)
+	url := serveHTTP(t, m, HTTPOptions{})
+	called := arrived(t, cs, "notes__stats")
+	ctx, cancel := context.WithCancel(testkit.CtxT(t))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := modernPost(ctx, url, "tools/call", "notes__sleep",
+			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":30000},`+modernMeta+`}}`)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	testkit.Eventually(t, 5*time.Second, "the call to be at the backend", called)
+	cancel()
+	<-done
+	testkit.Eventually(t, 5*time.Second, "the backend to be told", func() bool {
+		return fixtureStats(t, cs, "notes__stats").Cancelled == 1
+	})
 }

@@ -26,7 +26,7 @@ const modernEra = "2026-07-28"
 
 // isModern reports whether s speaks the current era.
 func (s *session) isModern() bool {
-	p := s.ss.InitializeParams()
+	p := s.initParams()
 	return p != nil && p.ProtocolVersion >= modernEra
 }
 

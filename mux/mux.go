@@ -99,8 +99,12 @@ type Mux struct {
 	sessions map[*mcp.ServerSession]*session
 	ids      map[string]*session // by session id
 	httpIDs  map[string]*session // HTTP sessions with an Mcp-Session-Id, by it
-	nextID   int
-	closed   bool
+	// stateless are the sessions of the stateless requests on the HTTP
+	// fast path being served (httpstateless.go): they have no go-sdk
+	// session to key sessions by.
+	stateless map[*session]struct{}
+	nextID    int
+	closed    bool
 	// watchEnds is set when sessions come from the HTTP handler: each
 	// new one gets a goroutine that cleans it up when it ends.
 	watchEnds bool
@@ -110,6 +114,9 @@ type Mux struct {
 type session struct {
 	id string
 	ss *mcp.ServerSession
+	// params are what a session without ss (a stateless request on the
+	// HTTP fast path: httpstateless.go) said of itself in its _meta.
+	params *mcp.InitializeParams
 	// lastActive is when the agent last sent a request (unix nanoseconds):
 	// a backend's request to the agent goes to the most recently active
 	// session when nothing else decides.
@@ -137,6 +144,22 @@ type session struct {
 	announced atomic.Bool
 }
 
+// initParams is what the agent of s said of itself: its initialize, or a
+// stateless request's _meta.
+func (s *session) initParams() *mcp.InitializeParams {
+	if s.ss == nil {
+		return s.params
+	}
+	return s.ss.InitializeParams()
+}
+
+// isEnded reports whether s ended.
+func (s *session) isEnded() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}
+
 // deliver sends s a notification of mux's own: straight to a stdio
 // connection, else through the go-sdk from the session's own queue. It
 // never blocks.
@@ -146,6 +169,9 @@ func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 			m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
 		}
 		return
+	}
+	if s.ss == nil {
+		return // a stateless request's: nothing to send it on but its own stream
 	}
 	m.enqueue(s, method, params, func(ctx context.Context) error {
 		_, err := m.send(ctx, method, &mcp.ServerRequest[mcp.Params]{Session: s.ss, Params: params})
@@ -161,7 +187,7 @@ func (m *Mux) deliverFor(ctx context.Context, s *session, method string, params 
 		hs.notify(method, params)
 		return
 	}
-	if s.conn.Load() != nil {
+	if s.conn.Load() != nil || s.ss == nil {
 		m.deliver(s, method, params)
 		return
 	}
@@ -428,6 +454,9 @@ func (m *Mux) liveSessions() []*session {
 		if ss.InitializeParams() != nil {
 			out = append(out, s)
 		}
+	}
+	for s := range m.stateless {
+		out = append(out, s)
 	}
 	return out
 }

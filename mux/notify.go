@@ -81,18 +81,18 @@ func (n *listNotifier) loop() {
 // notifications go, with which token, and the deadline they extend.
 type progressWaiter struct {
 	ctx      context.Context // the agent's request's (see deliverFor)
-	ss       *mcp.ServerSession
-	token    any // the agent's own token
+	s        *session        // the agent's session
+	token    any             // the agent's own token
 	deadline *deadline
 }
 
 // awaitProgress gives a forwarded request's progress token (in meta) one
 // of mux's own, unique to this request, and routes the backend's progress
-// for it back to ss under the agent's token, extending d, until done is
+// for it back to s under the agent's token, extending d, until done is
 // called. Agents choose tokens per session, so two sessions may use the
 // same one on one backend: rewritten, no session sees another's progress.
 // meta is not changed; the returned copy goes to the backend.
-func (mem *member) awaitProgress(ctx context.Context, meta mcp.Meta, ss *mcp.ServerSession, d *deadline) (fwd mcp.Meta, done func()) {
+func (mem *member) awaitProgress(ctx context.Context, meta mcp.Meta, s *session, d *deadline) (fwd mcp.Meta, done func()) {
 	tok, ok := meta["progressToken"]
 	if !ok || tok == nil {
 		return meta, func() {}
@@ -101,7 +101,7 @@ func (mem *member) awaitProgress(ctx context.Context, meta mcp.Meta, ss *mcp.Ser
 	fwd = maps.Clone(meta)
 	fwd["progressToken"] = key
 	mem.mu.Lock()
-	mem.progress[key] = progressWaiter{ctx, ss, tok, d}
+	mem.progress[key] = progressWaiter{ctx, s, tok, d}
 	mem.mu.Unlock()
 	return fwd, func() {
 		// The go-sdk hands a backend's response to the caller at once but
@@ -131,12 +131,8 @@ func (mem *member) forwardProgress(p *mcp.ProgressNotificationParams) {
 	w.deadline.extend()
 	up := *p
 	up.ProgressToken = w.token
-	m := mem.m
-	m.mu.Lock()
-	s := m.sessions[w.ss]
-	m.mu.Unlock()
-	if s == nil {
-		return // the session ended
+	if w.s == nil || w.s.isEnded() {
+		return // no session, or it ended
 	}
-	m.deliverFor(w.ctx, s, "notifications/progress", &up)
+	mem.m.deliverFor(w.ctx, w.s, "notifications/progress", &up)
 }

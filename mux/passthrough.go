@@ -87,7 +87,7 @@ func (p *passThrough) plainMeta(raw json.RawMessage, modernBackend bool) (meta m
 	if _, tagged := keys[mcp.MetaKeyProtocolVersion]; tagged != modern {
 		return nil, false
 	}
-	if modern && !p.era.sound(keys, p.s.ss.InitializeParams().ProtocolVersion) {
+	if modern && !p.era.sound(keys, p.s.initParams().ProtocolVersion) {
 		return nil, false
 	}
 	if _, ok := keys["progressToken"]; !ok && !modern && !modernBackend {

@@ -264,9 +264,11 @@ func (m *Mux) park(ctx context.Context, in inbound, run func(ctx context.Context
 // principal.
 func principalOf(in inbound) string {
 	if in.extra != nil && in.extra.Header != nil {
-		name := ""
-		if p := in.ss.InitializeParams(); p != nil && p.ClientInfo != nil {
-			name = p.ClientInfo.Name
+		name := in.client
+		if in.ss != nil {
+			if p := in.ss.InitializeParams(); p != nil && p.ClientInfo != nil {
+				name = p.ClientInfo.Name
+			}
 		}
 		sum := sha256.Sum256([]byte(in.extra.Header.Get("Authorization") + "\x00" + name))
 		return "http:" + base64.RawURLEncoding.EncodeToString(sum[:])

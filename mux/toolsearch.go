@@ -61,7 +61,7 @@ func traitsOf(s *session) agentTraits {
 	if s == nil {
 		return agentTraits{listChanged: true}
 	}
-	p := s.ss.InitializeParams()
+	p := s.initParams()
 	if p == nil || p.ClientInfo == nil {
 		return agentTraits{listChanged: true}
 	}
