@@ -212,39 +212,24 @@ func hostAllowed(r *http.Request) bool {
 // fastPOST serves r, a POST in HTTP session s, if the fast path takes it,
 // and reports whether it did. If it did not, r's body is as it was.
 func (m *Mux) fastPOST(w http.ResponseWriter, r *http.Request, s *session, maxBody int64) bool {
-	if !m.first.over.Load() || s.ss.InitializeParams() == nil || s.isModern() ||
-		!strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0]), "application/json") ||
-		r.Header.Get("Last-Event-ID") != "" || r.Header.Get("Mcp-Method") != "" || r.Header.Get("Mcp-Name") != "" {
+	if !m.first.over.Load() || s.ss.InitializeParams() == nil || s.isModern() || !fastHeaders(r) ||
+		r.Header.Get("Mcp-Method") != "" || r.Header.Get("Mcp-Name") != "" {
 		return false
 	}
 	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && v != s.ss.InitializeParams().ProtocolVersion {
 		return false
 	}
-	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
-		return false
-	}
-	body, err := readBody(r, maxBody)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
-		} else {
-			http.Error(w, "failed to read body", http.StatusBadRequest)
-		}
-		return true
+	msg, restore, ok := fastBody(w, r, maxBody)
+	if !ok {
+		return true // answered
 	}
 	took := false
 	defer func() {
 		if !took {
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			restore()
 		}
 	}()
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 || body[0] != '{' {
-		return false // empty, or a batch: the go-sdk says what is wrong
-	}
-	msg, err := wire.DecodeMessage(body)
-	if err != nil {
+	if msg == nil {
 		return false
 	}
 	switch msg := msg.(type) {
@@ -274,6 +259,45 @@ func (m *Mux) fastPOST(w http.ResponseWriter, r *http.Request, s *session, maxBo
 		}
 	}
 	return took
+}
+
+// fastHeaders reports whether r's headers let a fast path take it: a JSON
+// body, an Accept of both JSON and event streams (as the go-sdk's handler
+// requires), and no stream to resume.
+func fastHeaders(r *http.Request) bool {
+	if !strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0]), "application/json") ||
+		r.Header.Get("Last-Event-ID") != "" {
+		return false
+	}
+	jsonOK, streamOK := accepts(r.Header.Values("Accept"))
+	return jsonOK && streamOK
+}
+
+// fastBody reads r's body for a fast path: the one message in it, or nil
+// for a body the go-sdk's path answers (empty, a batch, not JSON-RPC), and
+// restore, which puts the body back for that path. If the body could not
+// be read (or was over maxBody), the answer is written and ok is false.
+func fastBody(w http.ResponseWriter, r *http.Request, maxBody int64) (msg jsonrpc.Message, restore func(), ok bool) {
+	body, err := readBody(r, maxBody)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "failed to read body", http.StatusBadRequest)
+		}
+		return nil, nil, false
+	}
+	restore = func() { r.Body = io.NopCloser(bytes.NewReader(body)) }
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, restore, true
+	}
+	msg, err = wire.DecodeMessage(trimmed)
+	if err != nil {
+		return nil, restore, true
+	}
+	return msg, restore, true
 }
 
 // readBody reads r's body, at most limit bytes of it (0: no limit).

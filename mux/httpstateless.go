@@ -1,13 +1,9 @@
 package mux
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,39 +39,20 @@ var statelessSeq atomic.Int64
 func (m *Mux) statelessPOST(w http.ResponseWriter, r *http.Request, maxBody int64) bool {
 	version := r.Header.Get("MCP-Protocol-Version")
 	method := r.Header.Get("Mcp-Method")
-	if !m.first.over.Load() || r.Method != http.MethodPost || !hostAllowed(r) ||
-		(method != "tools/call" && method != "resources/read") || r.Header.Get("Mcp-Name") == "" ||
-		!strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0]), "application/json") ||
-		r.Header.Get("Last-Event-ID") != "" {
+	if !m.first.over.Load() || r.Method != http.MethodPost || !hostAllowed(r) || !fastHeaders(r) ||
+		(method != "tools/call" && method != "resources/read") || r.Header.Get("Mcp-Name") == "" {
 		return false
 	}
-	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
-		return false
-	}
-	body, err := readBody(r, maxBody)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
-		} else {
-			http.Error(w, "failed to read body", http.StatusBadRequest)
-		}
-		return true
+	msg, restore, ok := fastBody(w, r, maxBody)
+	if !ok {
+		return true // answered
 	}
 	took := false
 	defer func() {
 		if !took {
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			restore()
 		}
 	}()
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return false
-	}
-	msg, err := wire.DecodeMessage(trimmed)
-	if err != nil {
-		return false
-	}
 	req, ok := msg.(*jsonrpc.Request)
 	if !ok || !req.IsCall() || req.Method != method {
 		return false
