@@ -128,26 +128,40 @@ func fastOnly(t *testing.T, log *wireLog) {
 	}
 }
 
+// A tools/call or resources/read goes as bytes, answered as JSON, from a
+// session of the handshake era and from an agent of the current era (no
+// session: not through a go-sdk session made for the request either).
 func TestHTTPCallsAndReadsGoAsBytes(t *testing.T) {
-	m := startMux(t, fixture(t, "notes"))
-	cs, log := httpAgent(t, m, nil)
-	if got := callText(t, cs, "notes__echo", map[string]any{"text": "hi"}); got != `{"text":"hi"}` {
-		t.Fatalf("echo: %q", got)
-	}
-	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: "fixture://notes/res/1"})
-	if err != nil || len(res.Contents) != 1 {
-		t.Fatalf("read: %v, %v", res, err)
-	}
-	for _, method := range []string{"tools/call", "resources/read"} {
-		posts := log.of(method)
-		if len(posts) == 0 {
-			t.Fatalf("no %s POST recorded", method)
-		}
-		// The go-sdk's path answers with an event stream; the fast path
-		// with the backend's response as JSON, nothing came before it.
-		if p := posts[len(posts)-1]; p.contentType != "application/json" {
-			t.Errorf("%s answered as %q, want application/json (the fast path): %s", method, p.contentType, p.body)
-		}
+	for _, version := range []string{"2025-11-25", modernEra} {
+		t.Run(version, func(t *testing.T) {
+			m := startMux(t, fixture(t, "notes"))
+			cs, log := httpAgentAt(t, m, nil, version)
+			if got := callText(t, cs, "notes__echo", map[string]any{"text": "hi"}); got != `{"text":"hi"}` {
+				t.Fatalf("echo: %q", got)
+			}
+			res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: "fixture://notes/res/1"})
+			if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "notes resource 1" {
+				t.Fatalf("read: %+v, %v", res, err)
+			}
+			for _, method := range []string{"tools/call", "resources/read"} {
+				posts := log.of(method)
+				if len(posts) == 0 {
+					t.Fatalf("no %s POST recorded", method)
+				}
+				// The go-sdk's path answers with an event stream; the fast
+				// path with the backend's response as JSON, nothing came
+				// before it.
+				if p := posts[len(posts)-1]; p.contentType != "application/json" {
+					t.Errorf("%s answered as %q, want application/json (the fast path): %s", method, p.contentType, p.body)
+				}
+			}
+			m.mu.Lock()
+			n := len(m.stateless)
+			m.mu.Unlock()
+			if n != 0 {
+				t.Errorf("%d sessions of stateless requests left after they were answered", n)
+			}
+		})
 	}
 }
 
@@ -328,35 +342,6 @@ func rawPost(ctx context.Context, url, sid, body string) (*http.Response, error)
 		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
 	}
 	return http.DefaultClient.Do(req)
-}
-
-// A tools/call or resources/read of the current era (no session) goes as
-// bytes too, answered as JSON, not through a go-sdk session made for it.
-func TestHTTPCurrentEraCallsAndReadsGoAsBytes(t *testing.T) {
-	m := startMux(t, fixture(t, "notes"))
-	cs, log := httpAgentAt(t, m, nil, modernEra)
-	if got := callText(t, cs, "notes__echo", map[string]any{"text": "hi"}); got != `{"text":"hi"}` {
-		t.Fatalf("echo: %q", got)
-	}
-	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: "fixture://notes/res/1"})
-	if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "notes resource 1" {
-		t.Fatalf("read: %+v, %v", res, err)
-	}
-	for _, method := range []string{"tools/call", "resources/read"} {
-		posts := log.of(method)
-		if len(posts) == 0 {
-			t.Fatalf("no %s POST recorded", method)
-		}
-		if p := posts[len(posts)-1]; p.contentType != "application/json" {
-			t.Errorf("%s answered as %q, want application/json (the fast path): %s", method, p.contentType, p.body)
-		}
-	}
-	m.mu.Lock()
-	n := len(m.stateless)
-	m.mu.Unlock()
-	if n != 0 {
-		t.Errorf("%d sessions of stateless requests left after they were answered", n)
-	}
 }
 
 // modernPost POSTs a current-era request body with the headers the era
