@@ -10,14 +10,20 @@ import (
 
 // Every request's route starts in this file.
 //
-// An agent's message comes in by one of two doors:
+// An agent's message comes in by one of three doors:
 //
 //   - stdio (agentconn.go): the connection reads each line once. A
 //     request that can go as bytes (take, below: tools/call,
 //     resources/read and resources/list of an initialized session, with
 //     nothing unusual about them) is forwarded by the pass-through
 //     (passthrough.go) and never reaches the go-sdk; the rest goes on to
-//     the go-sdk's server, as every message does over HTTP (http.go).
+//     the go-sdk's server.
+//   - HTTP (http.go, after the origin and token checks): a tools/call or
+//     resources/read POSTed in a session of the handshake era
+//     (httpfast.go) or by an agent of the current era, which has none
+//     (httpstateless.go), goes as bytes through serveFast, with the
+//     pass-through's checks; the rest goes to the go-sdk's handler and
+//     server.
 //   - the go-sdk's server decodes the request into its types and runs the
 //     receiving middleware, outermost first (registered in routes):
 //     initialize (adds the backends' instructions to initialize and
