@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,19 @@ type LoginOptions struct {
 	Version string
 }
 
+// outOf is where a sign-in's words go: o.Out, but never stdout, which is
+// the protocol stream when mcp-mux serves (stderr instead); nowhere if
+// o.Out is nil.
+func outOf(o LoginOptions) io.Writer {
+	switch o.Out {
+	case nil:
+		return io.Discard
+	case os.Stdout:
+		return os.Stderr
+	}
+	return o.Out
+}
+
 // CallbackPath is the redirect URI's path on the loopback listener.
 const CallbackPath = "/callback"
 
@@ -67,9 +81,7 @@ func Login(ctx context.Context, s *Signins, o LoginOptions) (*Record, error) {
 	if o.Open == nil {
 		o.Open = OpenBrowser
 	}
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
+	o.Out = outOf(o)
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 

@@ -352,3 +352,18 @@ func TestRefusedCodeIsToldWithoutTheEcho(t *testing.T) {
 		t.Errorf("the echo is in the error: %v", err)
 	}
 }
+
+// A sign-in's words never reach stdout, which is the protocol stream when
+// mcp-mux serves: given os.Stdout, they go to stderr.
+func TestLoginNeverWritesToStdout(t *testing.T) {
+	if got := outOf(LoginOptions{Out: os.Stdout}); got != os.Stderr {
+		t.Errorf("Out os.Stdout: the sign-in writes to %v, want os.Stderr", got)
+	}
+	var buf strings.Builder
+	if got := outOf(LoginOptions{Out: &buf}); got != &buf {
+		t.Errorf("Out a buffer: the sign-in writes to %v, not to it", got)
+	}
+	if got := outOf(LoginOptions{}); got != io.Discard {
+		t.Errorf("no Out: the sign-in writes to %v, want io.Discard", got)
+	}
+}
