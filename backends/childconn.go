@@ -232,14 +232,14 @@ func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return nil, err
 		}
 		if c.eof {
-			c.endRaw(mcp.ErrConnectionClosed)
+			c.raw.end(mcp.ErrConnectionClosed)
 			return nil, io.EOF
 		}
 		line, size, over, err := c.readLine()
 		if err != nil {
 			c.eof = true
 			if !errors.Is(err, io.EOF) && !c.isClosed() {
-				c.endRaw(mcp.ErrConnectionClosed)
+				c.raw.end(mcp.ErrConnectionClosed)
 				return nil, fmt.Errorf("reading its stdout: %w", err)
 			}
 		}
@@ -249,7 +249,7 @@ func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		} else {
 			msg = c.decode(line)
 		}
-		if msg != nil && (c.takeRaw(msg) || c.takeUpdated(msg)) {
+		if msg != nil && (c.raw.take(msg) || c.takeUpdated(msg)) {
 			msg = nil
 		}
 		if msg != nil {
@@ -259,7 +259,7 @@ func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, nil
 		}
 		if c.eof {
-			c.endRaw(mcp.ErrConnectionClosed)
+			c.raw.end(mcp.ErrConnectionClosed)
 			return nil, io.EOF
 		}
 	}
@@ -400,7 +400,7 @@ func (c *childConn) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		close(c.closed)
-		c.endRaw(mcp.ErrConnectionClosed)
+		c.raw.end(mcp.ErrConnectionClosed)
 		// The backend may have closed them already, on its way down.
 		err = errors.Join(ignoreClosed(c.in.Close()), ignoreClosed(c.out.Close()))
 	})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,12 +19,15 @@ import (
 // wanted as JSON: mux forwards nearly all of an agent's traffic
 // (tools/call, resources/read) this way, because the go-sdk's typed round
 // trip (decode the params, encode them, decode the result, encode it again)
-// was most of what a request cost in mcp-mux. They share the stdio pipe with
-// the go-sdk's client session: their ids are strings of our own
-// ("mcp-mux-raw-N"), which the SDK's integer ids never are, and their
-// responses are taken off the stream (childConn.Read) before the SDK
-// sees them. Everything else the backend sends (progress, requests to the
-// client, notifications) still goes through the SDK's session.
+// was most of what a request cost in mcp-mux, and because the types keep
+// only the fields they know. They share the connection with the go-sdk's
+// client session: their ids are strings of our own ("mcp-mux-raw-N"), which
+// the SDK's integer ids never are. A stdio backend's responses to them are
+// taken off the stream (childConn.Read) before the SDK sees them; a remote
+// one's are read as the roundTripper passes them on (rawTap, sseCounter),
+// and the SDK drops them, ids it never sent. Everything else the backend
+// sends (progress, requests to the client, notifications) still goes
+// through the SDK's session.
 
 // rawIDPrefix starts the id of every raw call.
 const rawIDPrefix = "mcp-mux-raw-"
@@ -36,83 +40,102 @@ type rawCalls struct {
 	down    error // set once the connection ended: no call is sent or waits any more
 }
 
-// RawCalls reports whether CallRaw goes as bytes (a stdio backend); to a
-// remote one, whose transport the go-sdk owns, it goes through the go-sdk's
-// types.
-func (b *Backend) RawCalls() bool { return b.remote == nil }
-
 // CallRaw sends the backend the request method with params (a JSON object,
 // or nil) and returns the result as the backend sent it. A JSON-RPC error
 // from the backend is returned as a *jsonrpc.Error; if ctx ends first, the
 // backend is sent notifications/cancelled (with the reason ctx carries, see
 // WithCancelReason) and ctx's error is returned, as the go-sdk's calls do.
-// A remote backend is called through the go-sdk's session (typedCall): its
-// result is what the go-sdk's types keep of it.
 func (b *Backend) CallRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if b.remote != nil {
-		return b.typedCall(ctx, method, params)
+		if b.Modern() {
+			params = b.withRequestMeta(params)
+		}
+		return b.remote.callRaw(ctx, b.conn, method, params)
 	}
 	return b.conn.callRaw(ctx, method, params)
 }
 
-// typedCall is CallRaw through the go-sdk's session, for the methods mux
-// forwards.
-func (b *Backend) typedCall(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	if len(params) == 0 {
-		params = json.RawMessage(`{}`)
-	}
-	cs := b.session
-	var res any
-	var err error
-	switch method {
-	case "tools/call":
-		res, err = typed(params, func(p *mcp.CallToolParams) (*mcp.CallToolResult, error) { return cs.CallTool(ctx, p) })
-	case "prompts/get":
-		res, err = typed(params, func(p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) { return cs.GetPrompt(ctx, p) })
-	case "resources/read":
-		res, err = typed(params, func(p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) { return cs.ReadResource(ctx, p) })
-	case "resources/list":
-		res, err = typed(params, func(p *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) { return cs.ListResources(ctx, p) })
-	case "completion/complete":
-		res, err = typed(params, func(p *mcp.CompleteParams) (*mcp.CompleteResult, error) { return cs.Complete(ctx, p) })
-	default:
-		return nil, fmt.Errorf("mcp-mux has no typed call for %s", method)
-	}
+// callRaw is CallRaw to a remote backend. The request goes out through the
+// go-sdk's connection, as the session's own do (same HTTP session, headers,
+// sign-in); its response, on the POST's body or the event stream, is taken
+// for gate's raw calls as the roundTripper passes it to the go-sdk (see
+// rawTap), which drops a response to an id it never sent.
+func (r *remote) callRaw(ctx context.Context, gate *childConn, method string, params json.RawMessage) (json.RawMessage, error) {
+	id, reply, err := gate.raw.start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(res)
+	rid, _ := jsonrpc.MakeID(id)
+	if err := r.conn.Write(context.WithValue(ctx, rawCallKey{}, id), &jsonrpc.Request{ID: rid, Method: method, Params: params}); err != nil {
+		gate.raw.forget(id)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("calling %q: %w", method, r.explain(err))
+	}
+	return gate.raw.await(ctx, gate.name, method, id, reply, func() {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelWriteTimeout)
+		defer cancel()
+		_ = r.conn.Write(wctx, cancelledNotice(ctx, id))
+	})
 }
 
-// typed decodes params into P and calls f with them.
-func typed[P any, R any](params json.RawMessage, f func(*P) (R, error)) (R, error) {
-	p := new(P)
-	if err := json.Unmarshal(params, p); err != nil {
-		var zero R
-		return zero, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+// withRequestMeta is params with the per-request _meta that a remote
+// backend of the current era requires on every request (its protocol
+// version, mux's client info and capabilities), where params lack it, as
+// the go-sdk's session adds it to its own requests. The requests mux
+// forwards carry it already (mux's backendMeta); its own lists do not.
+func (b *Backend) withRequestMeta(params json.RawMessage) json.RawMessage {
+	key := []byte(`"` + mcp.MetaKeyProtocolVersion + `"`)
+	if bytes.Contains(params, key) {
+		return params
 	}
-	return f(p)
+	var fields map[string]json.RawMessage
+	if len(bytes.TrimSpace(params)) > 0 && json.Unmarshal(params, &fields) != nil {
+		return params // not an object: the backend says so
+	}
+	if fields == nil {
+		fields = map[string]json.RawMessage{}
+	}
+	var meta map[string]any
+	if m, ok := fields["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+		return params
+	}
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[mcp.MetaKeyProtocolVersion] = b.init.ProtocolVersion
+	if _, ok := meta[mcp.MetaKeyClientInfo]; !ok && b.remote.clientInfo != nil {
+		meta[mcp.MetaKeyClientInfo] = b.remote.clientInfo
+	}
+	if _, ok := meta[mcp.MetaKeyClientCapabilities]; !ok {
+		caps := b.caps
+		if caps == nil {
+			caps = &mcp.ClientCapabilities{}
+		}
+		meta[mcp.MetaKeyClientCapabilities] = caps
+	}
+	m, err := json.Marshal(meta)
+	if err != nil {
+		return params
+	}
+	fields["_meta"] = m
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return params
+	}
+	return out
 }
+
+// cancelWriteTimeout bounds the POST of a raw call's notifications/cancelled
+// to a remote backend.
+const cancelWriteTimeout = 5 * time.Second
 
 func (c *childConn) callRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	if err := ctx.Err(); err != nil {
+	id, reply, err := c.raw.start(ctx)
+	if err != nil {
 		return nil, err
 	}
-	reply := make(chan *jsonrpc.Response, 1)
-	c.raw.mu.Lock()
-	if c.raw.down != nil {
-		err := c.raw.down
-		c.raw.mu.Unlock()
-		return nil, err
-	}
-	c.raw.seq++
-	id := rawIDPrefix + strconv.FormatUint(c.raw.seq, 10)
-	if c.raw.waiting == nil {
-		c.raw.waiting = map[string]chan *jsonrpc.Response{}
-	}
-	c.raw.waiting[id] = reply
-	c.raw.mu.Unlock()
-
 	line := make([]byte, 0, len(params)+len(method)+len(id)+64)
 	line = append(line, `{"jsonrpc":"2.0","id":"`...)
 	line = append(line, id...)
@@ -124,16 +147,61 @@ func (c *childConn) callRaw(ctx context.Context, method string, params json.RawM
 	}
 	line = append(line, "}\n"...)
 	if _, err := c.in.Write(line); err != nil {
-		c.forget(id)
+		c.raw.forget(id)
 		if c.isClosed() {
 			return nil, fmt.Errorf("%w: calling %q", mcp.ErrConnectionClosed, method)
 		}
 		return nil, fmt.Errorf("writing to its stdin: %w", err)
 	}
+	// Off the caller's path, as the go-sdk does: a backend that does not
+	// read its stdin must not hold the caller past its deadline.
+	return c.raw.await(ctx, c.name, method, id, reply, func() { c.cancelRaw(ctx, id) })
+}
+
+// cancelRaw tells the backend that the raw call id was cancelled.
+func (c *childConn) cancelRaw(ctx context.Context, id string) {
+	data, err := jsonrpc.EncodeMessage(cancelledNotice(ctx, id))
+	if err != nil {
+		return
+	}
+	_, _ = c.in.Write(append(data, '\n'))
+}
+
+// cancelledNotice is notifications/cancelled for the raw call id, whose
+// ctx ended, with the reason ctx carries.
+func cancelledNotice(ctx context.Context, id string) jsonrpc.Message {
+	p, _ := json.Marshal(mcp.CancelledParams{Reason: ctx.Err().Error(), RequestID: id})
+	return withCancelReason(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: p})
+}
+
+// start registers a raw call: its id, and where its response arrives.
+func (rc *rawCalls) start(ctx context.Context) (string, chan *jsonrpc.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return "", nil, err
+	}
+	reply := make(chan *jsonrpc.Response, 1)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.down != nil {
+		return "", nil, rc.down
+	}
+	rc.seq++
+	id := rawIDPrefix + strconv.FormatUint(rc.seq, 10)
+	if rc.waiting == nil {
+		rc.waiting = map[string]chan *jsonrpc.Response{}
+	}
+	rc.waiting[id] = reply
+	return id, reply, nil
+}
+
+// await waits for the response to the raw call id (to method, of the
+// backend name), sent: its result, or its error; if ctx ends first, the
+// call is given up and cancel tells the backend, off the caller's path.
+func (rc *rawCalls) await(ctx context.Context, name, method, id string, reply chan *jsonrpc.Response, cancel func()) (json.RawMessage, error) {
 	select {
 	case r := <-reply:
 		if r == nil {
-			return nil, c.downErr(method)
+			return nil, rc.downErr(method)
 		}
 		if r.Error != nil {
 			var je *jsonrpc.Error
@@ -146,45 +214,32 @@ func (c *childConn) callRaw(ctx context.Context, method string, params json.RawM
 			// Every MCP result is an object; the go-sdk's types would
 			// have refused this one too.
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-				Message: fmt.Sprintf("backend %s sent a result that is not an object: %s", c.name, snippet(res))}
+				Message: fmt.Sprintf("backend %s sent a result that is not an object: %s", name, snippet(res))}
 		}
 		return r.Result, nil
 	case <-ctx.Done():
-		c.forget(id)
-		// Off the caller's path, as the go-sdk does: a backend that does
-		// not read its stdin must not hold the caller past its deadline.
-		go c.cancelRaw(ctx, id)
+		rc.forget(id)
+		go cancel()
 		return nil, ctx.Err()
 	}
 }
 
-// cancelRaw tells the backend that the raw call id was cancelled.
-func (c *childConn) cancelRaw(ctx context.Context, id string) {
-	p, _ := json.Marshal(mcp.CancelledParams{Reason: ctx.Err().Error(), RequestID: id})
-	msg := withCancelReason(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: p})
-	data, err := jsonrpc.EncodeMessage(msg)
-	if err != nil {
-		return
-	}
-	_, _ = c.in.Write(append(data, '\n'))
+func (rc *rawCalls) forget(id string) {
+	rc.mu.Lock()
+	delete(rc.waiting, id)
+	rc.mu.Unlock()
 }
 
-func (c *childConn) forget(id string) {
-	c.raw.mu.Lock()
-	delete(c.raw.waiting, id)
-	c.raw.mu.Unlock()
+func (rc *rawCalls) downErr(method string) error {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return fmt.Errorf("%w: calling %q", rc.down, method)
 }
 
-func (c *childConn) downErr(method string) error {
-	c.raw.mu.Lock()
-	defer c.raw.mu.Unlock()
-	return fmt.Errorf("%w: calling %q", c.raw.down, method)
-}
-
-// takeRaw hands msg to the raw call it answers, and reports whether it was
+// take hands msg to the raw call it answers, and reports whether it was
 // the response to one (answered, or given up on: the go-sdk must not see
 // an id it never sent).
-func (c *childConn) takeRaw(msg jsonrpc.Message) bool {
+func (rc *rawCalls) take(msg jsonrpc.Message) bool {
 	r, ok := msg.(*jsonrpc.Response)
 	if !ok {
 		return false
@@ -193,25 +248,25 @@ func (c *childConn) takeRaw(msg jsonrpc.Message) bool {
 	if !ok || !strings.HasPrefix(id, rawIDPrefix) {
 		return false
 	}
-	c.raw.mu.Lock()
-	reply := c.raw.waiting[id]
-	delete(c.raw.waiting, id)
-	c.raw.mu.Unlock()
+	rc.mu.Lock()
+	reply := rc.waiting[id]
+	delete(rc.waiting, id)
+	rc.mu.Unlock()
 	if reply != nil {
 		reply <- r
 	}
 	return true
 }
 
-// endRaw fails every raw call in flight: the connection ended.
-func (c *childConn) endRaw(why error) {
-	c.raw.mu.Lock()
-	defer c.raw.mu.Unlock()
-	if c.raw.down == nil {
-		c.raw.down = why
+// end fails every raw call in flight: the connection ended.
+func (rc *rawCalls) end(why error) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.down == nil {
+		rc.down = why
 	}
-	for id, reply := range c.raw.waiting {
+	for id, reply := range rc.waiting {
 		reply <- nil
-		delete(c.raw.waiting, id)
+		delete(rc.waiting, id)
 	}
 }

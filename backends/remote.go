@@ -78,13 +78,17 @@ type remote struct {
 	// oauth gives the Streamable HTTP transport its tokens; nil when the
 	// backend sends its own Authorization header.
 	oauth *oauth.Handler
+	// conn is the go-sdk's connection of the session, which raw calls are
+	// written to (rawcall.go); set by connect.
+	conn       mcp.Connection
+	clientInfo *mcp.Implementation // mux's, for the current era's per-request _meta
 }
 
 // startRemote connects b (whose Spec.URL is set) and initializes the
 // session, within opts.StartupTimeout.
 func startRemote(ctx context.Context, b *Backend, opts Options) (*Backend, error) {
 	spec := b.Spec
-	r := &remote{url: spec.URL, shown: ShownURL(spec.URL), want: spec.Transport, killed: make(chan struct{}),
+	r := &remote{url: spec.URL, shown: ShownURL(spec.URL), want: spec.Transport, killed: make(chan struct{}), clientInfo: opts.ClientInfo,
 		maxEvent: opts.MaxMessageSize + 1024} // the event's framing around the message
 	if r.want == "" {
 		r.want = TransportAuto
@@ -168,7 +172,7 @@ func (r *remote) connect(ctx context.Context, b *Backend, client *mcp.Client) (*
 			}
 			t = st
 		}
-		cs, err := client.Connect(ctx, t, opts)
+		cs, err := client.Connect(ctx, keptTransport{t, &r.conn}, opts)
 		if err != nil {
 			return nil, r.explain(err)
 		}
@@ -222,6 +226,22 @@ func connectError(shown string, err error) error {
 		msg = strings.Replace(msg, wrapper, "", 1)
 	}
 	return &redacted{msg: fmt.Sprintf("connecting to %s: %s", shown, msg), err: err}
+}
+
+// keptTransport is a transport that keeps the connection it makes in
+// conn. The connection itself goes to the go-sdk: it asks it for methods
+// of its own that a wrapper would hide.
+type keptTransport struct {
+	mcp.Transport
+	conn *mcp.Connection
+}
+
+func (t keptTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err == nil {
+		*t.conn = c
+	}
+	return c, err
 }
 
 // sseTransport is the go-sdk's HTTP+SSE client transport with a stream

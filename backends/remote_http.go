@@ -129,8 +129,21 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp = tokenNotVerified(resp)
 	}
 	rt.observe(req, resp)
-	if rt.gate != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		resp.Body = &sseCounter{ReadCloser: resp.Body, gate: rt.gate}
+	if rt.gate != nil {
+		// A raw call's response (rawcall.go) comes on the body of its
+		// POST, or on the older transport's one event stream: those are
+		// read whole; of the rest, only what a notification needs.
+		raw := req.Context().Value(rawCallKey{}) != nil
+		keep := countMax
+		if raw || req.Method == http.MethodGet && rt.sseSession.Load() {
+			keep = rt.gate.max
+		}
+		switch ct := resp.Header.Get("Content-Type"); {
+		case strings.HasPrefix(ct, "text/event-stream"):
+			resp.Body = &sseCounter{ReadCloser: resp.Body, gate: rt.gate, keep: keep}
+		case raw && strings.HasPrefix(ct, "application/json"):
+			resp.Body = &rawTap{ReadCloser: resp.Body, gate: rt.gate}
+		}
 	}
 	return resp, nil
 }
@@ -312,11 +325,12 @@ const maxCancelSize = 4096
 type sseCounter struct {
 	io.ReadCloser
 	gate  *childConn
+	keep  int    // the most data of an event looked at: countMax, or a whole message where raw calls' responses come
 	line  []byte // the current line so far
 	name  []byte // the current event's name
 	data  []byte // its data so far
-	large bool   // its data is over countMax: not counted
-	skip  bool   // the rest of the current line is not kept (over countMax)
+	large bool   // its data is over keep: not looked at
+	skip  bool   // the rest of the current line is not kept (over keep)
 }
 
 // countMax bounds the data of an event looked at: a notification is small,
@@ -333,7 +347,7 @@ func (c *sseCounter) Read(p []byte) (int, error) {
 		}
 		if !c.skip {
 			c.line = append(c.line, chunk...)
-			if len(c.line) > countMax {
+			if len(c.line) > c.keep {
 				c.line, c.skip, c.large = c.line[:0], true, true
 			}
 		}
@@ -352,13 +366,22 @@ func (c *sseCounter) Read(p []byte) (int, error) {
 // field takes one line of the stream, as the go-sdk's scanner does.
 func (c *sseCounter) field(line []byte) {
 	if len(line) == 0 {
-		if len(c.data) > 0 && !c.large && (len(c.name) == 0 || string(c.name) == "message") &&
-			bytes.Contains(c.data, []byte(`"notifications/`)) {
-			if msg, err := wire.DecodeMessage(c.data); err == nil {
-				if r, ok := msg.(*jsonrpc.Request); ok && !r.IsCall() && clientNotifications[r.Method] {
-					c.gate.ahead()
+		if len(c.data) > 0 && !c.large && (len(c.name) == 0 || string(c.name) == "message") {
+			switch {
+			case bytes.Contains(c.data, rawIDMark):
+				if msg, err := wire.DecodeMessage(c.data); err == nil {
+					c.gate.raw.take(msg)
+				}
+			case len(c.data) <= countMax && bytes.Contains(c.data, []byte(`"notifications/`)):
+				if msg, err := wire.DecodeMessage(c.data); err == nil {
+					if r, ok := msg.(*jsonrpc.Request); ok && !r.IsCall() && clientNotifications[r.Method] {
+						c.gate.ahead()
+					}
 				}
 			}
+		}
+		if cap(c.data) > countMax {
+			c.data = nil // a large message's buffer is not kept for the stream's life
 		}
 		c.name, c.data, c.large = c.name[:0], c.data[:0], false
 		return
@@ -372,12 +395,47 @@ func (c *sseCounter) field(line []byte) {
 		if len(c.data) > 0 {
 			c.data = append(c.data, '\n')
 		}
-		if len(c.data)+len(value) > countMax {
+		if len(c.data)+len(value) > c.keep {
 			c.large = true
 			return
 		}
 		c.data = append(c.data, value...)
 	}
+}
+
+// rawCallKey marks the context of a raw call's POST (remote.callRaw), whose
+// response body rawTap or sseCounter reads for it.
+type rawCallKey struct{}
+
+// rawIDMark is in every raw call's response: its id.
+var rawIDMark = []byte(`"` + rawIDPrefix)
+
+// rawTap reads a raw call's JSON response body for the go-sdk and hands
+// the response to the raw call at its end (the go-sdk drops it: an id it
+// never sent).
+type rawTap struct {
+	io.ReadCloser
+	gate *childConn
+	body []byte
+	over bool // longer than a message may be: the go-sdk fails it too
+}
+
+func (t *rawTap) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if !t.over {
+		if len(t.body)+n > t.gate.max {
+			t.over, t.body = true, nil
+		} else {
+			t.body = append(t.body, p[:n]...)
+		}
+	}
+	if err == io.EOF && !t.over && len(t.body) > 0 {
+		if msg, derr := wire.DecodeMessage(t.body); derr == nil {
+			t.gate.raw.take(msg)
+		}
+		t.body, t.over = nil, true
+	}
+	return n, err
 }
 
 func oauthCommand(name string) string { return oauth.Command(name) }

@@ -38,36 +38,13 @@ type rawListPage struct {
 	cache mcp.Cacheable
 }
 
-// fetchList gets b's page of method's list at cursor: as bytes from a
-// backend that takes raw calls, else through the go-sdk.
+// fetchList gets b's page of method's list at cursor, as b sent it.
 func fetchList(ctx context.Context, b *backends.Backend, method, key, cursor string) (*rawListPage, error) {
-	var raw json.RawMessage
-	var err error
-	if b.RawCalls() {
-		params := json.RawMessage(`{}`)
-		if cursor != "" {
-			params = json.RawMessage(`{"cursor":` + strconv.Quote(cursor) + `}`)
-		}
-		raw, err = b.CallRaw(ctx, method, params)
-	} else {
-		var res any
-		cs := b.Session()
-		switch method {
-		case "tools/list":
-			res, err = cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
-		case "prompts/list":
-			res, err = cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
-		case "resources/templates/list":
-			res, err = cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
-		case "resources/list":
-			res, err = cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
-		default:
-			return nil, fmt.Errorf("mcp-mux lists no %s", method)
-		}
-		if err == nil {
-			raw, err = json.Marshal(res)
-		}
+	params := json.RawMessage(`{}`)
+	if cursor != "" {
+		params = json.RawMessage(`{"cursor":` + strconv.Quote(cursor) + `}`)
 	}
+	raw, err := b.CallRaw(ctx, method, params)
 	if err != nil {
 		return nil, err
 	}

@@ -40,15 +40,7 @@ var interopGaps = map[string]string{
 // interopFieldGaps are fields mcp-mux does not pass on as the server sent
 // them yet: a difference in one is logged, not failed. Delete the line
 // when it is fixed.
-var interopFieldGaps = map[string]string{
-	// A remote backend (url = ...) is called through the go-sdk's session,
-	// whose types keep only what they know; a stdio backend's lists and
-	// results reach the agent as it sent them.
-	"execution":  "a remote backend's tool execution (taskSupport): go-sdk v1.8.0's Tool has no such field",
-	"cacheScope": "a remote backend's result sent without cache hints gets the defaults (public): go-sdk's result types always carry them",
-	"ttlMs":      "a remote backend's result sent without cache hints gets the defaults (ttl 0): go-sdk's result types always carry them",
-	"required":   "a remote backend's prompt argument \"required\": false is left out (absent means false): go-sdk v1.8.0's PromptArgument has required,omitempty",
-}
+var interopFieldGaps = map[string]string{}
 
 const (
 	interopCheckTimeout = 20 * time.Second // each node run's own bound
