@@ -66,18 +66,23 @@ func (r *remote) callRaw(ctx context.Context, gate *childConn, method string, pa
 		return nil, err
 	}
 	rid, _ := jsonrpc.MakeID(id)
+	cancel := func() {
+		wctx, stop := context.WithTimeout(context.WithoutCancel(ctx), cancelWriteTimeout)
+		defer stop()
+		_ = r.conn.Write(wctx, cancelledNotice(ctx, id))
+	}
 	if err := r.conn.Write(context.WithValue(ctx, rawCallKey{}, id), &jsonrpc.Request{ID: rid, Method: method, Params: params}); err != nil {
 		gate.raw.forget(id)
 		if ctx.Err() != nil {
+			// The POST waits for its response's headers, which a server
+			// may send only once it has something to say: the request
+			// may be at work there already.
+			go cancel()
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("calling %q: %w", method, r.explain(err))
 	}
-	return gate.raw.await(ctx, gate.name, method, id, reply, func() {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelWriteTimeout)
-		defer cancel()
-		_ = r.conn.Write(wctx, cancelledNotice(ctx, id))
-	})
+	return gate.raw.await(ctx, gate.name, method, id, reply, cancel)
 }
 
 // withRequestMeta is params with the per-request _meta that a remote
