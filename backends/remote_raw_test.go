@@ -3,7 +3,6 @@ package backends
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // Raw calls to a remote backend (rawcall.go) go out through the go-sdk's
@@ -49,11 +46,7 @@ func TestRemoteRawCallsOverEachWayAResponseComes(t *testing.T) {
 	const big = 3 * countMax
 	for _, mode := range []string{"-http", "-sse"} {
 		t.Run(mode, func(t *testing.T) {
-			fx := testkit.StartRemoteFixture(t, mode, "-name", "rm")
-			b, _, err := connectRemote(t, Spec{URL: fx.URL(), Transport: TransportAuto}, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := fixtureRemote(t, mode, TransportAuto)
 			if got := rawText(t, callRawT(t, b, "tools/call", `{"name":"echo","arguments":{"text":"as bytes"}}`)); !strings.Contains(got, "as bytes") {
 				t.Errorf("echo answered %q", got)
 			}
@@ -110,56 +103,5 @@ func TestRemoteCurrentEraGetsItsRequestMeta(t *testing.T) {
 	}
 	if got := rawText(t, callRawT(t, b, "tools/call", `{"name":"hello"}`)); got != "hello" {
 		t.Errorf("hello answered %q", got)
-	}
-}
-
-func TestRemoteRawCallCancelledCarriesTheReason(t *testing.T) {
-	fx := testkit.StartRemoteFixture(t, "-http", "-name", "rm")
-	b, _, err := connectRemote(t, Spec{URL: fx.URL()}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(WithCancelReason(context.Background(), func() string { return "the agent gave up" }), 300*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	if _, err := b.CallRaw(ctx, "tools/call", json.RawMessage(`{"name":"sleep","arguments":{"ms":5000}}`)); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want the deadline", err)
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("the cancelled call returned after %s", took)
-	}
-	var text string
-	if !testkit.Poll(5*time.Second, func() bool {
-		text = rawText(t, callRawT(t, b, "tools/call", `{"name":"stats"}`))
-		return strings.Contains(text, "the agent gave up")
-	}) {
-		t.Fatalf("the reason did not reach the server: %s", text)
-	}
-}
-
-func TestRemoteKillEndsRawCallsInFlightAtOnce(t *testing.T) {
-	fx := testkit.StartRemoteFixture(t, "-http", "-name", "rm")
-	b, _, err := connectRemote(t, Spec{URL: fx.URL()}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	failed := make(chan error, 1)
-	called := arrived(t, b)
-	go func() {
-		_, err := b.CallRaw(context.Background(), "tools/call", json.RawMessage(`{"name":"hang"}`))
-		failed <- err
-	}()
-	testkit.Eventually(t, 5*time.Second, "the call to be at the server", called)
-	b.Kill(errors.New("hung on purpose"))
-	select {
-	case err := <-failed:
-		if err == nil {
-			t.Error("the call in flight succeeded")
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("the raw call in flight still waits 2s after Kill")
-	}
-	if _, err := b.CallRaw(context.Background(), "tools/call", json.RawMessage(`{"name":"echo"}`)); err == nil {
-		t.Error("a raw call after Kill succeeded")
 	}
 }

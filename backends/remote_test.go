@@ -2,6 +2,7 @@ package backends
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -36,6 +37,18 @@ func connectRemote(t *testing.T, spec Spec, opts Options) (*Backend, *testkit.Sy
 		t.Cleanup(func() { b.Stop(time.Second) })
 	}
 	return b, logs, err
+}
+
+// fixtureRemote starts the fixture serving HTTP (mode: -http, -sse) and
+// connects a remote backend to it over transport ("" for the default).
+func fixtureRemote(t *testing.T, mode, transport string) *Backend {
+	t.Helper()
+	fx := testkit.StartRemoteFixture(t, mode, "-name", "rm")
+	b, _, err := connectRemote(t, Spec{URL: fx.URL(), Transport: transport}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func readText(t *testing.T, b *Backend, uri string) string {
@@ -255,38 +268,56 @@ func TestRemoteStopEndsTheSession(t *testing.T) {
 	}
 }
 
+// callWays are the two ways mux calls a backend: through the go-sdk's
+// session, and as bytes (rawcall.go).
+var callWays = []struct {
+	name string
+	call func(ctx context.Context, b *Backend, tool string, args string) error
+}{
+	{"typed", func(ctx context.Context, b *Backend, tool string, args string) error {
+		var a map[string]any
+		_ = json.Unmarshal([]byte(args), &a)
+		_, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: a})
+		return err
+	}},
+	{"raw", func(ctx context.Context, b *Backend, tool string, args string) error {
+		_, err := b.CallRaw(ctx, "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":`+args+`}`))
+		return err
+	}},
+}
+
 func TestRemoteKillEndsCallsInFlightAtOnce(t *testing.T) {
-	fx := testkit.StartRemoteFixture(t, "-http", "-name", "rm")
-	b, _, err := connectRemote(t, Spec{URL: fx.URL()}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	failed := make(chan error, 1)
-	called := arrived(t, b)
-	go func() {
-		_, err := b.Session().CallTool(context.Background(), &mcp.CallToolParams{Name: "hang"})
-		failed <- err
-	}()
-	testkit.Eventually(t, 5*time.Second, "the call to be at the server", called)
-	reason := errors.New("hung on purpose")
-	start := time.Now()
-	b.Kill(reason)
-	select {
-	case <-b.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("not down 2s after Kill")
-	}
-	select {
-	case err := <-failed:
-		if err == nil {
-			t.Error("the call in flight succeeded")
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("the call in flight still waits 2s after Kill")
-	}
-	t.Logf("down and the call failed %s after Kill", time.Since(start))
-	if !errors.Is(b.Err(), reason) {
-		t.Errorf("Err() = %v, want the kill's reason", b.Err())
+	for _, way := range callWays {
+		t.Run(way.name, func(t *testing.T) {
+			b := fixtureRemote(t, "-http", "")
+			failed := make(chan error, 1)
+			called := arrived(t, b)
+			go func() { failed <- way.call(context.Background(), b, "hang", `{}`) }()
+			testkit.Eventually(t, 5*time.Second, "the call to be at the server", called)
+			reason := errors.New("hung on purpose")
+			start := time.Now()
+			b.Kill(reason)
+			select {
+			case <-b.Done():
+			case <-time.After(2 * time.Second):
+				t.Fatal("not down 2s after Kill")
+			}
+			select {
+			case err := <-failed:
+				if err == nil {
+					t.Error("the call in flight succeeded")
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("the call in flight still waits 2s after Kill")
+			}
+			t.Logf("down and the call failed %s after Kill", time.Since(start))
+			if !errors.Is(b.Err(), reason) {
+				t.Errorf("Err() = %v, want the kill's reason", b.Err())
+			}
+			if err := way.call(context.Background(), b, "echo", `{}`); err == nil {
+				t.Error("a call after Kill succeeded")
+			}
+		})
 	}
 }
 
@@ -359,27 +390,35 @@ func TestRemoteSettleWaitsForNotificationsSentBeforeTheResponse(t *testing.T) {
 	}
 }
 
+// A call cancelled while the tool works: the go-sdk's POST is still
+// waiting for its response's headers then (its server sends them once it
+// has something to say), and the notifications/cancelled must go all the
+// same, with the reason.
 func TestRemoteCancelCarriesTheReason(t *testing.T) {
-	fx := testkit.StartRemoteFixture(t, "-http", "-name", "rm")
-	b, _, err := connectRemote(t, Spec{URL: fx.URL()}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(WithCancelReason(context.Background(), func() string { return "the agent gave up" }), 300*time.Millisecond)
-	defer cancel()
-	if _, err := b.Session().CallTool(ctx, &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 5000}}); err == nil {
-		t.Fatal("the cancelled call succeeded")
-	}
-	var text string
-	if !testkit.Poll(5*time.Second, func() bool {
-		res, err := call(t, b, "stats", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text = res.Content[0].(*mcp.TextContent).Text
-		return strings.Contains(text, "the agent gave up")
-	}) {
-		t.Fatalf("the reason did not reach the server: %s", text)
+	for _, way := range callWays {
+		t.Run(way.name, func(t *testing.T) {
+			b := fixtureRemote(t, "-http", "")
+			ctx, cancel := context.WithTimeout(WithCancelReason(context.Background(), func() string { return "the agent gave up" }), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			if err := way.call(ctx, b, "sleep", `{"ms":5000}`); err == nil {
+				t.Fatal("the cancelled call succeeded")
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("the cancelled call returned after %s", took)
+			}
+			var text string
+			if !testkit.Poll(5*time.Second, func() bool {
+				res, err := call(t, b, "stats", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text = res.Content[0].(*mcp.TextContent).Text
+				return strings.Contains(text, "the agent gave up")
+			}) {
+				t.Fatalf("the reason did not reach the server: %s", text)
+			}
+		})
 	}
 }
 
