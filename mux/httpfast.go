@@ -212,7 +212,7 @@ func hostAllowed(r *http.Request) bool {
 // fastPOST serves r, a POST in HTTP session s, if the fast path takes it,
 // and reports whether it did. If it did not, r's body is as it was.
 func (m *Mux) fastPOST(w http.ResponseWriter, r *http.Request, s *session, maxBody int64) bool {
-	if !m.first.over.Load() || s.ss.InitializeParams() == nil || s.isModern() || !fastHeaders(r) ||
+	if s.ss.InitializeParams() == nil || s.isModern() || !fastHeaders(r) ||
 		r.Header.Get("Mcp-Method") != "" || r.Header.Get("Mcp-Name") != "" {
 		return false
 	}
@@ -245,6 +245,15 @@ func (m *Mux) fastPOST(w http.ResponseWriter, r *http.Request, s *session, maxBo
 				w.WriteHeader(http.StatusAccepted)
 			}
 			return took
+		}
+		if msg.Method != "tools/call" && msg.Method != "resources/read" {
+			return false
+		}
+		// A call before any list waits, as on the go-sdk's path, for the
+		// backends still starting (bounded by first_list_wait): an agent
+		// that knows its tools' names calls before it lists.
+		if m.waitStarted(r.Context()); !m.first.over.Load() {
+			return false
 		}
 		p := &passThrough{m: m, s: s}
 		var pr passable

@@ -30,12 +30,7 @@ import (
 // the check); through mcp-mux its outcome is only reported, and the test
 // skips; a gap judged by the Go test (see gap) is logged instead of
 // failed. Delete the line when the feature lands.
-var interopGaps = map[string]string{
-	// The stdio server drops the response to a cancelled request; over
-	// HTTP the connection is the go-sdk's (StreamableHTTPHandler makes it,
-	// with no hook to wrap it), and it writes the handler's error.
-	"serve --http cancellation": "a request the client cancelled gets a response: {\"error\":{\"code\":-32603,\"message\":\"backend \\\"ev\\\": context canceled\"}}",
-}
+var interopGaps = map[string]string{}
 
 // interopFieldGaps are fields mcp-mux does not pass on as the server sent
 // them yet: a difference in one is logged, not failed. Delete the line
