@@ -69,7 +69,7 @@ func TestEvalSentenceEncoder(t *testing.T) {
 	sets := []struct {
 		name  string
 		tasks []task
-	}{{"seen", seen(tasks)}, {"fresh4", split(tasks, "fresh4", nil)}, {"fresh5", split(tasks, "fresh5", nil)}}
+	}{{"seen", seen(tasks)}, {"fresh4", split(tasks, "fresh4", nil)}, {"fresh5", split(tasks, "fresh5", nil)}, {"fresh6", split(tasks, "fresh6", nil)}}
 	for _, beta := range []float64{-1, 0, 0.25, 0.5, 1} {
 		for _, set := range sets {
 			s := scoreRanks(docs, set.tasks, func(tk task) []Hit { return rank(tk, beta) })
