@@ -143,7 +143,7 @@ type agentCall struct {
 
 // agentCancelReasons holds the reason the agent gave for cancelling a
 // request in flight, by the request's extra, for mux to tell the backend.
-var agentCancelReasons sync.Map // *mcp.RequestExtra → string
+var agentCancelReasons sync.Map // *mcp.RequestExtra, or an HTTP call's token (httpcancel.go) → string
 
 // cancelReasonKeep is how long a cancelled request's reason is kept after
 // its handler returned.

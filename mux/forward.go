@@ -334,6 +334,13 @@ func (m *Mux) withCancelReason(ctx context.Context, mem *member, extra *mcp.Requ
 		if r, ok := agentCancelReasons.Load(extra); ok {
 			return r.(string)
 		}
+		if extra != nil && extra.Header != nil {
+			if token := extra.Header.Get(sdkCallHeader); token != "" {
+				if r, ok := agentCancelReasons.Load(token); ok {
+					return r.(string)
+				}
+			}
+		}
 		if context.Cause(ctx) == errTimedOut {
 			return fmt.Sprintf("mcp-mux: request_timeout (%s) passed", m.requestTimeout(mem))
 		}

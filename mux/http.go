@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
@@ -126,12 +127,21 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 			}
 			return
 		}
+		r.Header.Del(sdkCallHeader) // mux's own (httpcancel.go)
 		if r.Method == http.MethodPost && sid != "" && hostAllowed(r) {
 			if s := m.httpSession(sid); s != nil {
 				s.startPOST()
 				defer s.endPOST()
-				if m.fastPOST(w, r, s, o.MaxBody) {
+				took, msg := m.fastPOST(w, r, s, o.MaxBody)
+				if took {
 					return
+				}
+				if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+					var answered func()
+					w, answered = s.trackSDKCall(w, r, req.ID)
+					defer answered()
+				} else if ok && req.Method == "notifications/cancelled" {
+					s.cancelSDKCall(req)
 				}
 			}
 		}

@@ -264,3 +264,44 @@ func TestHTTPCurrentEraRequestsLeaveNoSession(t *testing.T) {
 	stop()
 	<-listened
 }
+
+// A request the agent cancels gets no response (MCP: its receiver sends
+// none), on the go-sdk's path too: here call_tool, mux's own tool, which
+// the fast path leaves to it. The agent keeps the call's stream open after
+// its notifications/cancelled, as the TypeScript client does.
+func TestHTTPCancelledCallOnTheSDKsPathGetsNoResponse(t *testing.T) {
+	m := startMux(t, fixture(t, "notes"))
+	cs, _ := httpAgent(t, m, nil)
+	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute})
+	sid := rawInitialize(t, url)
+	called := arrived(t, cs, "notes__stats")
+	stream := make(chan string, 1)
+	go func() {
+		resp, err := rawPost(testkit.CtxT(t), url, sid, `{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"call_tool","arguments":{"name":"notes__sleep","arguments":{"ms":30000}}}}`)
+		if err != nil {
+			stream <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		stream <- string(body)
+	}()
+	testkit.Eventually(t, 5*time.Second, "the call to be at the backend", called)
+	resp, err := rawPost(testkit.CtxT(t), url, sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"the user pressed stop"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case body := <-stream:
+		if strings.Contains(body, `"id":"c1"`) {
+			t.Errorf("the cancelled call got a response: %s", body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call's stream still open 10s after the cancel")
+	}
+	testkit.Eventually(t, 5*time.Second, "the backend to be told, with the reason", func() bool {
+		st := fixtureStats(t, cs, "notes__stats")
+		return st.Cancelled == 1 && len(st.CancelReasons) == 1 && st.CancelReasons[0] == "the user pressed stop"
+	})
+}

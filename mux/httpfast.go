@@ -210,27 +210,27 @@ func hostAllowed(r *http.Request) bool {
 }
 
 // fastPOST serves r, a POST in HTTP session s, if the fast path takes it,
-// and reports whether it did. If it did not, r's body is as it was.
-func (m *Mux) fastPOST(w http.ResponseWriter, r *http.Request, s *session, maxBody int64) bool {
+// and reports whether it did. If it did not, r's body is as it was, and
+// msg is its message if it was read (for the go-sdk's path: httpcancel.go).
+func (m *Mux) fastPOST(w http.ResponseWriter, r *http.Request, s *session, maxBody int64) (took bool, msg jsonrpc.Message) {
 	if s.ss.InitializeParams() == nil || s.isModern() || !fastHeaders(r) ||
 		r.Header.Get("Mcp-Method") != "" || r.Header.Get("Mcp-Name") != "" {
-		return false
+		return false, nil
 	}
 	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && v != s.ss.InitializeParams().ProtocolVersion {
-		return false
+		return false, nil
 	}
 	msg, restore, ok := fastBody(w, r, maxBody)
 	if !ok {
-		return true // answered
+		return true, nil // answered
 	}
-	took := false
 	defer func() {
 		if !took {
 			restore()
 		}
 	}()
 	if msg == nil {
-		return false
+		return false, nil
 	}
 	switch msg := msg.(type) {
 	case *jsonrpc.Response:
@@ -244,16 +244,16 @@ func (m *Mux) fastPOST(w http.ResponseWriter, r *http.Request, s *session, maxBo
 			if took {
 				w.WriteHeader(http.StatusAccepted)
 			}
-			return took
+			return took, msg
 		}
 		if msg.Method != "tools/call" && msg.Method != "resources/read" {
-			return false
+			return false, msg
 		}
 		// A call before any list waits, as on the go-sdk's path, for the
 		// backends still starting (bounded by first_list_wait): an agent
 		// that knows its tools' names calls before it lists.
 		if m.waitStarted(r.Context()); !m.first.over.Load() {
-			return false
+			return false, msg
 		}
 		p := &passThrough{m: m, s: s}
 		var pr passable
@@ -267,7 +267,7 @@ func (m *Mux) fastPOST(w http.ResponseWriter, r *http.Request, s *session, maxBo
 			m.serveFast(w, r, s, msg, pr)
 		}
 	}
-	return took
+	return took, msg
 }
 
 // fastHeaders reports whether r's headers let a fast path take it: a JSON

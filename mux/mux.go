@@ -140,6 +140,7 @@ type session struct {
 	toolList atomic.Pointer[string]
 
 	fast fastState // an HTTP session's requests on the fast path (httpfast.go)
+	sdk  sdkCalls  // and its calls on the go-sdk's path (httpcancel.go)
 	// announced: its start was logged (initialize), and so is its end.
 	announced atomic.Bool
 }
