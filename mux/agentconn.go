@@ -346,19 +346,29 @@ func (c *agentConn) deliver(msg jsonrpc.Message) bool {
 	}
 }
 
-// cancelled records the agent's cancellation of a request in flight: it
-// gets no response (as MCP says), and its reason is kept for the backend.
-// The go-sdk cancels the handler itself.
-func (c *agentConn) cancelled(n *jsonrpc.Request) {
+// cancelledRequest reads a notifications/cancelled: the id of the request
+// it cancels, and the reason given, if any.
+func cancelledRequest(n *jsonrpc.Request) (id jsonrpc.ID, reason string, ok bool) {
 	var p struct {
 		RequestID any    `json:"requestId"`
 		Reason    string `json:"reason"`
 	}
 	if json.Unmarshal(n.Params, &p) != nil {
-		return
+		return id, "", false
 	}
 	id, err := jsonrpc.MakeID(p.RequestID)
 	if err != nil {
+		return id, "", false
+	}
+	return id, p.Reason, true
+}
+
+// cancelled records the agent's cancellation of a request in flight: it
+// gets no response (as MCP says), and its reason is kept for the backend.
+// The go-sdk cancels the handler itself.
+func (c *agentConn) cancelled(n *jsonrpc.Request) {
+	id, reason, ok := cancelledRequest(n)
+	if !ok {
 		return
 	}
 	c.mu.Lock()
@@ -366,8 +376,8 @@ func (c *agentConn) cancelled(n *jsonrpc.Request) {
 	var cancel context.CancelFunc
 	if call != nil {
 		call.cancelled = true
-		if p.Reason != "" {
-			agentCancelReasons.Store(call.extra, p.Reason)
+		if reason != "" {
+			agentCancelReasons.Store(call.extra, reason)
 		}
 		cancel = call.cancel
 	}

@@ -275,17 +275,7 @@ func TestHTTPCancelledCallOnTheSDKsPathGetsNoResponse(t *testing.T) {
 	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute})
 	sid := rawInitialize(t, url)
 	called := arrived(t, cs, "notes__stats")
-	stream := make(chan string, 1)
-	go func() {
-		resp, err := rawPost(testkit.CtxT(t), url, sid, `{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"call_tool","arguments":{"name":"notes__sleep","arguments":{"ms":30000}}}}`)
-		if err != nil {
-			stream <- err.Error()
-			return
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		stream <- string(body)
-	}()
+	stream := postInBackground(t, url, sid, `{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"call_tool","arguments":{"name":"notes__sleep","arguments":{"ms":30000}}}}`)
 	testkit.Eventually(t, 5*time.Second, "the call to be at the backend", called)
 	resp, err := rawPost(testkit.CtxT(t), url, sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"the user pressed stop"}}`)
 	if err != nil {

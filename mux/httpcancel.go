@@ -76,15 +76,8 @@ func (s *session) trackSDKCall(w http.ResponseWriter, r *http.Request, id jsonrp
 // go-sdk's path, which the go-sdk cancels as it reads it after this: the
 // call gets no response, and its reason is kept for the backend.
 func (s *session) cancelSDKCall(n *jsonrpc.Request) {
-	var p struct {
-		RequestID any    `json:"requestId"`
-		Reason    string `json:"reason"`
-	}
-	if json.Unmarshal(n.Params, &p) != nil {
-		return
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
+	id, reason, ok := cancelledRequest(n)
+	if !ok {
 		return
 	}
 	s.sdk.mu.Lock()
@@ -93,8 +86,8 @@ func (s *session) cancelSDKCall(n *jsonrpc.Request) {
 	if c == nil {
 		return
 	}
-	if p.Reason != "" {
-		agentCancelReasons.Store(c.token, p.Reason)
+	if reason != "" {
+		agentCancelReasons.Store(c.token, reason)
 	}
 	c.cancelled.Store(true)
 }

@@ -490,23 +490,16 @@ func writeJSONError(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *json
 // the fast path: it cancels it, keeping the reason for the backend, and
 // the agent gets no response. It reports false for any other request.
 func (s *session) cancelFast(n *jsonrpc.Request) bool {
-	var p struct {
-		RequestID any    `json:"requestId"`
-		Reason    string `json:"reason"`
-	}
-	if json.Unmarshal(n.Params, &p) != nil {
-		return false
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
+	id, reason, ok := cancelledRequest(n)
+	if !ok {
 		return false
 	}
 	s.fast.mu.Lock()
 	c := s.fast.calls[id]
 	if c != nil {
 		c.cancelled = true
-		if p.Reason != "" {
-			agentCancelReasons.Store(c.extra, p.Reason)
+		if reason != "" {
+			agentCancelReasons.Store(c.extra, reason)
 		}
 	}
 	s.fast.mu.Unlock()

@@ -282,17 +282,7 @@ func TestHTTPRequestIDInFlightTwiceIsRefused(t *testing.T) {
 	sid := rawInitialize(t, url)
 	called := arrived(t, cs, "notes__stats")
 	const sleep = `{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"notes__sleep","arguments":{"ms":1000}}}`
-	first := make(chan string, 1)
-	go func() {
-		resp, err := rawPost(testkit.CtxT(t), url, sid, sleep)
-		if err != nil {
-			first <- err.Error()
-			return
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		first <- string(body)
-	}()
+	first := postInBackground(t, url, sid, sleep)
 	testkit.Eventually(t, 5*time.Second, "the first call to be at the backend", called)
 	resp, err := rawPost(testkit.CtxT(t), url, sid, sleep)
 	if err != nil {
@@ -328,6 +318,23 @@ func rawInitialize(t *testing.T, url string) string {
 	}
 	resp.Body.Close()
 	return sid
+}
+
+// postInBackground POSTs body in session sid at url, and returns where the
+// whole response body (or the error) arrives.
+func postInBackground(t *testing.T, url, sid, body string) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		resp, err := rawPost(testkit.CtxT(t), url, sid, body)
+		if err != nil {
+			out <- err.Error()
+			return
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out <- string(data)
+	}()
+	return out
 }
 
 func rawPost(ctx context.Context, url, sid, body string) (*http.Response, error) {
