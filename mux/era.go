@@ -73,9 +73,11 @@ func (m *Mux) eraResult(res json.RawMessage, cacheable bool) json.RawMessage {
 	if !ok || (meta != nil && !isObject(meta)) {
 		return m.eraResultDecoded(res, cacheable)
 	}
-	name, ok := wire.ObjectMember(meta, mcp.MetaKeyServerInfo)
-	if !ok {
-		return m.eraResultDecoded(res, cacheable)
+	var name json.RawMessage
+	if meta != nil {
+		if name, ok = wire.ObjectMember(meta, mcp.MetaKeyServerInfo); !ok {
+			return m.eraResultDecoded(res, cacheable)
+		}
 	}
 	// What goes first in the result, and where mux's name goes.
 	var first []byte

@@ -167,6 +167,24 @@ func TestCurrentEraMalformedMetaIsRefusedAsBefore(t *testing.T) {
 // eraResult names mux in any result object, whatever its shape, gives
 // it a resultType (and a read's cache hints) where it has none, and leaves
 // every other member as it was.
+// A current-era agent gets a result as its backend wrote it, with mux's
+// name and the era's defaults put in front: its members keep their order
+// and bytes, whether it has a _meta or not (one without went through a
+// decode and encode, which sorted its members and cost a current-era call
+// a full round of encoding/json).
+func TestCurrentEraResultKeepsTheBackendsBytes(t *testing.T) {
+	m := &Mux{serverInfo: json.RawMessage(`{"name":"mcp-mux"}`)}
+	for in, want := range map[string]string{
+		`{"z":1,"content":[{"type":"text","text":"a\u00e9"}]}`:     `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcp-mux"}},"resultType":"complete","z":1,"content":[{"type":"text","text":"a\u00e9"}]}`,
+		`{"z":1,"_meta":{"y":2},"content":[]}`:                     `{"resultType":"complete","z":1,"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcp-mux"},"y":2},"content":[]}`,
+		`{"z":1,"resultType":"input_required","inputRequests":{}}`: `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcp-mux"}},"z":1,"resultType":"input_required","inputRequests":{}}`,
+	} {
+		if got := string(m.eraResult(json.RawMessage(in), false)); got != want {
+			t.Errorf("%s\n got %s\nwant %s", in, got, want)
+		}
+	}
+}
+
 func FuzzEraResult(f *testing.F) {
 	for _, s := range []string{
 		`{}`, ` { } `, `{"a":1}`, `{"_meta":{}}`, `{"_meta":{ }, "a":[1]}`, `{"_meta":{"x":1}}`,
