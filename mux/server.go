@@ -23,7 +23,8 @@ import (
 //     (httpfast.go) or by an agent of the current era, which has none
 //     (httpstateless.go), goes as bytes through serveFast, with the
 //     pass-through's checks; the rest goes to the go-sdk's handler and
-//     server.
+//     server, a call's event stream through mux's filter, which leaves out
+//     the response to a call the agent cancelled (httpcancel.go).
 //   - the go-sdk's server decodes the request into its types and runs the
 //     receiving middleware, outermost first (registered in routes):
 //     initialize (adds the backends' instructions to initialize and
