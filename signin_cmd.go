@@ -146,7 +146,7 @@ func loginAction(c *cli.Context) error {
 		Name: name, ServerURL: spec.URL, Headers: spec.Headers,
 		ClientID: spec.OAuth.ClientID, ClientSecret: spec.OAuth.ClientSecret, ClientMetadataURL: spec.OAuth.ClientMetadataURL,
 		Scopes: spec.OAuth.Scopes, CallbackPort: spec.OAuth.CallbackPort,
-		Timeout: c.Duration("timeout"), Out: os.Stderr, Open: open, Version: version,
+		Timeout: c.Duration("timeout"), Say: func(msg string) { fmt.Fprint(os.Stderr, msg) }, Open: open, Version: version,
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

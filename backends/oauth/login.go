@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,25 +43,15 @@ type LoginOptions struct {
 	CallbackPort int
 	// Timeout bounds the whole sign-in (the user in the browser included).
 	Timeout time.Duration
-	// Out is where the URL and progress go (stderr).
-	Out io.Writer
+	// Say tells the user how the sign-in goes: the URL to open, then
+	// progress. Where that goes is the caller's (mcp-mux login: stderr);
+	// this package writes to no stream, so never to stdout, the protocol
+	// stream when mcp-mux serves. Nil says nothing.
+	Say func(msg string)
 	// Open opens the authorization URL for the user (OpenBrowser).
 	Open func(url string) error
 	// Version is mcp-mux's, for the client's name in initialize.
 	Version string
-}
-
-// outOf is where a sign-in's words go: o.Out, but never stdout, which is
-// the protocol stream when mcp-mux serves (stderr instead); nowhere if
-// o.Out is nil.
-func outOf(o LoginOptions) io.Writer {
-	switch o.Out {
-	case nil:
-		return io.Discard
-	case os.Stdout:
-		return os.Stderr
-	}
-	return o.Out
 }
 
 // CallbackPath is the redirect URI's path on the loopback listener.
@@ -81,7 +70,9 @@ func Login(ctx context.Context, s *Signins, o LoginOptions) (*Record, error) {
 	if o.Open == nil {
 		o.Open = OpenBrowser
 	}
-	o.Out = outOf(o)
+	if o.Say == nil {
+		o.Say = func(string) {}
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 
@@ -416,7 +407,7 @@ func page(w io.Writer, title, text string) {
 }
 
 // fetch is the go-sdk's AuthorizationCodeFetcher: it shows the user the
-// authorization URL (always on Out, for a user without a browser here),
+// authorization URL (always said, for a user without a browser here),
 // opens it, and waits for the browser to come back.
 func (cb *callback) fetch(ctx context.Context, authURL string, o LoginOptions) (*auth.AuthorizationResult, error) {
 	u, err := url.Parse(authURL)
@@ -430,11 +421,11 @@ func (cb *callback) fetch(ctx context.Context, authURL string, o LoginOptions) (
 	cb.mu.Lock()
 	cb.state = state
 	cb.mu.Unlock()
-	fmt.Fprintf(o.Out, "To sign in to %s, open this URL in a browser (on this machine: the sign-in comes back to %s):\n\n  %s\n\n", o.Name, cb.redirectURL(), authURL)
+	o.Say(fmt.Sprintf("To sign in to %s, open this URL in a browser (on this machine: the sign-in comes back to %s):\n\n  %s\n\n", o.Name, cb.redirectURL(), authURL))
 	if err := o.Open(authURL); err != nil {
-		fmt.Fprintf(o.Out, "Could not open a browser (%v): open the URL above yourself.\n", err)
+		o.Say(fmt.Sprintf("Could not open a browser (%v): open the URL above yourself.\n", err))
 	} else {
-		fmt.Fprintln(o.Out, "Opened a browser; waiting for the sign-in to finish there...")
+		o.Say("Opened a browser; waiting for the sign-in to finish there...\n")
 	}
 	select {
 	case r := <-cb.result:

@@ -48,10 +48,13 @@ func follow(t *testing.T, pages chan<- string) func(string) error {
 	}
 }
 
+// sayTo is a LoginOptions.Say that writes to w.
+func sayTo(w io.Writer) func(string) { return func(msg string) { io.WriteString(w, msg) } }
+
 func login(t *testing.T, s *Signins, srv *testkit.OAuthServer, out io.Writer) *Record {
 	t.Helper()
 	pages := make(chan string, 1)
-	rec, err := Login(testkit.CtxT(t), s, LoginOptions{Name: "web", ServerURL: srv.URL(), Out: out, Open: follow(t, pages), Timeout: 20 * time.Second})
+	rec, err := Login(testkit.CtxT(t), s, LoginOptions{Name: "web", ServerURL: srv.URL(), Say: sayTo(out), Open: follow(t, pages), Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatalf("login: %v", err)
 	}
@@ -335,7 +338,7 @@ func TestRefusedCodeIsToldWithoutTheEcho(t *testing.T) {
 	s := testSignins(t, "")
 	srv.TokenEndpoint = echo.URL + "/token"
 	var out bytes.Buffer
-	_, err := Login(testkit.CtxT(t), s, LoginOptions{Name: "web", ServerURL: srv.URL(), Open: open, Timeout: 20 * time.Second, Out: &out})
+	_, err := Login(testkit.CtxT(t), s, LoginOptions{Name: "web", ServerURL: srv.URL(), Open: open, Timeout: 20 * time.Second, Say: sayTo(&out)})
 	<-pages
 	if n := strings.Count(out.String(), "To sign in to web"); n != 1 {
 		t.Errorf("%d sign-ins were started, want 1:\n%s", n, out.String())
@@ -353,17 +356,26 @@ func TestRefusedCodeIsToldWithoutTheEcho(t *testing.T) {
 	}
 }
 
-// A sign-in's words never reach stdout, which is the protocol stream when
-// mcp-mux serves: given os.Stdout, they go to stderr.
-func TestLoginNeverWritesToStdout(t *testing.T) {
-	if got := outOf(LoginOptions{Out: os.Stdout}); got != os.Stderr {
-		t.Errorf("Out os.Stdout: the sign-in writes to %v, want os.Stderr", got)
+// A sign-in writes to no stream of the process: what it says goes to Say,
+// the caller's. stdout is the protocol stream when mcp-mux serves.
+func TestLoginWritesToNoStream(t *testing.T) {
+	srv := testkit.StartOAuthServer(t, "web", time.Hour)
+	s := testSignins(t, "")
+	var said strings.Builder
+	outR, outW, _ := os.Pipe()
+	errR, errW, _ := os.Pipe()
+	stdout, stderr := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = outW, errW
+	rec := login(t, s, srv, &said)
+	os.Stdout, os.Stderr = stdout, stderr
+	outW.Close()
+	errW.Close()
+	wrote, _ := io.ReadAll(outR)
+	wroteErr, _ := io.ReadAll(errR)
+	if rec == nil || !strings.Contains(said.String(), "To sign in to web") {
+		t.Fatalf("the sign-in said %q", said.String())
 	}
-	var buf strings.Builder
-	if got := outOf(LoginOptions{Out: &buf}); got != &buf {
-		t.Errorf("Out a buffer: the sign-in writes to %v, not to it", got)
-	}
-	if got := outOf(LoginOptions{}); got != io.Discard {
-		t.Errorf("no Out: the sign-in writes to %v, want io.Discard", got)
+	if len(wrote) > 0 || len(wroteErr) > 0 {
+		t.Errorf("the sign-in wrote to stdout %q and to stderr %q", wrote, wroteErr)
 	}
 }
