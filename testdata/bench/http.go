@@ -362,23 +362,36 @@ func runLoad(ctx context.Context, callers int, d time.Duration, op func(g int) e
 	return r
 }
 
+// startWarmHTTP starts mode m serving HTTP and warms it up through one
+// session, warm, which stays open; stop ends both.
+func (b *bench) startWarmHTTP(ctx context.Context, m mode) (p *proc, warm *client, stop func(), err error) {
+	p, err = b.startHTTP(ctx, m)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	warm, err = connectHTTP(ctx, p)
+	if err == nil {
+		err = b.warmUp(ctx, warm, p, toolName(m, httpFixture.name, "echo"))
+		if err != nil {
+			warm.closeSession()
+		}
+	}
+	if err != nil {
+		p.stop(5 * time.Second)
+		return nil, nil, nil, err
+	}
+	return p, warm, func() { warm.closeSession(); p.stop(5 * time.Second) }, nil
+}
+
 // httpLoad measures calls/s and p50 over b.httpSessions sessions (each
 // one caller, back to back) with one long-lived server of mode m.
 func (b *bench) httpLoad(ctx context.Context, m mode, s sample) error {
-	p, err := b.startHTTP(ctx, m)
+	p, _, stop, err := b.startWarmHTTP(ctx, m)
 	if err != nil {
 		return err
 	}
-	defer p.stop(5 * time.Second)
+	defer stop()
 	tool := toolName(m, httpFixture.name, "echo")
-	warm, err := connectHTTP(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer warm.closeSession()
-	if err := b.warmUp(ctx, warm, p, tool); err != nil {
-		return err
-	}
 	errs := 0
 	for _, n := range b.httpSessions {
 		// One call on each new session first: what a session sets up on
@@ -477,19 +490,11 @@ func remoteConfig(name, url string) []byte {
 // sessions: (RSS at N − RSS at 0) / N, 0 being after the warm-up session
 // (N: the sessions that did open).
 func (b *bench) idleSessions(ctx context.Context, m mode, s sample) error {
-	p, err := b.startHTTP(ctx, m)
+	p, _, stop, err := b.startWarmHTTP(ctx, m)
 	if err != nil {
 		return err
 	}
-	defer p.stop(5 * time.Second)
-	warm, err := connectHTTP(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer warm.closeSession()
-	if err := b.warmUp(ctx, warm, p, toolName(m, httpFixture.name, "echo")); err != nil {
-		return err
-	}
+	defer stop()
 	pid := p.cmd.Process.Pid
 	time.Sleep(b.settle)
 	g0, countsGoroutines := goroutines(p)
@@ -549,19 +554,11 @@ func (b *bench) idleSessions(ctx context.Context, m mode, s sample) error {
 // until all have), the RSS per agent is read after b.settle and again
 // after b.quiet, and (mcp-mux) the goroutines.
 func (b *bench) idleListens(ctx context.Context, m mode, s sample) error {
-	p, err := b.startHTTP(ctx, m)
+	p, warm, stop, err := b.startWarmHTTP(ctx, m)
 	if err != nil {
 		return err
 	}
-	defer p.stop(5 * time.Second)
-	warm, err := connectHTTP(ctx, p)
-	if err != nil {
-		return err
-	}
-	defer warm.closeSession()
-	if err := b.warmUp(ctx, warm, p, toolName(m, httpFixture.name, "echo")); err != nil {
-		return err
-	}
+	defer stop()
 	lctx, stopListens := context.WithCancel(ctx)
 	var open []*client
 	var listening sync.WaitGroup
