@@ -255,15 +255,8 @@ func (m *Mux) fastPOST(w http.ResponseWriter, r *http.Request, s *session, maxBo
 		if m.waitStarted(r.Context()); !m.first.over.Load() {
 			return false, msg
 		}
-		p := &passThrough{m: m, s: s}
 		var pr passable
-		switch msg.Method {
-		case "tools/call":
-			pr, took = p.toolCall(msg)
-		case "resources/read":
-			pr, took = p.resourceRead(msg)
-		}
-		if took {
+		if pr, took = (&passThrough{m: m, s: s}).fastCall(msg); took {
 			m.serveFast(w, r, s, msg, pr)
 		}
 	}

@@ -63,14 +63,7 @@ func (m *Mux) statelessPOST(w http.ResponseWriter, r *http.Request, maxBody int6
 	}
 	s := &session{id: fmt.Sprintf("h%d", statelessSeq.Add(1)), params: params}
 	s.fast.idle = time.Now()
-	p := &passThrough{m: m, s: s}
-	var pr passable
-	switch req.Method {
-	case "tools/call":
-		pr, took = p.toolCall(req)
-	case "resources/read":
-		pr, took = p.resourceRead(req)
-	}
+	pr, took := (&passThrough{m: m, s: s}).fastCall(req)
 	if !took || pr.target != r.Header.Get("Mcp-Name") {
 		took = false
 		return false

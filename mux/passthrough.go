@@ -127,6 +127,18 @@ func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
 	return ok
 }
 
+// fastCall is req, a tools/call or resources/read, as an HTTP fast path
+// forwards it, or false if it is one for the go-sdk's path.
+func (p *passThrough) fastCall(req *jsonrpc.Request) (passable, bool) {
+	switch req.Method {
+	case "tools/call":
+		return p.toolCall(req)
+	case "resources/read":
+		return p.resourceRead(req)
+	}
+	return passable{}, false
+}
+
 // toolCall is the tools/call req as the pass-through forwards it, or false
 // if it is one for the go-sdk's path.
 func (p *passThrough) toolCall(req *jsonrpc.Request) (passable, bool) {
