@@ -383,6 +383,17 @@ func (b *bench) startWarmHTTP(ctx context.Context, m mode) (p *proc, warm *clien
 	return p, warm, func() { warm.closeSession(); p.stop(5 * time.Second) }, nil
 }
 
+// idleBaseline is p's RSS and goroutines (if it counts them: ok) once it
+// has been idle for b.settle: what the per-session rows subtract.
+func (b *bench) idleBaseline(p *proc, m mode) (rss0 int64, g0 int, ok bool, err error) {
+	time.Sleep(b.settle)
+	g0, ok = goroutines(p)
+	if rss0, err = rss(p.cmd.Process.Pid); err != nil {
+		return 0, 0, false, fmt.Errorf("%s: reading its RSS: %w", m, err)
+	}
+	return rss0, g0, ok, nil
+}
+
 // httpLoad measures calls/s and p50 over b.httpSessions sessions (each
 // one caller, back to back) with one long-lived server of mode m.
 func (b *bench) httpLoad(ctx context.Context, m mode, s sample) error {
@@ -496,11 +507,9 @@ func (b *bench) idleSessions(ctx context.Context, m mode, s sample) error {
 	}
 	defer stop()
 	pid := p.cmd.Process.Pid
-	time.Sleep(b.settle)
-	g0, countsGoroutines := goroutines(p)
-	rss0, err := rss(pid)
+	rss0, g0, countsGoroutines, err := b.idleBaseline(p, m)
 	if err != nil {
-		return fmt.Errorf("%s: reading its RSS: %w", m, err)
+		return err
 	}
 	s[kIdleRSS0] = float64(rss0)
 	var open []*client
@@ -568,11 +577,9 @@ func (b *bench) idleListens(ctx context.Context, m mode, s sample) error {
 		closeSessions(open)
 	}()
 	pid := p.cmd.Process.Pid
-	time.Sleep(b.settle)
-	g0, countsGoroutines := goroutines(p)
-	rss0, err := rss(pid)
+	rss0, g0, countsGoroutines, err := b.idleBaseline(p, m)
 	if err != nil {
-		return fmt.Errorf("%s: reading its RSS: %w", m, err)
+		return err
 	}
 	s[kListenRSS0] = float64(rss0)
 	var failed atomic.Int64
