@@ -209,7 +209,7 @@ func serve(c *cli.Context) error {
 	}
 	var ln net.Listener
 	if addr != "" {
-		if err := config.CheckHTTPAddr(addr, cfg.Mux.HTTPToken); err != nil {
+		if err := cfg.ServeHTTPCheck(addr); err != nil {
 			return cli.Exit("mcp-mux: "+err.Error(), 1)
 		}
 		if ln, err = net.Listen("tcp", addr); err != nil {

@@ -251,9 +251,11 @@ func originAllowed(r *http.Request) bool {
 	return strings.EqualFold(host, reqHost) && !config.IsLoopbackHost(reqHost)
 }
 
+// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" is "Bearer".
 func bearerOK(r *http.Request, token string) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+	scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
 }
 
 // ServeHTTP serves the merged server on ln until ctx ends, then closes every

@@ -92,7 +92,7 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 		p.add(mk("restart_max"), "must not be negative (got %d)", s.RestartMax)
 	}
 
-	p.validateHTTP(s, mk)
+	p.validateHTTP(s, present, mk)
 
 	switch s.ToolList {
 	case "", ToolListAll, ToolListSearch, ToolListAuto:
@@ -116,23 +116,46 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 
 // validateHTTP checks the settings of serving over HTTP: a token that
 // expands (its value, a secret, is never shown), and an address that is
-// loopback unless a token guards it.
-func (p *parser) validateHTTP(s *Settings, mk func(string) keyPath) {
-	if s.HTTPToken != "" {
+// loopback unless a token guards it. A token that is present but empty,
+// or whose variable is not set, is a mistake, never "no token": the user
+// asked for one (ServeHTTPCheck refuses to serve without it).
+func (p *parser) validateHTTP(s *Settings, present map[string]bool, mk func(string) keyPath) {
+	if present["http_token"] {
 		exp, issues := expandEnv(s.HTTPToken, p.lookupEnv)
 		for _, is := range issues {
 			p.add(mk("http_token"), "%s", is.message())
 		}
-		if strings.ContainsAny(exp, "\r\n\x00 ") {
+		switch {
+		case len(issues) > 0:
+		case strings.TrimSpace(exp) == "":
+			p.add(mk("http_token"), "is empty: set it to a long random value (e.g. \"${MCP_MUX_TOKEN}\" with MCP_MUX_TOKEN set in the environment), or remove the key to serve loopback addresses without a token")
+		case strings.ContainsAny(exp, "\r\n\x00 "):
 			p.add(mk("http_token"), "value contains whitespace, a line break or NUL character")
 		}
 		s.HTTPToken = exp
 	}
 	if s.HTTPListen != "" {
-		if err := CheckHTTPAddr(s.HTTPListen, s.HTTPToken); err != nil {
+		if err := CheckHTTPAddr(s.HTTPListen, s.HTTPToken); err != nil && !present["http_token"] {
 			p.add(mk("http_listen"), "%s", err.Error())
 		}
 	}
+}
+
+// ServeHTTPCheck is whether f may be served over HTTP on addr: never with
+// a token the file asks for but that did not resolve (an unset variable, an
+// empty value), whatever the address, and never on a non-loopback address
+// without a token.
+func (f *File) ServeHTTPCheck(addr string) error {
+	if slices.Contains(f.Invalid, "http_token") {
+		var why []string
+		for _, w := range f.Warnings {
+			if w.Key == "mux.http_token" {
+				why = append(why, w.String())
+			}
+		}
+		return fmt.Errorf("refusing to serve over HTTP: the config asks for a token but it is not usable, and serving without it would let anyone who reaches %s call your tools:\n  %s", addr, strings.Join(why, "\n  "))
+	}
+	return CheckHTTPAddr(addr, f.Mux.HTTPToken)
 }
 
 func isSpace(r rune) bool {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -288,6 +289,12 @@ func TestHTTPTokenIsRequiredAndChecked(t *testing.T) {
 		{"Bearer wrong", 401},
 		{"s3cret-token", 401},
 		{"Bearer s3cret-token", 200},
+		// The scheme is case-insensitive (RFC 9110 §11.1).
+		{"bearer s3cret-token", 200},
+		{"BEARER s3cret-token", 200},
+		{"bearer  s3cret-token", 200},
+		{"bearers3cret-token", 401},
+		{"Basic s3cret-token", 401},
 	} {
 		hdr := map[string]string{}
 		if tc.auth != "" {
@@ -314,6 +321,64 @@ func TestHTTPOnANonLoopbackAddressNeedsAToken(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "http_token") {
 		t.Fatalf("the refusal does not say how to fix it:\n%s", out)
+	}
+}
+
+// A token the config asks for but that does not resolve is a mistake that
+// stops mcp-mux from serving over HTTP on any address, never a server
+// without a token.
+func TestHTTPTokenThatIsNotUsableRefusesToServe(t *testing.T) {
+	for _, tc := range []struct {
+		name, line, env string
+		want            []string
+	}{
+		{"unset variable", `http_token = "${MUX_TEST_UNSET_TOKEN}"`, "", []string{"MUX_TEST_UNSET_TOKEN", "not set"}},
+		{"empty value", `http_token = ""`, "", []string{"empty"}},
+		{"variable set to nothing", `http_token = "${MUX_TEST_EMPTY_TOKEN}"`, "MUX_TEST_EMPTY_TOKEN=", []string{"empty"}},
+	} {
+		for _, addr := range []string{"127.0.0.1:0", "0.0.0.0:0"} {
+			t.Run(tc.name+" on "+addr, func(t *testing.T) {
+				cfg := testkit.WriteConfig(t, tc.line, []string{"f", "-name", "f"})
+				cmd := exec.Command(testkit.MuxBin(t), "serve", "--config", cfg, "--http", addr)
+				cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "MUX_TEST_") })
+				if tc.env != "" {
+					cmd.Env = append(cmd.Env, tc.env)
+				}
+				done := make(chan struct{})
+				var out []byte
+				var err error
+				go func() { out, err = cmd.CombinedOutput(); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					cmd.Process.Kill()
+					<-done
+					t.Fatalf("still serving after 30s: it must refuse at once\n%s", out)
+				}
+				if err == nil {
+					t.Fatalf("exited 0: it must refuse to serve\n%s", out)
+				}
+				// FILE:LINE of the key (line 2 of the written config: after "[mux]").
+				line := 0
+				data, _ := os.ReadFile(cfg)
+				for i, l := range strings.Split(string(data), "\n") {
+					if strings.HasPrefix(l, "http_token") {
+						line = i + 1
+					}
+				}
+				if want := fmt.Sprintf("%s:%d", cfg, line); !strings.Contains(string(out), want) {
+					t.Errorf("the refusal does not name %s:\n%s", want, out)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(string(out), w) {
+						t.Errorf("the refusal does not say %q:\n%s", w, out)
+					}
+				}
+				if strings.Contains(string(out), "set [mux] http_token") {
+					t.Errorf("the refusal asks for the http_token line that is already in the file:\n%s", out)
+				}
+			})
+		}
 	}
 }
 
