@@ -120,7 +120,7 @@ func (h *catalogHolder) rebuild(m *Mux) {
 			}
 			cp := *t
 			cp.Name = m.exposedName(mem, t.Name)
-			if cp.Name == toolSearch || cp.Name == toolCall {
+			if ownTool(cp.Name) {
 				// mux's own name (toolsearch.go): mux wins.
 				c.collisions = append(c.collisions, Collision{Kind: "tool", Name: cp.Name, Winner: "mcp-mux", Loser: mem.spec.Name})
 				continue

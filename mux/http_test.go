@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -270,7 +271,9 @@ func TestHTTPCurrentEraRequestsLeaveNoSession(t *testing.T) {
 // the fast path leaves to it. The agent keeps the call's stream open after
 // its notifications/cancelled, as the TypeScript client does.
 func TestHTTPCancelledCallOnTheSDKsPathGetsNoResponse(t *testing.T) {
-	m := startMux(t, fixture(t, "notes"))
+	cfg := testConfig(fixture(t, "notes"))
+	cfg.Mux.ToolList = config.ToolListSearch // where call_tool runs a tool
+	m := startMuxConfig(t, cfg)
 	cs, _ := httpAgent(t, m, nil)
 	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute})
 	sid := rawInitialize(t, url)

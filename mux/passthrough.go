@@ -154,7 +154,7 @@ func (p *passThrough) toolCall(req *jsonrpc.Request) (passable, bool) {
 	if !argumentsObject(args) {
 		return passable{}, false
 	}
-	if name == toolSearch || name == toolCall {
+	if ownTool(name) {
 		return passable{}, false // mux's own (toolsearch.go): the go-sdk's path
 	}
 	e, err := p.m.tool(name)

@@ -47,12 +47,8 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (mcp.Result,
 	switch p.Name { // mux's own tools (toolsearch.go)
 	case toolSearch:
 		return m.searchTools(ctx, sessionFrom(ctx), p.Arguments)
-	case toolCall:
-		inner, err := unwrapCall(r)
-		if err != nil {
-			return nil, err
-		}
-		return m.callTool(ctx, inner)
+	case toolCall, toolCallReadOnly:
+		return m.callWrapped(ctx, r) // wrappers.go
 	}
 	e, err := m.tool(p.Name)
 	if err != nil {

@@ -20,19 +20,25 @@ import (
 // about 93,000 tokens of definitions, paid on every turn; clients cap the
 // count or pick worse tools from long lists. A session's tools/list is
 // either every tool ("all") or a small surface ("search"): the pinned
-// tools, the tools the session found and called (its working set), and two
-// tools of mux's own, search_tools (mux/search ranks the catalog for a
-// query) and call_tool (calls any tool by name, for agents that call only
-// what is listed). Every tool stays callable by its name whatever the
-// list shows. [mux] tool_list picks the mode; "auto" decides per session,
+// tools, the tools the session found (its working set, listed under their
+// own names so that their own approvals apply), search_tools (mux/search
+// ranks the catalog for a query) and, for agents that may not list again,
+// the two wrappers of wrappers.go. Every tool stays callable by its name
+// whatever the list shows. [mux] tool_list picks the mode; "auto" decides per session,
 // by what the agent is (knownAgents) and how many tools there are.
 
 // mux's own tools' names: reserved (a backend tool exposed under one of
 // them is a collision mux wins).
 const (
-	toolSearch = "search_tools"
-	toolCall   = "call_tool"
+	toolSearch       = search.SearchToolName
+	toolCall         = search.CallToolName
+	toolCallReadOnly = search.CallReadOnlyToolName
 )
+
+// ownTool reports whether name is one of mux's own tools.
+func ownTool(name string) bool {
+	return name == toolSearch || name == toolCall || name == toolCallReadOnly
+}
 
 // agentTraits is what mux knows of an agent, by its clientInfo name.
 type agentTraits struct {
@@ -41,6 +47,10 @@ type agentTraits struct {
 	// listChanged: it asks for the list again on tools/list_changed (the
 	// working set reaches it); false where it is known not to.
 	listChanged bool
+	// relists: it is known to list again on tools/list_changed, so it
+	// needs no wrapper: a tool it found is listed to it under its own name,
+	// where its own approval and permission rules apply.
+	relists bool
 }
 
 // knownAgents, matched in order on the clientInfo name (case folded). The
@@ -49,10 +59,10 @@ var knownAgents = []struct {
 	name   string // a substring of the clientInfo name
 	traits agentTraits
 }{
-	{"claude-code", agentTraits{searches: true, listChanged: true}},
-	{"cursor", agentTraits{limit: 40, listChanged: true}},
-	{"windsurf", agentTraits{limit: 100, listChanged: true}},
-	{"visual studio code", agentTraits{limit: 128, listChanged: true}},
+	{"claude-code", agentTraits{searches: true, listChanged: true, relists: true}},
+	{"cursor", agentTraits{limit: 40, listChanged: true, relists: true}},
+	{"windsurf", agentTraits{limit: 100, listChanged: true, relists: true}},
+	{"visual studio code", agentTraits{limit: 128, listChanged: true, relists: true}},
 	{"claude-ai", agentTraits{listChanged: false}}, // Claude Desktop
 }
 
@@ -133,31 +143,52 @@ func pinned(e exposed[mcp.Tool]) bool {
 	return false
 }
 
-// workingSet is the tools a session found with search_tools and then
-// called: they join its list (search mode), least recently used first out.
+// workingSet is the tools a session found with search_tools (or found and
+// called): they join its list (search mode) under their own names, least
+// recently used first out, so that the agent calls them as themselves.
 type workingSet struct {
-	mu     sync.Mutex
-	found  []string // names search_tools returned, newest last (bounded)
-	called []string // names found and called, newest last (bounded)
+	mu    sync.Mutex
+	found []string        // names search_tools returned, newest last (bounded)
+	names []string        // the working set, newest last (bounded)
+	shown map[string]bool // the tools of the last search surface the agent was sent
 }
 
 // maxWorkingSet bounds a session's working set, and maxFound what it
 // remembers of its searches.
 const (
-	maxWorkingSet = 8
+	maxWorkingSet = 10
 	maxFound      = 200
 )
 
-func (w *workingSet) noteFound(names []string) {
+// join moves name to the newest end of the working set, and reports
+// whether it was not in it.
+func (w *workingSet) join(name string) bool {
+	had := slices.Contains(w.names, name)
+	w.names = slices.DeleteFunc(w.names, func(x string) bool { return x == name })
+	w.names = append(w.names, name)
+	if len(w.names) > maxWorkingSet {
+		w.names = w.names[len(w.names)-maxWorkingSet:]
+	}
+	return !had
+}
+
+// noteFound records what a search found: each joins the working set. It
+// reports whether the set changed.
+func (w *workingSet) noteFound(names []string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	changed := false
 	for _, n := range names {
 		w.found = slices.DeleteFunc(w.found, func(x string) bool { return x == n })
 		w.found = append(w.found, n)
+		if w.join(n) {
+			changed = true
+		}
 	}
 	if len(w.found) > maxFound {
 		w.found = w.found[len(w.found)-maxFound:]
 	}
+	return changed
 }
 
 // noteCalled records a call of name, and reports whether it joined the
@@ -168,23 +199,32 @@ func (w *workingSet) noteCalled(name string) bool {
 	if !slices.Contains(w.found, name) {
 		return false
 	}
-	had := slices.Contains(w.called, name)
-	w.called = slices.DeleteFunc(w.called, func(x string) bool { return x == name })
-	w.called = append(w.called, name)
-	if len(w.called) > maxWorkingSet {
-		w.called = w.called[len(w.called)-maxWorkingSet:]
-	}
-	return !had
+	return w.join(name)
 }
 
-func (w *workingSet) names() []string {
+func (w *workingSet) list() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return slices.Clone(w.called)
+	return slices.Clone(w.names)
+}
+
+// noteShown records the search surface the agent was sent.
+func (w *workingSet) noteShown(names map[string]bool) {
+	w.mu.Lock()
+	w.shown = names
+	w.mu.Unlock()
+}
+
+// wasShown reports whether the agent was sent name in its last list.
+func (w *workingSet) wasShown(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.shown[name]
 }
 
 // searchSurface is the tools/list result of search mode: the pinned tools,
-// the working set, then search_tools and call_tool.
+// the working set, search_tools, then the wrappers for an agent that may
+// not list again (wrappers.go).
 func (m *Mux) searchSurface(s *session) (mcp.Result, error) {
 	cat := m.cat.get()
 	var items []*mcp.Tool
@@ -203,19 +243,21 @@ func (m *Mux) searchSurface(s *session) (mcp.Result, error) {
 		}
 	}
 	if s != nil {
-		for _, name := range s.working.names() {
+		for _, name := range s.working.list() {
 			if e, ok := cat.tools.lookup(name); ok {
 				add(e)
 			}
 		}
+		s.working.noteShown(listed)
 	}
 	var own []json.RawMessage
 	if err := json.Unmarshal(search.ToolDefinitions(), &own); err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-mux: its own tools' definitions: " + err.Error()}
 	}
+	wrappers := !traitsOf(s).relists
 	for _, o := range own {
 		var t mcp.Tool
-		if json.Unmarshal(o, &t) == nil {
+		if json.Unmarshal(o, &t) == nil && (t.Name == toolSearch || wrappers) {
 			items = append(items, &t)
 			raw = append(raw, o)
 		}
@@ -411,10 +453,7 @@ func (m *Mux) searchTools(ctx context.Context, s *session, args json.RawMessage)
 		desc, _, _ := strings.Cut(tool.Description, "\n")
 		fmt.Fprintf(&text, "%s (%s): %s\n", tool.Name, e.mem.spec.Name, desc)
 	}
-	if s != nil {
-		s.working.noteFound(names)
-	}
-	text.WriteString("Call one by its name, with arguments matching its inputSchema (or through call_tool).")
+	text.WriteString(m.foundJoin(s, names))
 	if len(late) > 0 {
 		fmt.Fprintf(&text, " Still starting, not searched yet: %s.", strings.Join(late, ", "))
 	}
@@ -462,33 +501,35 @@ func (m *Mux) lateBackends() []string {
 	return out
 }
 
-// callArgs are call_tool's arguments.
-type callArgs struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
-// unwrapCall is the call call_tool asks for: its tool and arguments, with
-// the rest of the request (its _meta, a retry's answers) as it came.
-func unwrapCall(r *mcp.CallToolRequest) (*mcp.CallToolRequest, error) {
-	var a callArgs
-	if err := json.Unmarshal(r.Params.Arguments, &a); err != nil || a.Name == "" {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: `call_tool: arguments must be {"name": "<tool>", "arguments": {...}}`}
-	}
-	if a.Name == toolCall {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "call_tool: cannot call itself"}
-	}
-	p := *r.Params
-	p.Name, p.Arguments = a.Name, a.Arguments
-	inner := *r
-	inner.Params = &p
-	return &inner, nil
-}
-
 // calledTool notes that s called name: a tool it found joins its working
 // set, and it is told its list changed.
 func (m *Mux) calledTool(s *session, name string) {
-	if s == nil || !s.working.noteCalled(name) || m.toolListMode(s) != config.ToolListSearch || !traitsOf(s).listChanged {
+	if s != nil && s.working.noteCalled(name) {
+		m.workingSetChanged(s)
+	}
+}
+
+// foundJoin adds what a search found to the working set of s (telling the
+// agent its list changed), and says how to call them.
+func (m *Mux) foundJoin(s *session, names []string) string {
+	if s != nil && s.working.noteFound(names) {
+		m.workingSetChanged(s)
+	}
+	t := traitsOf(s)
+	switch {
+	case m.toolListMode(s) != config.ToolListSearch:
+		return "Call one by its name, with arguments matching its inputSchema."
+	case t.relists:
+		return "They are in your tool list now: call one by its name, with arguments matching its inputSchema."
+	case t.listChanged:
+		return "Call one by its name once your tool list shows it, with arguments matching its inputSchema; until then through call_read_only_tool (tools whose annotations say readOnlyHint: true) or call_tool (any tool)."
+	}
+	return "Call one through call_read_only_tool (tools whose annotations say readOnlyHint: true) or call_tool (any tool), with arguments matching its inputSchema."
+}
+
+// workingSetChanged tells s, in search mode, that its tool list changed.
+func (m *Mux) workingSetChanged(s *session) {
+	if m.toolListMode(s) != config.ToolListSearch || !traitsOf(s).listChanged {
 		return
 	}
 	if p := listChangedParams(s, kindTools, &mcp.ToolListChangedParams{}); p != nil {

@@ -69,15 +69,16 @@ func TestToolListModes(t *testing.T) {
 			m := searchMux(t, tc.mode, tc.max)
 			tools := listedTools(t, agentNamed(t, m, tc.agent, nil))
 			_, own := tools[toolSearch]
-			if own != tc.search || (tc.search && len(tools) != 3) {
+			// The pinned tool, search_tools and the two wrappers.
+			if own != tc.search || (tc.search && len(tools) != 4) {
 				t.Fatalf("%d tools (search_tools listed: %v), want the search surface: %v", len(tools), own, tc.search)
 			}
 			if tools["notes__echo"] == nil {
 				t.Errorf("the pinned notes__echo is not listed")
 			}
 			if tc.search {
-				if tools[toolCall] == nil {
-					t.Errorf("call_tool is not listed")
+				if tools[toolCall] == nil || tools[toolCallReadOnly] == nil {
+					t.Errorf("call_tool or call_read_only_tool is not listed")
 				}
 				return
 			}
@@ -293,11 +294,11 @@ func TestAnHTTPAgentPicksItsOwnToolList(t *testing.T) {
 		t.Cleanup(func() { cs.Close() })
 		return listedTools(t, cs)
 	}
-	if tools := connect(url+"?tool_list=search", nil); len(tools) != 3 || tools[toolSearch] == nil {
+	if tools := connect(url+"?tool_list=search", nil); len(tools) != 4 || tools[toolSearch] == nil {
 		t.Errorf("?tool_list=search: listed %v, want the search surface", slices.Sorted(maps.Keys(tools)))
 	}
 	byHeader := &http.Client{Transport: headerTransport{ToolListHeader, "search"}}
-	if tools := connect(url, byHeader); len(tools) != 3 || tools[toolCall] == nil {
+	if tools := connect(url, byHeader); len(tools) != 4 || tools[toolCall] == nil {
 		t.Errorf("%s: search: listed %v, want the search surface", ToolListHeader, slices.Sorted(maps.Keys(tools)))
 	}
 	if tools := connect(url, nil); tools[toolSearch] != nil || tools["notes__shout"] == nil {

@@ -337,16 +337,18 @@ func TestToolDefinitions(t *testing.T) {
 	if err := json.Unmarshal(ToolDefinitions(), &tools); err != nil {
 		t.Fatal(err)
 	}
-	if len(tools) != 2 || tools[0].Name != SearchToolName || tools[1].Name != CallToolName {
+	if len(tools) != 3 || tools[0].Name != SearchToolName || tools[1].Name != CallReadOnlyToolName || tools[2].Name != CallToolName {
 		t.Fatalf("tools: %+v", tools)
 	}
 	s := tools[0].InputSchema
 	if s.Properties["query"].Type != "string" || s.Properties["limit"].Type != "integer" || s.Properties["backend"].Type != "string" || !slices.Equal(s.Required, []string{"query"}) {
 		t.Errorf("search_tools schema: %+v", s)
 	}
-	c := tools[1].InputSchema
-	if c.Properties["name"].Type != "string" || c.Properties["arguments"].Type != "object" || !slices.Equal(c.Required, []string{"name"}) {
-		t.Errorf("call_tool schema: %+v", c)
+	for _, c := range tools[1:] {
+		s := c.InputSchema
+		if s.Properties["name"].Type != "string" || s.Properties["arguments"].Type != "object" || !slices.Equal(s.Required, []string{"name"}) {
+			t.Errorf("%s schema: %+v", c.Name, s)
+		}
 	}
 	for _, tool := range tools {
 		if tool.InputSchema.Type != "object" || tool.Description == "" || tool.Title == "" {

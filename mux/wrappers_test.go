@@ -1,0 +1,227 @@
+package mux
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
+)
+
+// What an approval of a wrapper allows (wrappers.go): no more than its
+// annotations say, and never a tool the agent has under its own name.
+
+// wrapperMux is a search-mode mux over one fixture backend, "fx": its
+// "rich" tool says readOnlyHint, its "echo" and "stats" say nothing (so
+// they may write and destroy, by the spec's defaults).
+func wrapperMux(t *testing.T, mode string) *Mux {
+	t.Helper()
+	cfg := testConfig(fixture(t, "fx", "-rich"))
+	cfg.Mux.ToolList, cfg.Mux.ToolListMax = mode, 64
+	return startMuxConfig(t, cfg)
+}
+
+// wrapped calls wrapper with the tool name and args.
+func wrapped(t *testing.T, cs *mcp.ClientSession, wrapper, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: wrapper, Arguments: map[string]any{"name": name, "arguments": args}})
+	if err != nil {
+		t.Fatalf("%s %s: %v", wrapper, name, err)
+	}
+	return res
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// echoed reports whether fx's echo ran: its result is the text it got.
+func echoed(res *mcp.CallToolResult, text string) bool {
+	return !res.IsError && strings.Contains(resultText(res), text)
+}
+
+func TestWrappersAreAnnotatedForWhatTheyRun(t *testing.T) {
+	m := wrapperMux(t, config.ToolListSearch)
+	cs := agentNamed(t, m, "claude-ai", nil) // Claude Desktop: it does not list again
+	tools := listedTools(t, cs)
+	ro, gen := tools[toolCallReadOnly], tools[toolCall]
+	if ro == nil || gen == nil || tools[toolSearch] == nil {
+		t.Fatalf("listed %v: want search_tools and both wrappers", keys(tools))
+	}
+	if a := ro.Annotations; a == nil || !a.ReadOnlyHint {
+		t.Errorf("call_read_only_tool's annotations %+v: want readOnlyHint", a)
+	}
+	if a := gen.Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint || a.OpenWorldHint == nil || !*a.OpenWorldHint {
+		t.Errorf("call_tool's annotations %+v: want destructiveHint and openWorldHint", a)
+	}
+	if !strings.Contains(ro.Description, "read-only") || !strings.Contains(gen.Description, "ANY tool") {
+		t.Errorf("the descriptions do not say what each runs:\n%s\n%s", ro.Description, gen.Description)
+	}
+
+	// The read-only wrapper runs a read-only tool, and refuses one that
+	// may write; the backend never sees the refused call.
+	if res := wrapped(t, cs, toolCallReadOnly, "fx__rich", map[string]any{"q": "x"}); res.IsError || !strings.Contains(resultText(res), "42") {
+		t.Errorf("call_read_only_tool fx__rich: %v %q", res.IsError, resultText(res))
+	}
+	before := fixtureStats(t, cs, "fx__stats").Requests
+	res := wrapped(t, cs, toolCallReadOnly, "fx__echo", map[string]any{"text": "should not run"})
+	if !res.IsError || echoed(res, "should not run") || !strings.Contains(resultText(res), "readOnlyHint") {
+		t.Errorf("call_read_only_tool ran fx__echo, which may write: %v %q", res.IsError, resultText(res))
+	}
+	// (fixtureStats itself is one call through the backend's own name.)
+	if after := fixtureStats(t, cs, "fx__stats").Requests; after != before+1 {
+		t.Errorf("the backend got %d requests between two stats calls: the refused call reached it", after-before-1)
+	}
+	// The general wrapper runs it: its own annotations say it may.
+	if res := wrapped(t, cs, toolCall, "fx__echo", map[string]any{"text": "ran"}); !echoed(res, "ran") {
+		t.Errorf("call_tool fx__echo: %v %q", res.IsError, resultText(res))
+	}
+	// A wrapper cannot call a wrapper.
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: toolCallReadOnly, Arguments: map[string]any{"name": toolCall, "arguments": map[string]any{"name": "fx__echo"}}}); err == nil {
+		t.Error("call_read_only_tool called call_tool")
+	}
+}
+
+// An agent that lists again gets a tool it found under the tool's own name,
+// and no wrapper runs a tool the agent has under its own name.
+func TestAFoundToolIsCalledByItsOwnName(t *testing.T) {
+	changed := make(chan struct{}, 10)
+	m := wrapperMux(t, config.ToolListSearch)
+	cs := agentNamed(t, m, "some-agent", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	if tools := listedTools(t, cs); tools["fx__echo"] != nil {
+		t.Fatalf("fx__echo listed before it was found")
+	}
+	if found, _ := searchFor(t, cs, map[string]any{"query": "fx__echo"}); len(found) == 0 || found[0] != "fx__echo" {
+		t.Fatalf("search found %v", found)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools/list_changed after a search found a tool")
+	}
+	if tools := listedTools(t, cs); tools["fx__echo"] == nil {
+		t.Fatalf("after the search, fx__echo is not listed: %v", keys(tools))
+	}
+	for _, w := range []string{toolCall, toolCallReadOnly} {
+		if res := wrapped(t, cs, w, "fx__echo", map[string]any{"text": "through"}); !res.IsError || echoed(res, "through") || !strings.Contains(resultText(res), "own name") {
+			t.Errorf("%s ran fx__echo, which the agent has under its own name: %q", w, resultText(res))
+		}
+	}
+	if res := callText(t, cs, "fx__echo", map[string]any{"text": "direct"}); !strings.Contains(res, "direct") {
+		t.Errorf("fx__echo by its name: %q", res)
+	}
+	// A pinned tool is listed from the start: the same.
+	cfg := testConfig(fixture(t, "fx"))
+	cfg.Backends[0].Pin = []string{"echo"}
+	cfg.Mux.ToolList = config.ToolListSearch
+	pinnedCS := agentNamed(t, startMuxConfig(t, cfg), "claude-ai", nil)
+	listedTools(t, pinnedCS)
+	if res := wrapped(t, pinnedCS, toolCall, "fx__echo", map[string]any{"text": "pinned"}); !res.IsError || echoed(res, "pinned") {
+		t.Errorf("call_tool ran the pinned fx__echo: %q", resultText(res))
+	}
+}
+
+// Claude Code (and every agent known to list again) is never offered a
+// wrapper, in any mode, and one it calls anyway does not run the tool: its
+// permission rules, which name tools (mcp__mcp-mux__fx__echo), always apply.
+func TestAnAgentThatListsAgainIsNeverOfferedAWrapper(t *testing.T) {
+	for _, mode := range []string{config.ToolListSearch, config.ToolListAll, config.ToolListAuto} {
+		for _, agent := range []string{"claude-code", "cursor-vscode", "Visual Studio Code"} {
+			t.Run(mode+"/"+agent, func(t *testing.T) {
+				changed := make(chan struct{}, 10)
+				m := wrapperMux(t, mode)
+				cs := agentNamed(t, m, agent, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+					changed <- struct{}{}
+				}})
+				tools := listedTools(t, cs)
+				if tools[toolCall] != nil || tools[toolCallReadOnly] != nil {
+					t.Fatalf("%s was offered a wrapper: %v", agent, keys(tools))
+				}
+				for _, w := range []string{toolCall, toolCallReadOnly} {
+					arg := map[string]any{"text": "wrapped"}
+					if w == toolCallReadOnly {
+						arg = map[string]any{"q": "x"}
+					}
+					name := map[string]string{toolCall: "fx__echo", toolCallReadOnly: "fx__rich"}[w]
+					res := wrapped(t, cs, w, name, arg)
+					if !res.IsError || echoed(res, "wrapped") || strings.Contains(resultText(res), "42") {
+						t.Errorf("%s ran %s for %s: %q", w, name, agent, resultText(res))
+					}
+				}
+				if mode != config.ToolListSearch {
+					return
+				}
+				// In search mode the tool it asked for is listed to it now.
+				select {
+				case <-changed:
+				case <-time.After(10 * time.Second):
+					t.Fatal("no tools/list_changed")
+				}
+				if tools := listedTools(t, cs); tools["fx__echo"] == nil || tools["fx__rich"] == nil {
+					t.Errorf("the tools it asked a wrapper for are not listed: %v", keys(tools))
+				}
+			})
+		}
+	}
+}
+
+func TestPermits(t *testing.T) {
+	yes, no := ptr(true), ptr(false)
+	ro := wrapperAnnotations[toolCallReadOnly]
+	gen := wrapperAnnotations[toolCall]
+	for _, tc := range []struct {
+		name string
+		tool *mcp.ToolAnnotations
+		ro   bool // call_read_only_tool may run it
+	}{
+		{"no annotations (may write, destroy, reach out)", nil, false},
+		{"read-only", &mcp.ToolAnnotations{ReadOnlyHint: true}, true},
+		{"read-only, closed world", &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: no}, true},
+		{"not destructive but writes", &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no}, false},
+		{"destructive", &mcp.ToolAnnotations{DestructiveHint: yes}, false},
+		{"only a title", &mcp.ToolAnnotations{Title: "Reads things"}, false},
+	} {
+		if got := permits(ro, tc.tool); got != tc.ro {
+			t.Errorf("call_read_only_tool, %s: %v, want %v", tc.name, got, tc.ro)
+		}
+		if !permits(gen, tc.tool) {
+			t.Errorf("call_tool refuses %s", tc.name)
+		}
+	}
+	// A wrapper narrower than call_tool in each hint refuses what is wider.
+	closed := &mcp.ToolAnnotations{DestructiveHint: no, IdempotentHint: true, OpenWorldHint: no}
+	for _, tc := range []struct {
+		name string
+		tool *mcp.ToolAnnotations
+		want bool
+	}{
+		{"same", &mcp.ToolAnnotations{DestructiveHint: no, IdempotentHint: true, OpenWorldHint: no}, true},
+		{"destructive", &mcp.ToolAnnotations{DestructiveHint: yes, IdempotentHint: true, OpenWorldHint: no}, false},
+		{"not idempotent", &mcp.ToolAnnotations{DestructiveHint: no, OpenWorldHint: no}, false},
+		{"open world", &mcp.ToolAnnotations{DestructiveHint: no, IdempotentHint: true, OpenWorldHint: yes}, false},
+		{"read-only", &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: no}, true},
+	} {
+		if got := permits(closed, tc.tool); got != tc.want {
+			t.Errorf("a closed, idempotent wrapper, %s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func keys(m map[string]*mcp.Tool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
