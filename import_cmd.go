@@ -261,23 +261,23 @@ func printRegistration(w io.Writer, files []*clientimport.File, out string, vars
 		env[v] = envPlaceholder(v)
 		envFlags = append(envFlags, "-e", v+"="+envPlaceholder(v))
 	}
-	entry := registration{Command: exe, Args: []string{"--config", config}, Env: env}
+	entry := registration{Command: exe, Args: []string{"-c", config}, Env: env}
 	name := muxServerName
 	fmt.Fprintln(w, "\nNext, register mcp-mux alone in place of the servers it now runs (remove them from the client's config, or they run twice).")
 	if out == "" {
-		fmt.Fprintln(w, "The config went to stdout: put the path of the file you saved it in after \"--config\" (with --output FILE this is filled in).")
+		fmt.Fprintln(w, "The config went to stdout: put the path of the file you saved it in after \"-c\" (with --output FILE this is filled in).")
 	}
 	if len(mcpServers) > 0 {
 		fmt.Fprintf(w, "\n%s (\"mcpServers\"):\n%s\n", strings.Join(mcpServers, ", "), indentJSON(map[string]any{"mcpServers": map[string]any{name: entry}}))
 		if slices.Contains(mcpServers, clientimport.ClientClaudeCode) {
 			// The name before -e: -e takes every word up to the next option.
 			cmd := append([]string{"claude", "mcp", "add", "--scope", "user", name}, envFlags...)
-			cmd = append(cmd, "--", shellArg(exe), "--config", shellArg(config))
+			cmd = append(cmd, "--", shellArg(exe), "-c", shellArg(config))
 			fmt.Fprintf(w, "Claude Code can also add it with: %s\n", strings.Join(cmd, " "))
 		}
 	}
 	if len(vscode) > 0 {
-		vs := registration{Type: "stdio", Command: exe, Args: []string{"--config", config}, Env: env}
+		vs := registration{Type: "stdio", Command: exe, Args: []string{"-c", config}, Env: env}
 		fmt.Fprintf(w, "\nVS Code (\"servers\", in its mcp.json):\n%s\n", indentJSON(map[string]any{"servers": map[string]any{name: vs}}))
 	}
 	if len(vars) > 0 {
@@ -442,7 +442,7 @@ func initAction(c *cli.Context) error {
 	if !found {
 		fmt.Fprintf(stderr, "Neither uvx nor npx is on PATH: install Node.js (for npx) or replace that backend, or check will say %q is not found.\n", backend.Command)
 	}
-	reg := indentJSON(map[string]any{"mcpServers": map[string]any{"mcp-mux": registration{Command: exe, Args: []string{"--config", path}}}})
+	reg := indentJSON(map[string]any{"mcpServers": map[string]any{"mcp-mux": registration{Command: exe, Args: []string{"-c", path}}}})
 	fmt.Fprintf(stderr, `
 Next:
   1. Already have MCP servers in Claude Desktop, Claude Code, Cursor or VS Code?

@@ -63,7 +63,7 @@ var starterTemplate = strings.TrimLeft(`
 #     VS Code? `+"`mcp-mux import --output FILE`"+` converts their configs.
 #   - Add your servers as [[backend]] sections (see the commented one at the
 #     end), then run `+"`mcp-mux check`"+` (with --connect it also starts them).
-#   - Register mcp-mux alone in your agent, with "--config" and this file.
+#   - Register mcp-mux alone in your agent, with "-c" and this file.
 #
 # While mcp-mux serves, saving this file applies the change without ending
 # the agent's session (only the backends that changed restart).

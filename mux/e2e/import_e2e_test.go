@@ -375,7 +375,7 @@ func TestImportPrintsTheBlockThatRegistersMcpMuxAlone(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	want := []string{"--config", out}
+	want := []string{"-c", out}
 	env := map[string]string{"API_KEY": "YOUR_API_KEY", "SEARCH_TOKEN": "YOUR_SEARCH_TOKEN", "VSCODE_TOKEN": "YOUR_VSCODE_TOKEN"}
 	if e := block(stderr, `Claude Desktop, Claude Code ("mcpServers"):`)["mcpServers"]["mcp-mux"]; e.Command != exe || !slices.Equal(e.Args, want) || !maps.Equal(e.Env, env) {
 		t.Errorf("Claude Desktop block: %+v", e)
@@ -384,7 +384,7 @@ func TestImportPrintsTheBlockThatRegistersMcpMuxAlone(t *testing.T) {
 		t.Errorf("VS Code block: %+v", e)
 	}
 	// -e takes every word up to the next option: the name goes first.
-	add := "claude mcp add --scope user mcp-mux -e API_KEY=YOUR_API_KEY -e SEARCH_TOKEN=YOUR_SEARCH_TOKEN -e VSCODE_TOKEN=YOUR_VSCODE_TOKEN -- " + exe + " --config " + out + "\n"
+	add := "claude mcp add --scope user mcp-mux -e API_KEY=YOUR_API_KEY -e SEARCH_TOKEN=YOUR_SEARCH_TOKEN -e VSCODE_TOKEN=YOUR_VSCODE_TOKEN -- " + exe + " -c " + out + "\n"
 	if !strings.Contains(stderr, add) {
 		t.Errorf("no %q in\n%s", add, stderr)
 	}
