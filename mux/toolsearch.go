@@ -321,11 +321,7 @@ func (mem *member) about() string {
 		}
 	}
 	if r != nil {
-		first, _, _ := strings.Cut(strings.TrimSpace(r.Instructions), "\n")
-		if i := strings.Index(first, ". "); i >= 0 {
-			first = first[:i+1]
-		}
-		if first != "" {
+		if first := firstSentence(r.Instructions); first != "" {
 			s += ". " + first
 		}
 	}
@@ -334,6 +330,36 @@ func (mem *member) about() string {
 		s = s[:max]
 	}
 	return s
+}
+
+// firstSentence is the first sentence of prose in instructions, written
+// in markdown as most are: headings, rules, fences and the like are not
+// prose (a hint that reads "# Everything Server – Server Instructions"
+// says nothing), and emphasis and list markers are dropped.
+func firstSentence(instructions string) string {
+	fenced := false
+	for line := range strings.Lines(instructions) {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "```") || strings.HasPrefix(line, "~~~") {
+			fenced = !fenced
+			continue
+		}
+		if fenced || line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "|") ||
+			strings.HasPrefix(line, "<") || strings.Trim(line, "-*_= ") == "" {
+			continue
+		}
+		for _, marker := range []string{"- ", "* ", "+ ", "> "} {
+			line = strings.TrimPrefix(line, marker)
+		}
+		line = strings.NewReplacer("**", "", "__", "", "`", "").Replace(line)
+		if i := strings.Index(line, ". "); i >= 0 {
+			line = line[:i+1]
+		}
+		if line = strings.TrimSpace(line); line != "" {
+			return line
+		}
+	}
+	return ""
 }
 
 // toolIndex is the search index of the catalog it was built from: the

@@ -225,3 +225,19 @@ func keys(m map[string]*mcp.Tool) []string {
 	}
 	return out
 }
+
+// A search hint is a plain sentence, never a markdown heading.
+func TestSearchHintIsAPlainSentence(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"# Everything Server – Server Instructions\n\nThis server exercises every MCP feature. It has tools.", "This server exercises every MCP feature."},
+		{"## Usage\n\n- **Always** call `resolve` first. Then get docs.", "Always call resolve first."},
+		{"```\ncode here. more\n```\nPlain text here", "Plain text here"},
+		{"---\n| a | b |\n\nUse it for maps.", "Use it for maps."},
+		{"# Only a heading", ""},
+		{"One line without a stop", "One line without a stop"},
+	} {
+		if got := firstSentence(tc.in); got != tc.want {
+			t.Errorf("firstSentence(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
