@@ -572,7 +572,14 @@ type firstList struct {
 // start attempt has finished or first_list_wait has passed since that list
 // came; the backends still starting then are late (logged, and marked in
 // mcp-mux://backends).
+//
+// An agent known to ignore list_changed (Claude Desktop) would never learn
+// of a late backend: its lists wait for every backend's first start, up to
+// startup_timeout.
 func (m *Mux) waitStarted(ctx context.Context) {
+	if s := sessionFrom(ctx); s != nil && !traitsOf(s).listChanged {
+		m.waitEveryStart(ctx, m.settings().StartupTimeout.Duration)
+	}
 	if m.first.over.Load() {
 		return
 	}
@@ -597,6 +604,24 @@ func (m *Mux) waitStarted(ctx context.Context) {
 		}
 	}
 	m.endFirstWait()
+}
+
+// waitEveryStart waits until every backend's first start attempt has
+// finished, or for d at most.
+func (m *Mux) waitEveryStart(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for _, mem := range m.members() {
+		select {
+		case <-mem.started:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-m.ctx.Done():
+			return
+		}
+	}
 }
 
 func (m *Mux) endFirstWait() {

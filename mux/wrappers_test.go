@@ -241,3 +241,30 @@ func TestSearchHintIsAPlainSentence(t *testing.T) {
 		}
 	}
 }
+
+// An agent that ignores list_changed never learns of a backend that came
+// late: its first list waits for every backend (up to startup_timeout),
+// where another agent's waits first_list_wait.
+func TestAnAgentThatIgnoresListChangedGetsEveryBackendInItsFirstList(t *testing.T) {
+	for _, tc := range []struct {
+		agent string
+		slow  bool // the slow backend's tool is in the first list
+	}{
+		{"claude-ai", true},
+		{"some-agent", false},
+	} {
+		t.Run(tc.agent, func(t *testing.T) {
+			cfg := testConfig(fixture(t, "quick"), fixture(t, "slow", "-start-delay", "4s"))
+			cfg.Mux.ToolList = config.ToolListAll
+			cfg.Mux.FirstListWait.Duration = time.Second // the slow one cannot be ready by then
+			m := startMuxConfig(t, cfg)
+			tools := listedTools(t, agentNamed(t, m, tc.agent, nil))
+			if got := tools["slow__echo"] != nil; got != tc.slow {
+				t.Errorf("%s's first list has the slow backend's tool: %v, want %v (%v)", tc.agent, got, tc.slow, keys(tools))
+			}
+			if tc.slow && tools["quick__echo"] == nil {
+				t.Errorf("the quick backend's tool is missing: %v", keys(tools))
+			}
+		})
+	}
+}
