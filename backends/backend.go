@@ -172,24 +172,29 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 		if r.err == nil {
 			r.cs.Close()
 		}
-		return nil, fmt.Errorf("exited during initialize: %s%s", exitReason(b.exitErr), b.stderrTail())
+		return nil, fmt.Errorf("exited during initialize: %s%s%s", exitReason(b.exitErr), b.noiseNote(), b.stderrTail())
 	}
 	if r.err != nil {
-		// A process that died closed stdout before it was reaped: its exit
-		// status explains the failure better than the EOF does.
-		select {
-		case <-b.exited:
-			b.kill()
-			b.stdout.Close()
-			return nil, fmt.Errorf("exited during initialize: %s%s", exitReason(b.exitErr), b.stderrTail())
-		case <-time.After(200 * time.Millisecond):
+		// A process that timed out was sent EOF on stdin by the go-sdk, and
+		// may have exited of it: that exit explains nothing.
+		timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
+		if !timedOut {
+			// A process that died closed stdout before it was reaped: its
+			// exit status explains the failure better than the EOF does.
+			select {
+			case <-b.exited:
+				b.kill()
+				b.stdout.Close()
+				return nil, fmt.Errorf("exited during initialize: %s%s%s", exitReason(b.exitErr), b.noiseNote(), b.stderrTail())
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
 		b.kill()
 		b.stdout.Close()
-		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
-			return nil, fmt.Errorf("did not initialize within %s%s", opts.StartupTimeout, b.stderrTail())
+		if timedOut {
+			return nil, fmt.Errorf("did not initialize within %s%s%s", opts.StartupTimeout, b.noiseNote(), b.stderrTail())
 		}
-		return nil, fmt.Errorf("initialize: %w%s", r.err, b.stderrTail())
+		return nil, fmt.Errorf("initialize: %w%s%s", r.err, b.noiseNote(), b.stderrTail())
 	}
 	b.session = r.cs
 	b.init = r.cs.InitializeResult()

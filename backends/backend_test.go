@@ -100,6 +100,21 @@ func TestSilentBackendCostsAtMostStartupTimeout(t *testing.T) {
 	}
 }
 
+// TestStartOfABackendThatPrintsOnlyNoiseSaysWhatItPrinted: a server that
+// logs to stdout never initializes, and the error says what it printed
+// there, its first line cut, not only that it timed out.
+func TestStartOfABackendThatPrintsOnlyNoiseSaysWhatItPrinted(t *testing.T) {
+	long := "Starting server on port 8080 " + strings.Repeat("x", 300)
+	_, _, err := start(t, Options{StartupTimeout: 700 * time.Millisecond}, "-stdout-junk", long)
+	if err == nil {
+		t.Fatal("started")
+	}
+	want := `did not initialize within 700ms; it printed on stdout instead of JSON-RPC: "` + long[:noiseQuote] + `…"`
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v\nwant it to contain %s", err, want)
+	}
+}
+
 func TestNoiseOnStdoutIsSkipped(t *testing.T) {
 	b, logs, err := start(t, Options{})
 	if err != nil {

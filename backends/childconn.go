@@ -31,8 +31,9 @@ type childTransport struct{ conn *childConn }
 func (t childTransport) Connect(context.Context) (mcp.Connection, error) { return t.conn, nil }
 
 // childConn decodes each stdout line exactly once, with the SDK's own
-// decoder: what it refuses is logged and skipped, so the connection admits
-// exactly what the SDK can take and no line can end it. A refused line that
+// decoder: what it refuses is skipped, and logged or counted (noise.go),
+// so the connection admits exactly what the SDK can take and no line can
+// end it. A refused line that
 // is recognizably the response to one of our requests (and an oversized
 // one, whose id is recovered from its head or tail) becomes an error
 // response for that request, so the caller is told at once instead of
@@ -60,6 +61,8 @@ type childConn struct {
 	closed    chan struct{}
 
 	raw rawCalls // requests sent as bytes beside the go-sdk's (rawcall.go)
+
+	noise *stdoutNoise // lines that are not JSON-RPC (noise.go)
 
 	// updated, if set, gets notifications/resources/updated straight from
 	// Read, in order, instead of through the go-sdk (see takeUpdated).
@@ -218,6 +221,7 @@ func newChildConn(name string, logger *log.Logger, out io.ReadCloser, in io.Writ
 		r:        bufio.NewReaderSize(out, 64*1024),
 		closed:   make(chan struct{}),
 		progress: make(chan struct{}),
+		noise:    newStdoutNoise(logger),
 	}
 }
 
@@ -339,12 +343,12 @@ func (c *childConn) decode(line []byte) jsonrpc.Message {
 		return nil
 	}
 	if trimmed[0] != '{' {
-		c.log.Warn("noise on stdout (not JSON-RPC), skipped", "line", snippet(trimmed))
+		c.noise.add(trimmed, nil)
 		return nil
 	}
 	id, ok := wire.RecoverResponseID(trimmed, trimmed)
 	if !ok {
-		c.log.Warn("noise on stdout (not a valid JSON-RPC message), skipped", "error", err, "line", snippet(trimmed))
+		c.noise.add(trimmed, err)
 		return nil
 	}
 	c.log.Warn("malformed response on stdout; failing its request", "id", id.Raw(), "error", err, "line", snippet(trimmed))
@@ -401,6 +405,7 @@ func (c *childConn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closed)
 		c.raw.end(mcp.ErrConnectionClosed)
+		c.noise.end()
 		// The backend may have closed them already, on its way down.
 		err = errors.Join(ignoreClosed(c.in.Close()), ignoreClosed(c.out.Close()))
 	})

@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -116,8 +117,13 @@ func TestMalformedJSONRPCLineDoesNotCostTheConnection(t *testing.T) {
 			assertStillUp(t, b, pid)
 		})
 	}
-	if !strings.Contains(logs.String(), `{\"jsonrpc\":\"2.0\",\"method\":5}`) && !strings.Contains(logs.String(), `{"jsonrpc":"2.0","method":5}`) {
-		t.Errorf("the skipped line was not logged:\n%s", logs)
+	// The first is logged with why it was refused, the rest counted
+	// (noise.go).
+	if !strings.Contains(logs.String(), `line="{\"jsonrpc\":\"2.0\"}" error=`) {
+		t.Errorf("the first skipped line was not logged with its error:\n%s", logs)
+	}
+	if n := b.StdoutNoise(); n != len(malformedEnvelopes) {
+		t.Errorf("%d lines counted as noise, want %d", n, len(malformedEnvelopes))
 	}
 }
 
@@ -275,5 +281,58 @@ func TestFloodOfNotificationsIsHeldBackNotQueued(t *testing.T) {
 	}
 	if h := handledN.Load(); h < 3000-maxPending-1000 {
 		t.Errorf("the call returned with only %d of 3,000 handled: the rest was queued", h)
+	}
+}
+
+// TestNoiseOnStdoutIsLoggedOnceThenCounted: a server that logs to stdout
+// (five lines a second) costs one warning with its first line, then a
+// count, not one warning a line; the count left when it stops is logged.
+func TestNoiseOnStdoutIsLoggedOnceThenCounted(t *testing.T) {
+	b, logs, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := call(t, b, "noise", map[string]any{"text": fmt.Sprintf("Listening on port %d", 8000+i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Stop(time.Second)
+	out := logs.String()
+	if n := strings.Count(out, "Listening on port"); n != 1 || !strings.Contains(out, "Listening on port 8000") {
+		t.Errorf("%d noise lines in the log, want the first one only:\n%s", n, out)
+	}
+	if !regexp.MustCompile(`more noise on stdout.* lines=29 in_all=30`).MatchString(out) {
+		t.Errorf("the 29 lines counted after the first are not in the log:\n%s", out)
+	}
+}
+
+// TestNoiseCountIsLoggedWhileTheBackendRuns: the lines counted since the
+// last warning are logged once noiseReportEvery has passed, without
+// waiting for the backend to stop.
+func TestNoiseCountIsLoggedWhileTheBackendRuns(t *testing.T) {
+	every := noiseReportEvery
+	noiseReportEvery = 300 * time.Millisecond
+	t.Cleanup(func() { noiseReportEvery = every })
+	b, logs, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := call(t, b, "noise", map[string]any{"text": fmt.Sprintf("tick %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counted := regexp.MustCompile(`more noise on stdout.* lines=(\d+)`)
+	testkit.Eventually(t, 5*time.Second, "the 4 lines after the first to be counted in the log", func() bool {
+		sum := 0
+		for _, m := range counted.FindAllStringSubmatch(logs.String(), -1) {
+			n, _ := strconv.Atoi(m[1])
+			sum += n
+		}
+		return sum == 4
+	})
+	if b.StdoutNoise() != 5 {
+		t.Errorf("StdoutNoise() = %d, want 5", b.StdoutNoise())
 	}
 }

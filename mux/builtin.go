@@ -36,7 +36,7 @@ func (m *Mux) builtinResources() []*mcp.Resource {
 		{URI: uriSubscriptions, Name: "subscriptions", Title: "mcp-mux subscriptions", MIMEType: "application/json",
 			Description: "The resource subscriptions this session holds through mcp-mux: session, backend, URI, since, mode (forwarded or local-only)."},
 		{URI: uriBackends, Name: "backends", Title: "mcp-mux backends", MIMEType: "application/json",
-			Description: "Each backend's state, pid, restarts, last error, capabilities, catalog counts and whether it was late for the first list; the config generation (1 at start, +1 per reload applied) and when it was loaded."},
+			Description: "Each backend's state, pid, restarts, last error, capabilities, catalog counts, lines it printed on stdout that were not JSON-RPC, and whether it was late for the first list; the config generation (1 at start, +1 per reload applied) and when it was loaded."},
 	}
 }
 
@@ -66,6 +66,9 @@ type BackendStatus struct {
 	// Late: it was still starting when the first list was answered
 	// without it (first_list_wait); list_changed was sent when it was ready.
 	Late bool `json:"late,omitempty"`
+	// StdoutNoise: the lines the running backend printed on stdout that
+	// were not JSON-RPC, skipped; the log has the first, then counts.
+	StdoutNoise int `json:"stdout_noise,omitempty"`
 }
 
 // Ready reports whether the backend is serving.
@@ -102,6 +105,7 @@ func (mem *member) status() BackendStatus {
 			st.SignIn, st.Issuer = "signed in", iss
 		}
 		st.PID = b.PID()
+		st.StdoutNoise = b.StdoutNoise()
 		st.Transport = b.Transport()
 		if r := b.InitializeResult(); r != nil {
 			st.ProtocolVersion = r.ProtocolVersion

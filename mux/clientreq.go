@@ -53,6 +53,7 @@ type agentState struct {
 	mu    sync.Mutex
 	known bool
 	caps  *mcp.ClientCapabilities             // the first agent session's roots, sampling, elicitation
+	era   string                              // and its protocol version
 	told  map[*member]*mcp.ClientCapabilities // what each member's current backend was told (nil: none)
 	// elicitations maps a URL-mode elicitation's id to the session asked,
 	// where its notifications/elicitation/complete goes.
@@ -126,6 +127,7 @@ func (m *Mux) agentInitialized(p *mcp.InitializeParams) {
 	// it in its requests' rounds (rounds.go): backends are told what it
 	// can answer all the same.
 	a.caps = forwardable(p.Capabilities)
+	a.era = p.ProtocolVersion
 	close(a.ready)
 	var stale []*member
 	for mem, told := range a.told {
@@ -453,7 +455,7 @@ func (m *Mux) agentFor(mem *member, capName string, has func(*mcp.ClientCapabili
 		cands = m.liveSessions()
 	}
 	if len(cands) == 0 {
-		return nil, nil, &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: no agent session is connected to take the %s request", capName)}
+		return nil, nil, m.agent.sessionless(capName, has)
 	}
 	var best, refused *session
 	var why error
@@ -475,6 +477,32 @@ func (m *Mux) agentFor(mem *member, capName string, has func(*mcp.ClientCapabili
 		return nil, nil, why
 	}
 	return best, nil, nil
+}
+
+// sessionless is the error for a backend's request that no agent session
+// is there to take. An agent of the current era over HTTP has no session
+// between its requests, so no session does not mean no agent: what the
+// agent declared, and its era, say why it cannot be asked.
+func (a *agentState) sessionless(capName string, has func(*mcp.ClientCapabilities) bool) error {
+	a.mu.Lock()
+	known, caps, era := a.known, a.caps, a.era
+	a.mu.Unlock()
+	msg := fmt.Sprintf("mcp-mux: no agent session is connected to take the %s request", capName)
+	switch {
+	case known && !has(caps):
+		msg = fmt.Sprintf("mcp-mux: the agent did not declare the %s capability", capName)
+	case known && era >= modernEra:
+		msg = fmt.Sprintf("mcp-mux: the agent speaks protocol %s, in which a server can ask the client for a %s only while it serves the client's tools/call, prompts/get or resources/read, and none is in flight", era, capName)
+	}
+	return &jsonrpc.Error{Code: codeCannotForward, Message: msg}
+}
+
+// modernWith reports whether the agent speaks the current era and declared
+// what has looks for.
+func (a *agentState) modernWith(has func(*mcp.ClientCapabilities) bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.known && a.era >= modernEra && has(a.caps)
 }
 
 // declared reports whether the agent of s declared what has looks for.

@@ -72,13 +72,19 @@ func (r *agentRoots) gaveUp(mem *member) bool {
 // rootsOutsideRequests reports whether a backend's roots/list with no
 // request of an agent in flight is for an agent of the current era: no
 // session of the handshake era could take it, and one of the current era
-// declared roots.
+// declared roots (with no session at all: the agent did).
 func (m *Mux) rootsOutsideRequests(mem *member) bool {
 	if len(mem.sessionsInFlight()) > 0 {
 		return false
 	}
+	live := m.liveSessions()
+	if len(live) == 0 {
+		// Between its requests an agent of the current era over HTTP
+		// has no session: what it said of itself still holds.
+		return m.agent.modernWith(hasRoots)
+	}
 	modern := false
-	for _, s := range m.liveSessions() {
+	for _, s := range live {
 		if !s.declared(hasRoots) {
 			continue
 		}

@@ -1,8 +1,11 @@
 package mux
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
@@ -50,5 +53,63 @@ func TestRootsLearnedLateAreAnnouncedToABackendThatGaveUp(t *testing.T) {
 	})
 	if ci.RootsListChanged != 1 {
 		t.Errorf("roots_list_changed %d, want 1", ci.RootsListChanged)
+	}
+}
+
+// An agent of the current era over HTTP has no session between its
+// requests, so a backend that asks for roots right after its start (here:
+// restarted with the capabilities of an agent that came late) finds no
+// session: that is no reason to tell it that no agent is connected.
+
+// restartedForLateAgent starts a mux whose backend asks for roots at its
+// start, lets it start before any agent, then connects c over HTTP in the
+// current era and waits until the backend is restarted with c's
+// capabilities.
+func restartedForLateAgent(t *testing.T, c *mcp.Client) *mcp.ClientSession {
+	t.Helper()
+	m := New(testConfig(fixture(t, "fs", "-client-requests", "-roots-at-start")), testLogger(t), "test")
+	m.agent.wait = 100 * time.Millisecond
+	m.Start()
+	t.Cleanup(m.Close)
+	testkit.Eventually(t, 10*time.Second, "the backend to be ready without an agent", func() bool { return m.Status()[0].Ready() })
+	pid := m.Status()[0].PID
+	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute, MaxBody: 1 << 20})
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: modernEra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	testkit.Eventually(t, 10*time.Second, "the backend to be restarted with the agent's capabilities", func() bool {
+		st := m.Status()[0]
+		return st.Ready() && st.PID != pid
+	})
+	return cs
+}
+
+// TestRootsAskedWhileACurrentEraHTTPAgentHasNoRequestWaitForIt: the
+// backend's roots/list waits for the agent's roots, which its next call
+// brings.
+func TestRootsAskedWhileACurrentEraHTTPAgentHasNoRequestWaitForIt(t *testing.T) {
+	_, c := newEraAgent(t)
+	cs := restartedForLateAgent(t, c)
+	var ci clientInfo
+	testkit.Eventually(t, 10*time.Second, "the backend to have the agent's roots", func() bool {
+		ci = fixtureClientInfo(t, cs, "fs__client_info")
+		return ci.Roots == eraRoot
+	})
+}
+
+// TestRootsAskedOfACurrentEraHTTPAgentWithoutRootsSayItHasNone: an agent
+// that did not declare roots (the Inspector's CLI) is connected; the
+// backend is told that it has none, not that no agent is there.
+func TestRootsAskedOfACurrentEraHTTPAgentWithoutRootsSayItHasNone(t *testing.T) {
+	cs := restartedForLateAgent(t, agent(&mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}}))
+	var ci clientInfo
+	testkit.Eventually(t, 10*time.Second, "the backend's roots/list to be answered", func() bool {
+		ci = fixtureClientInfo(t, cs, "fs__client_info")
+		return ci.Roots != ""
+	})
+	if !strings.Contains(ci.Roots, "did not declare the roots capability") {
+		t.Errorf("the backend's roots/list got %q, want that the agent did not declare roots", ci.Roots)
 	}
 }

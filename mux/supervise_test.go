@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -152,6 +153,21 @@ func TestGarbageOnBackendStdoutDoesNotBreakIt(t *testing.T) {
 	}
 	if s := m.Status()[0]; s.Restarts != 0 || s.State != stateReady {
 		t.Errorf("status = %+v", s)
+	}
+	// The log has the first such line; mcp-mux://backends counts them all.
+	callText(t, cs, "notes__noise", map[string]any{"text": "DEBUG: still not json"})
+	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: uriBackends})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Backends []map[string]any `json:"backends"`
+	}
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &v); err != nil {
+		t.Fatal(err)
+	}
+	if n := v.Backends[0]["stdout_noise"]; n != 2.0 {
+		t.Errorf("mcp-mux://backends: stdout_noise %v, want 2:\n%s", n, res.Contents[0].Text)
 	}
 }
 

@@ -50,6 +50,18 @@ func TestCheckConnectReportsABackendThatExitsAsFailed(t *testing.T) {
 	}
 }
 
+// TestCheckConnectQuotesWhatABackendPrintedInsteadOfJSONRPC: a server that
+// logs to stdout fails its start with the first line it printed, cut.
+func TestCheckConnectQuotesWhatABackendPrintedInsteadOfJSONRPC(t *testing.T) {
+	banner := "Starting server on port 8080, " + strings.Repeat("with a very long line of options, ", 10)
+	cfg := testkit.WriteConfig(t, "startup_timeout = \"1s\"", []string{"logs", "-stdout-junk", banner})
+	out, _, code := runBin(t, testkit.MuxBin(t), "check", "--connect", "--config", cfg)
+	want := `error +did not initialize within 1s; it printed on stdout instead of JSON-RPC: "` + regexp.QuoteMeta(banner[:120]) + `…"`
+	if code != 1 || !regexp.MustCompile(want).MatchString(out) {
+		t.Errorf("exit %d, want 1 and an error quoting the first line, cut to 120 bytes:\n%s", code, out)
+	}
+}
+
 // TestCheckConnectPrintsEachBackendAsItComesUp: piped, one plain line per
 // backend as soon as it is ready or has failed, not when the slowest is.
 func TestCheckConnectPrintsEachBackendAsItComesUp(t *testing.T) {

@@ -204,6 +204,15 @@ COMP_WORDS=(mcp-mux completion ""); COMP_CWORD=2; _mcp_mux_bash_autocomplete; ec
 	}
 }
 
+// findFish is fish's path, or why the fish completion test cannot run here.
+func findFish() (path, why string) {
+	p, err := exec.LookPath("fish")
+	if err != nil {
+		return "", "fish is not on PATH (Debian: apt-get install fish)"
+	}
+	return p, ""
+}
+
 // TestFishCompletionCompletesACommand asks fish itself, where it is
 // installed, what the script completes; and has zsh parse its script.
 func TestFishCompletionCompletesACommand(t *testing.T) {
@@ -216,9 +225,9 @@ func TestFishCompletionCompletesACommand(t *testing.T) {
 			t.Errorf("zsh -n: %v\n%s", err, out)
 		}
 	}
-	fish, err := exec.LookPath("fish")
-	if err != nil {
-		t.Skip("no fish")
+	fish, why := findFish()
+	if why != "" {
+		t.Skip("fish completion test skipped: " + why)
 	}
 	script := filepath.Join(t.TempDir(), "mcp-mux.fish")
 	out, _, _ := runBin(t, testkit.MuxBin(t), "completion", "fish")

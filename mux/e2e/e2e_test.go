@@ -29,6 +29,12 @@ func TestMain(m *testing.M) {
 		// included: the user is told on the terminal, if there is one.
 		tellTerminal("mux/e2e: the interop suite is skipped: " + why + "; to run it: cd testdata/interop && npm ci")
 	}
+	if _, why := findHAProxy(); why != "" {
+		tellTerminal("mux/e2e: the load balancer test is skipped: " + why)
+	}
+	if _, why := findFish(); why != "" {
+		tellTerminal("mux/e2e: the fish completion test is skipped: " + why)
+	}
 	testkit.Main(m)
 }
 

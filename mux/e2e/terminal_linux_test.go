@@ -159,3 +159,31 @@ func TestCheckConnectOnASilentTerminalNeitherQueriesNorWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestEachSkippedGroupIsSaidOnTheTerminal: go test shows nothing of a
+// package that passes, so a group of tests that skips for want of a tool
+// (node, haproxy, fish) says so on the terminal, one line each, without -v.
+func TestEachSkippedGroupIsSaidOnTheTerminal(t *testing.T) {
+	pty := newSilentPTY(t)
+	// This test binary again, running no test: only TestMain speaks. An
+	// empty PATH takes node, haproxy and fish away.
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	onTerminal(cmd)
+	cmd.Env = append(slices.DeleteFunc(cmd.Env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=") }), "PATH="+t.TempDir())
+	cmd.Stderr = pty.slave
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := []string{
+		"mux/e2e: the interop suite is skipped: node is not on PATH",
+		"mux/e2e: the fish completion test is skipped: fish is not on PATH",
+	}
+	if _, err := findHAProxy(); err != "" {
+		want = append(want, "mux/e2e: the load balancer test is skipped: haproxy is not installed")
+	}
+	for _, w := range want {
+		if n := strings.Count(pty.written(), w); n != 1 {
+			t.Errorf("%q said %d times on the terminal, want once:\n%s", w, n, pty.written())
+		}
+	}
+}
