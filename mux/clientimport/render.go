@@ -500,28 +500,13 @@ func secretReason(name, value string) string {
 	}
 	// A value that refers to a variable ("Bearer ${TOKEN}") is judged by
 	// its literal text alone.
-	if secretName(name) && !clientVarRe.MatchString(value) {
+	if config.LooksLikeSecretName(name) && !clientVarRe.MatchString(value) {
 		return "its name"
 	}
 	if looksLikeToken(literal) {
 		return "its value looks like a token"
 	}
 	return ""
-}
-
-func secretName(name string) bool {
-	up := strings.ToUpper(name)
-	for _, w := range strings.FieldsFunc(up, func(r rune) bool { return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') }) {
-		switch {
-		case strings.Contains(w, "TOKEN"), strings.Contains(w, "SECRET"), strings.Contains(w, "PASSWORD"),
-			strings.Contains(w, "PASSWD"), strings.Contains(w, "CREDENTIAL"), strings.Contains(w, "APIKEY"),
-			w == "KEY", w == "KEYS", strings.HasSuffix(w, "KEY") && len(w) > 4 && !strings.HasSuffix(w, "MONKEY"),
-			w == "AUTH", strings.HasPrefix(w, "AUTHORIZ"), strings.HasPrefix(w, "AUTHENT"),
-			w == "PAT", w == "PASS", w == "COOKIE", w == "PRIVATE":
-			return true
-		}
-	}
-	return false
 }
 
 // looksLikeToken: long, no spaces, not a path, several kinds of

@@ -121,6 +121,12 @@ func (p *parser) validateHTTP(s *Settings, mk func(string) keyPath) {
 	if s.HTTPToken != "" {
 		exp, issues := expandEnv(s.HTTPToken, p.lookupEnv)
 		for _, is := range issues {
+			if is.unset != "" && looksLikeVarName(is.unset) {
+				// mcp-mux's own token: whoever starts serve --http gives
+				// it, not an agent.
+				p.add(mk("http_token"), "${%s} is not set: set it in the environment mcp-mux is started with, and start it again", is.unset)
+				continue
+			}
 			p.add(mk("http_token"), "%s", is.message())
 		}
 		if strings.ContainsAny(exp, "\r\n\x00 ") {
@@ -358,6 +364,7 @@ var percentVars = runtime.GOOS == "windows"
 
 type envIssue struct {
 	unset     string // name of an unset variable
+	store     bool   // with unset: ${secret:NAME} would be expanded where it is
 	malformed string // description of a syntax error (never contains the value)
 	secret    string // name of a ${secret:NAME} that is not stored (or, with secretErr, could not be read)
 	secretErr error
@@ -473,7 +480,7 @@ func expandWith(s string, lookup func(string) (string, bool), secret func(string
 		if hasDef && (!ok || v == "") {
 			v = def
 		} else if !ok {
-			issues = append(issues, envIssue{unset: name})
+			issues = append(issues, envIssue{unset: name, store: secret != nil})
 		}
 		b.WriteString(v)
 	}
