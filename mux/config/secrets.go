@@ -124,6 +124,11 @@ func (is envIssue) message() string {
 		return fmt.Sprintf("${secret:%s} is not stored (store it with: mcp-mux secret set %s)", is.secret, is.secret)
 	case is.unset == "":
 		return is.malformed
+	case looksLikeVarName(is.unset) && !is.store:
+		// Where ${secret:NAME} is not read: [mux] http_token, which
+		// whoever starts serve --http gives, and oauth_client_id, which
+		// the agent gives the mcp-mux it starts.
+		return fmt.Sprintf(`${%s} is not set: set it in the environment mcp-mux is started with (by an agent: the "env" of mcp-mux's entry in its MCP config), and start mcp-mux again`, is.unset)
 	case looksLikeVarName(is.unset):
 		// These values are secrets: a default would put one in the file.
 		return unsetSecretMessage(is.unset, is.store)

@@ -121,12 +121,6 @@ func (p *parser) validateHTTP(s *Settings, mk func(string) keyPath) {
 	if s.HTTPToken != "" {
 		exp, issues := expandEnv(s.HTTPToken, p.lookupEnv)
 		for _, is := range issues {
-			if is.unset != "" && looksLikeVarName(is.unset) {
-				// mcp-mux's own token: whoever starts serve --http gives
-				// it, not an agent.
-				p.add(mk("http_token"), "${%s} is not set: set it in the environment mcp-mux is started with, and start it again", is.unset)
-				continue
-			}
 			p.add(mk("http_token"), "%s", is.message())
 		}
 		if strings.ContainsAny(exp, "\r\n\x00 ") {
