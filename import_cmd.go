@@ -194,18 +194,19 @@ func reportImport(w io.Writer, res *clientimport.Result, out string) {
 	}
 
 	// What check will say, as the user is told to run it next, each
-	// problem as FILE:LINE: key: message: FILE is --output, or, when the
-	// config went to stdout, mcp-mux.toml (the name check looks for in the
-	// current directory).
-	path := out
-	if path == "" {
-		path = "mcp-mux.toml"
-	}
-	cfg, err := config.Parse(path, res.TOML, os.LookupEnv)
+	// problem as FILE:LINE: key: message with FILE the --output file. A
+	// config that went to stdout is in no file yet: its problems are
+	// "line N: ..." of what was printed (relative paths in it are taken
+	// from the current directory, as for a file saved here).
+	cfg, err := config.Parse(out, res.TOML, os.LookupEnv)
 	var ce *config.Error
 	switch {
 	case errors.As(err, &ce):
-		fmt.Fprintln(w, "\ncheck finds problems to fix before mcp-mux can serve it:")
+		where := ""
+		if out == "" {
+			where = " (lines of the config printed above)"
+		}
+		fmt.Fprintf(w, "\ncheck finds problems to fix before mcp-mux can serve it%s:\n", where)
 		for _, p := range ce.Problems {
 			fmt.Fprintln(w, "  "+p.String())
 		}

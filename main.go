@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -297,7 +298,15 @@ func check(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit("mcp-mux: "+err.Error(), 1)
 	}
-	cfg, err := config.Load(path)
+	// With --connect a mistake costs the backend it belongs to, as it does
+	// when serving: the others are still started and reported, and the
+	// mistakes fail the check in the report. Without it, check is strict.
+	connect := c.Bool("connect") || c.Bool("list")
+	load := config.Load
+	if connect {
+		load = config.LoadForServing
+	}
+	cfg, err := load(path)
 	if err != nil {
 		var ce *config.Error
 		if c.Bool("json") && errors.As(err, &ce) {
@@ -308,10 +317,15 @@ func check(c *cli.Context) error {
 	}
 	if !c.Bool("json") {
 		for _, w := range cfg.Warnings {
-			fmt.Fprintln(os.Stderr, "warning: "+w.String())
+			// LoadForServing keeps the mistakes outside every backend
+			// among the warnings too, for serve's log: they are not
+			// warnings here, the report lists them as mistakes.
+			if !slices.Contains(cfg.Problems, w) {
+				fmt.Fprintln(os.Stderr, "warning: "+w.String())
+			}
 		}
 	}
-	if !c.Bool("connect") && !c.Bool("list") {
+	if !connect {
 		if c.Bool("json") {
 			writeJSON(map[string]any{"config": path, "ok": true, "problems": []config.Problem{}, "warnings": append([]config.Problem{}, cfg.Warnings...)})
 		} else {
@@ -456,12 +470,17 @@ func writeReport(w io.Writer, r *mux.Report) {
 	for _, h := range r.Hidden {
 		fmt.Fprintln(w, "ERROR: "+h)
 	}
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, "ERROR: "+p.String())
+	}
 	for _, warning := range r.Warnings {
 		fmt.Fprintln(w, "warning: "+warning)
 	}
 	switch {
 	case r.OK:
 		fmt.Fprintln(w, "\nOK: every backend started")
+	case len(r.Problems) > 0:
+		fmt.Fprintln(w, "\nFAIL: the config has mistakes (see ERROR above); a backend with one was not started")
 	case len(r.Hidden) > 0:
 		fmt.Fprintln(w, "\nFAIL: a collision hides a resource a tool needs (see ERROR above)")
 	default:

@@ -35,6 +35,10 @@ type Report struct {
 	// Offered is, per backend in config order, the tool and prompt names
 	// the agent sees.
 	Offered []Offered `json:"offered,omitempty"`
+	// Problems are the config's mistakes (config.File.Problems): the
+	// backends they leave able to start were started, and a check with
+	// any is not OK.
+	Problems []config.Problem `json:"problems,omitempty"`
 }
 
 // Offered is what one backend adds to the agent's lists: its tools and
@@ -86,13 +90,13 @@ func Inspect(ctx context.Context, cfg *config.File, logger *log.Logger, version 
 	m.agent.wait = -1 // no agent: backends are told no client capabilities
 	m.Start()
 	m.waitSettled(ctx, o.settled)
-	r := &Report{Config: cfg.Path, OK: true, Backends: m.Status(), Collisions: m.Collisions(), Warnings: m.checkWarnings(), Offered: m.offered(), Hidden: m.hiddenToolResources()}
+	r := &Report{Config: cfg.Path, OK: true, Backends: m.Status(), Collisions: m.Collisions(), Warnings: m.checkWarnings(), Offered: m.offered(), Hidden: m.hiddenToolResources(), Problems: cfg.Problems}
 	for _, b := range r.Backends {
 		if !b.Ready() {
 			r.OK = false
 		}
 	}
-	if len(r.Hidden) > 0 {
+	if len(r.Hidden) > 0 || len(r.Problems) > 0 {
 		r.OK = false
 	}
 	m.stopAll(ctx)

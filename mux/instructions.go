@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // The initialize result: the go-sdk builds it (protocol, capabilities,
@@ -113,7 +115,13 @@ func (m *Mux) notRunning() string {
 		if !strings.Contains(why, m.cfg.Path) {
 			where = " (" + m.cfg.Path + ")"
 		}
-		fmt.Fprintf(&sb, "\n\n- backend %s is not running: %s; fix it and save the config file%s: mcp-mux reloads it", mem.spec.Name, why, where)
+		fix := "fix it and save the config file" + where + ": mcp-mux reloads it"
+		if config.NeedsAgentRestart(why) {
+			// A variable of mcp-mux's environment: saving the file does
+			// not set it.
+			fix = "a fix in the agent's config applies when the agent restarts, one in the config file" + where + " when it is saved"
+		}
+		fmt.Fprintf(&sb, "\n\n- backend %s is not running: %s; %s", mem.spec.Name, why, fix)
 	}
 	return sb.String()
 }

@@ -140,7 +140,7 @@ func Render(files []*File) *Result {
 		w.line("#   " + commentSafe(fmt.Sprintf("%s (%s): %d server%s", f.Path, f.Client, n, plural(n))))
 	}
 	w.line("#")
-	w.comment("Check it with `mcp-mux check --config FILE` (with --connect it also starts every backend and lists what each offers). Every key is described in mcp-mux.toml.example; `mcp-mux init` writes a commented starter.")
+	w.comment("Check it with `mcp-mux check --config FILE` (with --connect it also starts every backend and lists what each offers). Every key is described in https://github.com/mcp-mux/mcp-mux/blob/main/mcp-mux.toml.example; `mcp-mux init --output FILE` writes a commented starter.")
 	w.line("#")
 	w.comment("Each [[backend]] is one MCP server, which mcp-mux runs as a child process, never through a shell. The agent sees its tools and prompts prefixed with its name and \"__\" (backend \"github\", tool \"search\": \"github__search\"). A backend gets a minimal environment (PATH, HOME, ...) and its env table; inherit_env passes more of mcp-mux's environment.")
 	if slices.ContainsFunc(entries, func(e *entry) bool { return e.srv.Remote() && e.srv.Unusable == "" }) {
@@ -500,28 +500,13 @@ func secretReason(name, value string) string {
 	}
 	// A value that refers to a variable ("Bearer ${TOKEN}") is judged by
 	// its literal text alone.
-	if secretName(name) && !clientVarRe.MatchString(value) {
+	if config.LooksLikeSecretName(name) && !clientVarRe.MatchString(value) {
 		return "its name"
 	}
 	if looksLikeToken(literal) {
 		return "its value looks like a token"
 	}
 	return ""
-}
-
-func secretName(name string) bool {
-	up := strings.ToUpper(name)
-	for _, w := range strings.FieldsFunc(up, func(r rune) bool { return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') }) {
-		switch {
-		case strings.Contains(w, "TOKEN"), strings.Contains(w, "SECRET"), strings.Contains(w, "PASSWORD"),
-			strings.Contains(w, "PASSWD"), strings.Contains(w, "CREDENTIAL"), strings.Contains(w, "APIKEY"),
-			w == "KEY", w == "KEYS", strings.HasSuffix(w, "KEY") && len(w) > 4 && !strings.HasSuffix(w, "MONKEY"),
-			w == "AUTH", strings.HasPrefix(w, "AUTHORIZ"), strings.HasPrefix(w, "AUTHENT"),
-			w == "PAT", w == "PASS", w == "COOKIE", w == "PRIVATE":
-			return true
-		}
-	}
-	return false
 }
 
 // looksLikeToken: long, no spaces, not a path, several kinds of

@@ -513,3 +513,16 @@ func noEnv(string) (string, bool) { return "", false }
 func envOf(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
+
+// TestImportedConfigNamesNoFileOnlyACloneHas: a user who installed the
+// binary has no mcp-mux.toml.example; the imported config's header names
+// it by an address anyone can open, and `mcp-mux init`.
+func TestImportedConfigNamesNoFileOnlyACloneHas(t *testing.T) {
+	res := importJSON(t, "claude.json", map[string]any{"notes": map[string]any{"command": "go", "args": []string{"version"}}})
+	const url = "https://github.com/mcp-mux/mcp-mux/blob/main/mcp-mux.toml.example"
+	text := strings.ReplaceAll(string(res.TOML), "\n# ", " ") // comments are wrapped
+	named, linked := strings.Count(text, "mcp-mux.toml.example"), strings.Count(text, url)
+	if named != linked || !strings.Contains(text, "`mcp-mux init --output FILE`") {
+		t.Errorf("the header names the example as a file (%d times, %d by its address), or does not name init:\n%s", named, linked, res.TOML)
+	}
+}

@@ -53,6 +53,10 @@ type File struct {
 	// Invalid are the [mux] keys whose mistakes LoadForServing left at
 	// their defaults (the mistakes are among the Warnings).
 	Invalid []string `toml:"-"`
+	// Problems are the mistakes LoadForServing forgave, every one as Load
+	// would have refused the file with them: check --connect starts what
+	// they leave able to start, and still fails because of them.
+	Problems []Problem `toml:"-"`
 }
 
 // Settings is the [mux] table.
@@ -477,6 +481,7 @@ func (p *parser) lenient(cfg *File) {
 	if len(p.problems) == 0 {
 		return
 	}
+	cfg.Problems = p.finish()
 	byIndex := map[int]int{} // backend[i] → its place in cfg.Backends
 	for j, e := range p.entries {
 		if m := backendSegRe.FindStringSubmatch(e.path[0]); m != nil {

@@ -108,7 +108,7 @@ func TestConfigBadFiles(t *testing.T) {
 		{"duplicate-name.toml", []wantProblem{{9, `backend #2 (notes).name: duplicate backend name "notes" (already used by backend #1 at line 4)`}}},
 		{"empty-command.toml", []wantProblem{{5, "backend #1 (notes).command: must not be empty"}}},
 		{"bad-duration.toml", []wantProblem{{4, `mux.request_timeout: invalid duration "10"`}}},
-		{"unresolved-env.toml", []wantProblem{{8, "backend #1 (github).env.GITHUB_TOKEN: ${GITHUB_TOKEN} is not set (use ${GITHUB_TOKEN:-default} for a default)"}}},
+		{"unresolved-env.toml", []wantProblem{{8, "backend #1 (github).env.GITHUB_TOKEN: ${GITHUB_TOKEN} is not set: set it in mcp-mux's environment"}}},
 		{"command-not-found.toml", []wantProblem{{5, `backend #1 (notes).command: command "mcp-mux-test-no-such-command" not found on PATH`}}},
 		{"bad-name.toml", []wantProblem{{4, `backend #1.name: invalid name "my notes"`}}},
 		{"multi-problem.toml", multiProblemWant},

@@ -63,8 +63,14 @@ func findFor(flagValue, goos string, getenv func(string) string) (string, error)
 			looked = append(looked, "$XDG_CONFIG_HOME/mcp-mux/config.toml (neither XDG_CONFIG_HOME nor HOME is set)")
 		}
 	}
-	return "", fmt.Errorf("no config file found; looked at:\n  %s\n(copy mcp-mux.toml.example to one of these places, or pass the file with --config)",
-		strings.Join(looked, "\n  "))
+	// The example file is only in a clone of the repository: the commands
+	// that write a config are what every install has.
+	write := "`mcp-mux init --output FILE` writes a starter config, `mcp-mux import --output FILE` converts your agents' MCP servers into one"
+	if len(user) > 0 {
+		write = fmt.Sprintf("`mcp-mux init` writes a starter config to %s, `mcp-mux import --output %s` converts your agents' MCP servers into one", user[0], ShellQuote(user[0]))
+	}
+	return "", fmt.Errorf("no config file found; looked at:\n  %s\n(%s; or pass a file with --config)",
+		strings.Join(looked, "\n  "), write)
 }
 
 // UserPath is the user's own config file, whether or not it exists:

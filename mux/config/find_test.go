@@ -118,3 +118,31 @@ func TestFindConfigLooksInEveryPlaceOfTheOS(t *testing.T) {
 		t.Errorf("darwin without HOME: %v", err)
 	}
 }
+
+// TestNoConfigFoundNamesTheCommandsThatWriteOne: a user who installed the
+// binary has no mcp-mux.toml.example to copy; init and import write a
+// config, at the place Find looks first.
+func TestNoConfigFoundNamesTheCommandsThatWriteOne(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir) // no ./mcp-mux.toml
+	home := filepath.Join(dir, "home")
+	env := map[string]string{"HOME": home}
+	getenv := func(k string) string { return env[k] }
+	user := filepath.Join(home, ".config", "mcp-mux", "config.toml")
+	_, err := findFor("", "linux", getenv)
+	if err == nil {
+		t.Fatal("found a config in an empty directory")
+	}
+	for _, want := range []string{"`mcp-mux init`", "`mcp-mux import --output " + user + "`", "--config"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "mcp-mux.toml.example") {
+		t.Errorf("error names the example, which only a clone of the repository has:\n%v", err)
+	}
+	delete(env, "HOME")
+	if _, err := findFor("", "linux", getenv); err == nil || !strings.Contains(err.Error(), "`mcp-mux init --output FILE`") {
+		t.Errorf("without HOME, init needs --output: %v", err)
+	}
+}

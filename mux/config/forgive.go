@@ -77,6 +77,8 @@ func (p *parser) expandField(k keyPath, v string, disabled bool, warns *[]proble
 			p.add(k, "%s", is.malformed)
 		case disabled:
 			continue
+		case LooksLikeSecretName(is.unset):
+			p.add(k, "%s", unsetSecretMessage(is.unset, false))
 		default:
 			p.add(k, "${%s} is not set (use ${%s:-default} for a default)", is.unset, is.unset)
 		}

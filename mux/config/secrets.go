@@ -124,10 +124,54 @@ func (is envIssue) message() string {
 		return fmt.Sprintf("${secret:%s} is not stored (store it with: mcp-mux secret set %s)", is.secret, is.secret)
 	case is.unset == "":
 		return is.malformed
+	case looksLikeVarName(is.unset) && !is.store:
+		// Where ${secret:NAME} is not read: [mux] http_token, which
+		// whoever starts serve --http gives, and oauth_client_id, which
+		// the agent gives the mcp-mux it starts.
+		return fmt.Sprintf(`${%s} is not set: set it in the environment mcp-mux is started with (by an agent: the "env" of mcp-mux's entry in its MCP config), and start mcp-mux again`, is.unset)
 	case looksLikeVarName(is.unset):
-		return fmt.Sprintf("${%s} is not set (use ${%s:-default} for a default)", is.unset, is.unset)
+		// These values are secrets: a default would put one in the file.
+		return unsetSecretMessage(is.unset, is.store)
 	}
 	return `a "${...}" names a variable that is not set; the name is not shown because it looks like a secret rather than a variable name (write a value as is, without "${...}"; write $$ for a literal "$")`
+}
+
+// restartAgent is how a variable given to mcp-mux in the agent's config
+// takes effect: mcp-mux reads its environment once, at start.
+const restartAgent = "restart the agent"
+
+// unsetSecretMessage is the fix for ${name}, unset, where it holds a
+// secret: mcp-mux's environment, or, where ${secret:NAME} is expanded
+// (store), the OS secret store.
+func unsetSecretMessage(name string, store bool) string {
+	msg := fmt.Sprintf(`${%s} is not set: set it in mcp-mux's environment (the "env" of mcp-mux's entry in the agent's MCP config) and %s`, name, restartAgent)
+	if store {
+		msg += fmt.Sprintf(", or store it with `mcp-mux secret set %s` and write ${secret:%s} in its place", name, name)
+	}
+	return msg
+}
+
+// NeedsAgentRestart reports whether reason, a Backend's Broken, names a
+// variable missing from mcp-mux's environment: set in the agent's config,
+// it applies when the agent restarts mcp-mux, not when the file is saved.
+func NeedsAgentRestart(reason string) bool { return strings.Contains(reason, restartAgent) }
+
+// LooksLikeSecretName reports whether a variable, env entry or flag
+// called name holds a secret by its name: TOKEN, SECRET, PASSWORD, KEY,
+// AUTH and the like, as a word of it.
+func LooksLikeSecretName(name string) bool {
+	up := strings.ToUpper(name)
+	for _, w := range strings.FieldsFunc(up, func(r rune) bool { return !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') }) {
+		switch {
+		case strings.Contains(w, "TOKEN"), strings.Contains(w, "SECRET"), strings.Contains(w, "PASSWORD"),
+			strings.Contains(w, "PASSWD"), strings.Contains(w, "CREDENTIAL"), strings.Contains(w, "APIKEY"),
+			w == "KEY", w == "KEYS", strings.HasSuffix(w, "KEY") && len(w) > 4 && !strings.HasSuffix(w, "MONKEY"),
+			w == "AUTH", strings.HasPrefix(w, "AUTHORIZ"), strings.HasPrefix(w, "AUTHENT"),
+			w == "PAT", w == "PASS", w == "COOKIE", w == "PRIVATE":
+			return true
+		}
+	}
+	return false
 }
 
 // looksLikeVarName tells a conventional variable name (GITHUB_TOKEN,

@@ -381,6 +381,7 @@ var percentVars = runtime.GOOS == "windows"
 
 type envIssue struct {
 	unset     string // name of an unset variable
+	store     bool   // with unset: ${secret:NAME} would be expanded where it is
 	malformed string // description of a syntax error (never contains the value)
 	secret    string // name of a ${secret:NAME} that is not stored (or, with secretErr, could not be read)
 	secretErr error
@@ -496,7 +497,7 @@ func expandWith(s string, lookup func(string) (string, bool), secret func(string
 		if hasDef && (!ok || v == "") {
 			v = def
 		} else if !ok {
-			issues = append(issues, envIssue{unset: name})
+			issues = append(issues, envIssue{unset: name, store: secret != nil})
 		}
 		b.WriteString(v)
 	}

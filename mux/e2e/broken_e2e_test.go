@@ -115,6 +115,17 @@ func TestOneBrokenBackendOfEachKindLeavesTheOthersServing(t *testing.T) {
 	if !strings.Contains(instr, "save the config file: mcp-mux reloads it") {
 		t.Errorf("instructions do not say how to fix it:\n%s", instr)
 	}
+	// A variable missing from mcp-mux's environment is not mended by
+	// saving the file: the agent gives it, and applies it by restarting.
+	for _, line := range strings.Split(instr, "\n") {
+		if !strings.Contains(line, "backend unset is not running: ") {
+			continue
+		}
+		if strings.Contains(line, ":-default") || strings.Contains(line, "fix it and save the config file") ||
+			!strings.Contains(line, "restart the agent") || !strings.Contains(line, "mcp-mux secret set "+unsetVar) {
+			t.Errorf("instructions tell the wrong fix for an unset variable:\n%s", line)
+		}
+	}
 	log := a.stderr.String()
 	for name := range why {
 		if !strings.Contains(log, "backend not started: its [[backend]] entry has mistakes") || !strings.Contains(log, "backend="+name) {

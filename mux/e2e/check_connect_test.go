@@ -254,3 +254,69 @@ func TestSessionLogsNoSDKChatter(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConnectStartsTheOthersWhenOneBackendHasAMistake: an unset
+// ${VAR} in one backend (an imported config often has one) costs that
+// backend, not the check: every other backend is started and reported,
+// the broken one is named with FILE:LINE and why, and the check fails
+// because of it.
+func TestCheckConnectStartsTheOthersWhenOneBackendHasAMistake(t *testing.T) {
+	cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}, []string{"slack", "-name", "slack"})
+	data, _ := os.ReadFile(cfg)
+	data = append(data, []byte("env = { SLACK_BOT_TOKEN = \"${"+unsetVar+"}\" }\n")...)
+	os.WriteFile(cfg, data, 0o644)
+	at := fmt.Sprintf("%s:%d: backend #2 (slack).env.SLACK_BOT_TOKEN: ${%s} is not set", cfg, bytes.Count(data, []byte("\n")), unsetVar)
+
+	out, errOut, code := runBin(t, testkit.MuxBin(t), "check", "--connect", "--config", cfg)
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (a backend has a mistake)", code)
+	}
+	if !regexp.MustCompile(`backend notes\n  state +ready\n`).MatchString(out) {
+		t.Errorf("notes not started and reported:\n%s\nstderr:\n%s", out, errOut)
+	}
+	if !regexp.MustCompile(`backend slack\n  state +failed\n  error +` + regexp.QuoteMeta(at)).MatchString(out) {
+		t.Errorf("slack not reported failed with %q:\n%s", at, out)
+	}
+	if !strings.Contains(errOut, "backend notes: ready") || !strings.Contains(errOut, "backend slack: failed: "+at) {
+		t.Errorf("progress on stderr lacks notes ready and slack failed at its line:\n%s", errOut)
+	}
+
+	jout, _, code := runBin(t, testkit.MuxBin(t), "check", "--connect", "--json", "--config", cfg)
+	var rep struct {
+		OK       bool `json:"ok"`
+		Backends []struct {
+			Name      string `json:"name"`
+			State     string `json:"state"`
+			LastError string `json:"last_error"`
+		} `json:"backends"`
+		Problems []struct {
+			File string `json:"file"`
+			Line int    `json:"line"`
+		} `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(jout), &rep); err != nil || code != 1 || rep.OK || len(rep.Backends) != 2 ||
+		rep.Backends[0].State != "ready" || rep.Backends[1].State != "failed" || !strings.HasPrefix(rep.Backends[1].LastError, at) ||
+		len(rep.Problems) != 1 || rep.Problems[0].File != cfg || rep.Problems[0].Line != bytes.Count(data, []byte("\n")) {
+		t.Errorf("json (exit %d, %v):\n%s", code, err, jout)
+	}
+
+	// Without --connect check stays strict: nothing is started.
+	out, errOut, code = runBin(t, testkit.MuxBin(t), "check", "--config", cfg)
+	if code != 1 || out != "" || !strings.Contains(errOut, at) {
+		t.Errorf("check without --connect: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestCheckConnectFailsOnAMistakeOutsideTheBackends: a mistake in [mux]
+// leaves every backend able to start, and still fails the check, by name.
+func TestCheckConnectFailsOnAMistakeOutsideTheBackends(t *testing.T) {
+	cfg := testkit.WriteConfig(t, `log_level = "loud"`, []string{"notes", "-name", "notes"})
+	out, errOut, code := runBin(t, testkit.MuxBin(t), "check", "--connect", "--config", cfg)
+	want := cfg + ":3: mux.log_level: must be one of"
+	if code != 1 || !regexp.MustCompile(`backend notes\n  state +ready\n`).MatchString(out) || !strings.Contains(out, "ERROR: "+want) {
+		t.Errorf("exit %d, want 1, notes ready, and %q on stdout:\n%s\nstderr:\n%s", code, want, out, errOut)
+	}
+	if strings.Contains(errOut, "warning: "+want) {
+		t.Errorf("the mistake is called a warning:\n%s", errOut)
+	}
+}
