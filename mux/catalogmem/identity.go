@@ -24,7 +24,9 @@ type Identity struct {
 	// backend gets; their order does not matter.
 	InheritEnv []string
 	// Env and Headers hold secrets in their values: only hashes of the
-	// values reach the key.
+	// values reach the key. The key is unsalted, so that every process
+	// finds the same one: whoever holds the file and knows every other
+	// field could test guesses at a short secret, never at a real token.
 	Env     map[string]string
 	Headers map[string]string
 }
