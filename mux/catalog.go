@@ -105,7 +105,7 @@ func (h *catalogHolder) rebuild(m *Mux) {
 	}
 	parts := 0
 	for _, mem := range m.members() {
-		if !mem.serving() {
+		if !mem.listed() {
 			continue
 		}
 		part := mem.snapshot()

@@ -109,12 +109,16 @@ func Inspect(ctx context.Context, cfg *config.File, logger *log.Logger, version 
 // withoutRestarts is cfg with every backend's restart = "never": a check
 // reports each backend's first start, so one that fails is failed, with
 // the cause of that failure (not "restarting", nor the cause of a restart
-// that happened while slower backends were starting).
+// that happened while slower backends were starting). Every backend starts
+// at once and stays up (start = "eager", no idle_stop): a check starts
+// each, and so refreshes what is remembered of it (lazy.go).
 func withoutRestarts(cfg *config.File) *config.File {
 	cp := *cfg
 	cp.Backends = slices.Clone(cfg.Backends)
+	cp.Mux.Start, cp.Mux.IdleStop = config.StartEager, config.Duration{}
 	for i := range cp.Backends {
 		cp.Backends[i].Restart = config.RestartNever
+		cp.Backends[i].Start, cp.Backends[i].IdleStop = "", config.Duration{}
 	}
 	return &cp
 }

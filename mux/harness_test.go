@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
@@ -62,6 +64,9 @@ func startMux(t testing.TB, specs ...config.Backend) *Mux {
 func startMuxConfig(t testing.TB, cfg *config.File) *Mux {
 	t.Helper()
 	m := New(cfg, testLogger(t), "test")
+	// Its own memory of catalogs: a test's backends start as the test
+	// says, whatever another test remembered (lazy_test.go shares one).
+	m.catalogs = catalogmem.Open(filepath.Join(t.TempDir(), "catalogs.json"))
 	m.backoffBase = 10 * time.Millisecond
 	m.Start()
 	t.Cleanup(m.Close)

@@ -59,6 +59,7 @@ func (mem *member) track(ctx context.Context, d *deadline, pc *parkedCall, level
 		in.mu.Lock()
 		delete(in.calls, c)
 		in.mu.Unlock()
+		mem.lastUse.Store(time.Now().UnixNano()) // idle_stop counts from here
 	}
 }
 

@@ -91,18 +91,28 @@ func (m *Mux) resourcesPage(ctx context.Context, s *session, cur string) (json.R
 		if i == start {
 			backendCursor = c.Cursor
 		}
-		b, err := mem.backend()
-		if err != nil || b.Capabilities().Resources == nil {
-			continue // down or without resources: nothing to list
-		}
 		var page *resourcePage
+		b, err := mem.backend()
+		switch {
+		case err != nil:
+			// Not running: what it listed when last seen, if it waits to
+			// be used (lazy.go); else nothing to list.
+			if page = mem.resourcesAtRest(); page == nil {
+				continue
+			}
+			err = nil
+		case b.Capabilities().Resources == nil:
+			continue
+		}
 		var ahead *listAhead
-		if i == start && s != nil && c.Backend != "" {
+		if page == nil && i == start && s != nil && c.Backend != "" {
 			ahead = m.takeAhead(ctx, s, cur, mem, b)
 		}
-		if ahead != nil {
+		switch {
+		case page != nil:
+		case ahead != nil:
 			page, err = ahead.page, ahead.err
-		} else {
+		default:
 			rctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
 			page, err = fetchResources(rctx, b, backendCursor)
 			cancel()
@@ -143,7 +153,7 @@ func (m *Mux) resourcesPage(ctx context.Context, s *session, cur string) (json.R
 			// starts at the following backend.
 			if nextMem, nb := nextWithResources(members[i+1:]); nextMem != nil {
 				next := cursor{Kind: "resources", Backend: nextMem.spec.Name}.encode()
-				if s != nil {
+				if s != nil && nb != nil {
 					m.fetchAhead(s, next, nextMem, nb, "")
 				}
 				return resourcesJSON(out, next, cache), nil

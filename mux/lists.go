@@ -137,6 +137,9 @@ func nextWithResources(members []*member) (*member, *backends.Backend) {
 		if b, err := mem.backend(); err == nil && b.Capabilities().Resources != nil {
 			return mem, b
 		}
+		if mem.resourcesAtRest() != nil {
+			return mem, nil // listed from what it listed last (lazy.go)
+		}
 	}
 	return nil, nil
 }
@@ -145,7 +148,7 @@ func nextWithResources(members []*member) (*member, *backends.Backend) {
 func servingMembers(members []*member) []*member {
 	var out []*member
 	for _, mem := range members {
-		if mem.serving() {
+		if mem.listed() {
 			out = append(out, mem)
 		}
 	}

@@ -72,6 +72,9 @@ type member struct {
 	// reinitting: serve stopped the backend to start it again with the
 	// agent's capabilities (run's goroutine only).
 	reinitting bool
+	// idling: serve stopped the backend after idle_stop (run's goroutine
+	// only).
+	idling bool
 
 	mu       sync.Mutex
 	state    string
@@ -87,6 +90,15 @@ type member struct {
 	progress map[string]progressWaiter // progress token → the call awaiting it
 	pollSums map[string]uint64         // local-only URI → hash of its last polled contents
 	logLevel mcp.LoggingLevel          // what the running backend was last told with logging/setLevel
+
+	// Start when used (lazy.go). known: cat is a whole catalog (from the
+	// memory or a listing) that stays listed while the backend does not
+	// run; remembered: what the memory holds of it, to tell a change.
+	known        bool
+	remembered   [3]uint64
+	stateChanged chan struct{} // closed and replaced at each change of state
+	use          chan struct{} // a request wants it started (cap 1)
+	lastUse      atomic.Int64  // when a request last wanted it (unix ns)
 }
 
 // memberCatalog is one backend's lists, as last fetched.
@@ -103,6 +115,11 @@ type memberCatalog struct {
 	// for item (rawlist.go).
 	raw     [3][]json.RawMessage
 	tmplSum uint64 // the templates' part of sums[2]
+	// resources are its resources as sent, for the memory and for listing
+	// while it does not run (lazy.go); resourcesCut: there were more than
+	// maxRememberedResources, and resources holds none.
+	resources    []json.RawMessage
+	resourcesCut bool
 }
 
 // rawAt is item i of list k (0 tools, 1 prompts, 2 templates) as the
@@ -120,21 +137,23 @@ const maxLearned = 10000
 func newMember(m *Mux, spec config.Backend) *member {
 	ctx, cancel := context.WithCancel(m.ctx)
 	return &member{
-		m:           m,
-		spec:        spec,
-		prefix:      spec.EffectivePrefix(),
-		log:         m.log.With("backend", spec.Name),
-		ctx:         ctx,
-		cancel:      cancel,
-		started:     make(chan struct{}),
-		initialized: make(chan struct{}),
-		wake:        make(chan struct{}, 1),
-		reinit:      make(chan struct{}, 1),
-		state:       stateStarting,
-		since:       time.Now(),
-		learned:     map[string]struct{}{},
-		progress:    map[string]progressWaiter{},
-		pollSums:    map[string]uint64{},
+		m:            m,
+		spec:         spec,
+		prefix:       spec.EffectivePrefix(),
+		log:          m.log.With("backend", spec.Name),
+		ctx:          ctx,
+		cancel:       cancel,
+		started:      make(chan struct{}),
+		initialized:  make(chan struct{}),
+		wake:         make(chan struct{}, 1),
+		reinit:       make(chan struct{}, 1),
+		state:        stateStarting,
+		since:        time.Now(),
+		learned:      map[string]struct{}{},
+		progress:     map[string]progressWaiter{},
+		pollSums:     map[string]uint64{},
+		stateChanged: make(chan struct{}),
+		use:          make(chan struct{}, 1),
 	}
 }
 
@@ -255,6 +274,8 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 			// the backend's bytes: a resource that lists reaches the
 			// agent, and so must route.
 			uris := map[string]struct{}{}
+			var resources []json.RawMessage
+			cut := false
 			_, _, err := listPages(mem, func(c string) ([]*string, string, mcp.Cacheable, error) {
 				page, err := fetchResources(ctx, b, c)
 				if err != nil {
@@ -266,6 +287,11 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 				items := make([]*string, len(page.uris))
 				for i := range page.uris {
 					items[i] = &page.uris[i]
+					if cut || len(resources) >= maxRememberedResources {
+						cut, resources = true, nil
+					} else if u := page.uris[i]; u != "" && !hasBuiltinScheme(u) {
+						resources = append(resources, page.resources[i])
+					}
 				}
 				return items, page.next, page.cache, nil
 			}, func(uri *string) bool {
@@ -279,6 +305,7 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 			} else {
 				next.uris = uris
 				next.nres = len(uris)
+				next.resources, next.resourcesCut = resources, cut
 			}
 		})
 	}

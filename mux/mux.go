@@ -28,6 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/subs"
 )
@@ -94,6 +95,8 @@ type Mux struct {
 	searchBuilding atomic.Bool
 	// instr remembers the backends' instructions across runs (instrcache.go).
 	instr *instructionMemory
+	// catalogs remembers what each backend offered across runs (lazy.go).
+	catalogs *catalogmem.Store
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
@@ -231,6 +234,7 @@ func New(cfg *config.File, logger *log.Logger, version string) *Mux {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mux{
 		instr:    newInstructionMemory(),
+		catalogs: catalogmem.Open(catalogmem.DefaultPath()),
 		cfg:      cfg,
 		log:      logger,
 		version:  version,

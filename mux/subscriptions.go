@@ -38,7 +38,7 @@ func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	if !ok {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("resource %q is not available from any backend", uri)}
 	}
-	b, err := mem.backend()
+	b, err := mem.backendForUse(ctx) // started if it was not running (lazy.go)
 	if err != nil {
 		return toAgentError(mem, err)
 	}

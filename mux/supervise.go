@@ -39,6 +39,9 @@ func (mem *member) run() {
 		mem.markStarted()
 		return
 	}
+	if mem.startsWhenUsed() && !mem.sleep(stateRemembered) {
+		return
+	}
 	backoff := m.backoffBase
 	var crashes []time.Time
 	for attempt := 0; ; attempt++ {
@@ -65,6 +68,14 @@ func (mem *member) run() {
 			if mem.reinitting { // not a crash: start it again at once
 				mem.reinitting = false
 				mem.setDown(stateRestarting, nil)
+				continue
+			}
+			if mem.idling { // not a crash: it waits for its next use
+				mem.idling = false
+				if !mem.sleep(stateIdle) {
+					return
+				}
+				attempt = -1
 				continue
 			}
 			if time.Since(began) >= healthyAfter {
@@ -160,6 +171,9 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 
 	// The first catalog fetch is part of starting: a first tools/list
 	// waits for it (up to first_list_wait), and is not told of it later.
+	mem.mu.Lock()
+	wasKnown := mem.known && mem.state != stateRestarting
+	mem.mu.Unlock()
 	ctx, cancel := context.WithTimeout(mem.ctx, m.settings().StartupTimeout.Duration)
 	mem.refresh(ctx, allKinds, false)
 	mem.restoreLogLevel(ctx, b)
@@ -167,6 +181,7 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 		mem.resubscribe(ctx, b)
 	}
 	cancel()
+	changed := mem.remember(b)
 	mem.setState(stateReady, nil)
 	m.cat.rebuild(m)
 	switch {
@@ -174,6 +189,12 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 		// Its part of the lists went away while it was down.
 		m.lists.mark(allKinds)
 		mem.announceRestored()
+	case wasKnown:
+		// Its remembered catalog was listed: only a change is news.
+		if changed != 0 {
+			mem.log.Info("its catalog changed since it was remembered: list_changed sent")
+			m.lists.mark(changed)
+		}
 	case m.first.over.Load():
 		// A list went out without it: it came late, or a reload added it.
 		m.lists.mark(capKinds(b))
@@ -191,12 +212,26 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 		m.logHealth(mem.spec.Name + " is back")
 	}
 
+	idle, stopIdle := mem.idleTicker()
+	defer stopIdle()
+	if mem.spec.StartPolicy(m.settings()) == config.StartLazy && mem.lastUse.Load() == 0 {
+		// Started only to learn its catalog: it has it.
+		mem.log.Info("stopping it: started only to learn its catalog (start = \"lazy\")")
+		mem.stopIdle(b)
+		return true
+	}
 	for {
 		select {
 		case <-mem.ctx.Done():
 			return false
 		case <-b.Done():
 			return true
+		case <-idle:
+			if after := mem.spec.IdleAfter(m.settings()); mem.idleNow(after) {
+				mem.log.Info("stopping it: idle", "idle_stop", after)
+				mem.stopIdle(b)
+				return true
+			}
 		case <-mem.reinit:
 			if m.agent.stale(mem) {
 				mem.reinitting = true
@@ -286,6 +321,7 @@ func (mem *member) setState(state string, err error) {
 	if err != nil {
 		mem.lastErr = err.Error()
 	}
+	mem.changedLocked()
 	mem.mu.Unlock()
 	mem.m.builtinChanged(uriBackends)
 }
@@ -302,6 +338,7 @@ func (mem *member) setDown(state string, err error) {
 		mem.lastErr = err.Error()
 	}
 	mem.b = nil
+	mem.changedLocked()
 	mem.mu.Unlock()
 	if wasListed {
 		mem.m.cat.rebuild(mem.m)
@@ -320,7 +357,7 @@ func (m *Mux) logHealth(what string) {
 	serving := 0
 	var down []string
 	for _, mem := range members {
-		if mem.serving() {
+		if mem.serving() || mem.listed() { // at rest (lazy.go) is not down
 			serving++
 			continue
 		}

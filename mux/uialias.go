@@ -54,7 +54,7 @@ func buildUIAliases(members []*member) *uiAliases {
 	a := &uiAliases{byMember: map[*member]map[string]string{}, target: map[string]uiTarget{}}
 	first := map[string]*member{}
 	for _, mem := range members {
-		if !mem.serving() {
+		if !mem.listed() {
 			continue
 		}
 		for _, uri := range mem.uiURIs() {

@@ -86,6 +86,10 @@ type Backend struct {
 	Restart string `toml:"restart"`
 	// RequestTimeout overrides [mux] request_timeout for this backend.
 	RequestTimeout Duration `toml:"request_timeout"`
+	// Start overrides [mux] start for this backend.
+	Start string `toml:"start"`
+	// IdleStop overrides [mux] idle_stop for this backend (0: [mux]'s).
+	IdleStop Duration `toml:"idle_stop"`
 
 	// Broken, set by LoadForServing, is why the entry cannot run (its
 	// mistakes, as FILE:LINE: key: message, one per line): mux shows it
@@ -115,6 +119,25 @@ func (b *Backend) Spec() backends.Spec {
 		Cwd:        b.Cwd,
 		Protocol:   b.Protocol,
 	}
+}
+
+// StartPolicy is when b starts: its own start, else mux's, else StartAuto.
+func (b *Backend) StartPolicy(mux *Settings) string {
+	switch {
+	case b.Start != "":
+		return b.Start
+	case mux != nil && mux.Start != "":
+		return mux.Start
+	}
+	return StartAuto
+}
+
+// IdleAfter is how long b may be idle before it is stopped (0: never).
+func (b *Backend) IdleAfter(mux *Settings) time.Duration {
+	if b.IdleStop.Duration > 0 || mux == nil {
+		return b.IdleStop.Duration
+	}
+	return mux.IdleStop.Duration
 }
 
 // EffectivePrefix returns the prefix tools and prompts of this backend get.

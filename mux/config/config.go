@@ -86,6 +86,14 @@ type Settings struct {
 	// what the agent is, and tool_list_max).
 	ToolList    string `toml:"tool_list"`     // default "auto"
 	ToolListMax int    `toml:"tool_list_max"` // auto: search past this many tools, for an agent whose own limit is not known; default 64
+
+	// Start is when a backend starts: StartAuto (the default), StartEager
+	// or StartLazy; a backend's own start overrides it.
+	Start string `toml:"start"`
+	// IdleStop, when set, stops a backend that has had nothing to do for
+	// this long (no request, subscription or request of its own in flight);
+	// its catalog stays listed and the next use starts it. Default: never.
+	IdleStop Duration `toml:"idle_stop"`
 }
 
 // Defaults of [mux]; a zero value in the file (or a missing key) means the default.

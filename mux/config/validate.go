@@ -99,6 +99,8 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 	default:
 		p.add(mk("tool_list"), "must be %q (every tool), %q (the pinned tools, search_tools and call_tool) or %q (by agent; the default) (got %q)", ToolListAll, ToolListSearch, ToolListAuto, s.ToolList)
 	}
+	p.validateStart(mk("start"), s.Start)
+	p.validateIdleStop(mk("idle_stop"), s.IdleStop)
 	if s.ToolListMax < 0 {
 		p.add(mk("tool_list_max"), "must not be negative (got %d)", s.ToolListMax)
 	}
@@ -221,6 +223,9 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 		default:
 			p.add(k("protocol"), "must be %q (probe the backend for the current protocol era) or absent (the handshake era, pinned) (got %q)", backends.ProtocolAuto, s.Protocol)
 		}
+
+		p.validateStart(k("start"), s.Start)
+		p.validateIdleStop(k("idle_stop"), s.IdleStop)
 
 		// restart
 		switch s.Restart {

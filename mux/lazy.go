@@ -1,0 +1,316 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
+	"github.com/mcp-mux/mcp-mux/mux/config"
+)
+
+// Start when used. What each backend offered is remembered from one run to
+// the next (mux/catalogmem), so its part of the catalog is known before it
+// runs: the agent's first list is the whole list at once, and a backend the
+// agent never uses never starts. A request that routes to a backend not
+// running (a call, get, read, complete or subscribe) starts it and waits
+// for it; idle_stop stops one that had nothing to do for that long, and its
+// catalog stays listed. When a backend starts and lists something other
+// than what was remembered, the agent is told its lists changed.
+
+const (
+	// stateRemembered: its catalog is known from an earlier run; it has
+	// not started.
+	stateRemembered = "remembered"
+	// stateIdle: stopped after idle_stop without use; its catalog stays.
+	stateIdle = "idle"
+)
+
+// maxRememberedResources bounds the resources remembered of one backend;
+// one that lists more starts at once, every time, to list them live.
+const maxRememberedResources = 2000
+
+// identityOf is what makes a backend, for the catalog memory: what runs it
+// and where, never how mux exposes it.
+func identityOf(s config.Backend) catalogmem.Identity {
+	return catalogmem.Identity{Name: s.Name, Command: s.Command, Args: s.Args, URL: s.URL, Cwd: s.Cwd,
+		Protocol: s.Protocol, Transport: s.Transport, InheritEnv: s.InheritEnv, Env: s.Env, Headers: s.Headers}
+}
+
+// startsWhenUsed reports whether mem waits for its first use: its start
+// policy allows it and its catalog is remembered (loaded into mem then).
+func (mem *member) startsWhenUsed() bool {
+	if mem.spec.StartPolicy(mem.m.settings()) == config.StartEager {
+		return false
+	}
+	e, ok := mem.m.catalogs.Lookup(identityOf(mem.spec))
+	if !ok {
+		return false
+	}
+	cat := mem.catalogOf(e)
+	init := &mcp.InitializeResult{ProtocolVersion: e.ProtocolVersion, Instructions: e.Instructions}
+	if len(e.ServerInfo) > 0 {
+		json.Unmarshal(e.ServerInfo, &init.ServerInfo)
+	}
+	if len(e.Capabilities) > 0 {
+		json.Unmarshal(e.Capabilities, &init.Capabilities)
+	}
+	if init.Capabilities == nil {
+		init.Capabilities = &mcp.ServerCapabilities{}
+	}
+	mem.mu.Lock()
+	mem.cat, mem.initResult, mem.known = cat, init, true
+	mem.remembered = compactSums(e.Tools, e.Prompts, e.Templates, e.Resources)
+	mem.mu.Unlock()
+	return true
+}
+
+// catalogOf is the member's catalog from what was remembered, as refresh
+// would make it from the backend's lists.
+func (mem *member) catalogOf(e catalogmem.Entry) memberCatalog {
+	var c memberCatalog
+	tools := decodeRaw(mem, e.Tools, "tool", func(t *mcp.Tool) bool { return mem.named("tool", t.Name) })
+	prompts := decodeRaw(mem, e.Prompts, "prompt", func(p *mcp.Prompt) bool { return mem.named("prompt", p.Name) })
+	tmpls := decodeRaw(mem, e.Templates, "resource template", mem.acceptTemplate)
+	c.tools, c.raw[0], c.sums[0] = values(tools), raws(tools), fingerprintRaw(tools)
+	c.prompts, c.raw[1], c.sums[1] = values(prompts), raws(prompts), fingerprintRaw(prompts)
+	c.templates, c.raw[2], c.tmplSum = values(tmpls), raws(tmpls), fingerprintRaw(tmpls)
+	for _, t := range c.templates {
+		if ut, err := uritemplate.New(t.URITemplate); err == nil {
+			c.compiled = append(c.compiled, compileTemplate(ut, t.URITemplate))
+		}
+	}
+	c.uris = map[string]struct{}{}
+	for _, r := range e.Resources {
+		if uri, err := resourceURI(r); err == nil && uri != "" && !hasBuiltinScheme(uri) {
+			c.uris[uri] = struct{}{}
+			c.resources = append(c.resources, r)
+		}
+	}
+	c.nres = len(c.uris)
+	c.sums[2] = c.tmplSum ^ fingerprintKeys(c.uris)
+	return c
+}
+
+// decodeRaw is raw items of a list decoded, as listRaw decodes a page.
+func decodeRaw[T any](mem *member, raw []json.RawMessage, kind string, ok func(*T) bool) []rawItem[T] {
+	out := make([]rawItem[T], 0, len(raw))
+	for _, r := range raw {
+		v := new(T)
+		if json.Unmarshal(r, v) != nil || !ok(v) {
+			mem.log.Warn("a remembered " + kind + " does not decode, left out")
+			continue
+		}
+		out = append(out, rawItem[T]{v: v, raw: r})
+	}
+	return out
+}
+
+// compactSums fingerprints each kind of the lists (tools, prompts,
+// templates with resources) over their compact JSON: what was remembered
+// and what the backend lists now compare equal when only spacing differs.
+func compactSums(tools, prompts, templates, resources []json.RawMessage) [3]uint64 {
+	sum := func(lists ...[]json.RawMessage) uint64 {
+		h := fnv.New64a()
+		var b bytes.Buffer
+		for _, l := range lists {
+			for _, r := range l {
+				b.Reset()
+				if json.Compact(&b, r) != nil {
+					b.Write(r)
+				}
+				h.Write(b.Bytes())
+				h.Write([]byte{0})
+			}
+			h.Write([]byte{1})
+		}
+		return h.Sum64()
+	}
+	return [3]uint64{sum(tools), sum(prompts), sum(templates, resources)}
+}
+
+// remember stores what b offers now, for the next run to know before it
+// starts b. A backend whose resources are too many to remember is
+// forgotten: it starts at once, every time.
+func (mem *member) remember(b *backends.Backend) (changed kinds) {
+	cat := mem.snapshot()
+	mem.mu.Lock()
+	spec, before, known := mem.spec, mem.remembered, mem.known
+	mem.mu.Unlock()
+	e := catalogmem.Entry{Tools: cat.raw[0], Prompts: cat.raw[1], Templates: cat.raw[2], Resources: cat.resources}
+	if r := b.InitializeResult(); r != nil {
+		e.ProtocolVersion, e.Instructions = r.ProtocolVersion, r.Instructions
+		e.ServerInfo, _ = json.Marshal(r.ServerInfo)
+		e.Capabilities, _ = json.Marshal(r.Capabilities)
+	}
+	now := compactSums(e.Tools, e.Prompts, e.Templates, e.Resources)
+	for i, k := range []kinds{kindTools, kindPrompts, kindResources} {
+		if known && now[i] != before[i] {
+			changed |= k
+		}
+	}
+	mem.mu.Lock()
+	mem.remembered, mem.known = now, true
+	mem.mu.Unlock()
+	id := identityOf(spec)
+	if cat.resourcesCut {
+		if err := mem.m.catalogs.Forget(id); err != nil {
+			mem.log.Warn("cannot update the remembered catalogs", "err", err)
+		}
+		return changed
+	}
+	if _, err := mem.m.catalogs.Put(id, e); err != nil {
+		if errors.Is(err, catalogmem.ErrTooLarge) {
+			mem.log.Info("its catalog is too large to remember: it starts at once, every time", "err", err)
+		} else {
+			mem.log.Warn("cannot remember its catalog", "err", err)
+		}
+	}
+	return changed
+}
+
+// sleep leaves the member not running, its catalog listed, in state
+// (remembered or idle), until a request wants it (true) or it is stopped
+// (false).
+func (mem *member) sleep(state string) bool {
+	mem.mu.Lock()
+	mem.state, mem.since, mem.b = state, time.Now(), nil
+	mem.changedLocked()
+	mem.mu.Unlock()
+	mem.m.cat.rebuild(mem.m)
+	mem.m.builtinChanged(uriBackends)
+	mem.markStarted()
+	select {
+	case <-mem.ctx.Done():
+		return false
+	case <-mem.use:
+	}
+	mem.log.Info("starting it: a request needs it", "was", state)
+	mem.setState(stateStarting, nil)
+	return true
+}
+
+// changedLocked wakes whoever waits for the member's state to change
+// (backendForUse); mem.mu is held.
+func (mem *member) changedLocked() {
+	close(mem.stateChanged)
+	mem.stateChanged = make(chan struct{})
+}
+
+// backendForUse is mem's backend for a request of the agent: started if it
+// was not running (remembered or idle), waited for while it starts, up to
+// startup_timeout. A backend down for any other reason gives its error.
+func (mem *member) backendForUse(ctx context.Context) (*backends.Backend, error) {
+	mem.lastUse.Store(time.Now().UnixNano())
+	var timeout <-chan time.Time
+	for {
+		mem.mu.Lock()
+		state, b, known, ch := mem.state, mem.b, mem.known, mem.stateChanged
+		mem.mu.Unlock()
+		switch {
+		case state == stateReady && b != nil:
+			return b, nil
+		case state == stateRemembered || state == stateIdle:
+			select {
+			case mem.use <- struct{}{}:
+			default: // asked already
+			}
+		case state == stateStarting && known:
+			// Woken: wait for it.
+		default:
+			return mem.backend()
+		}
+		if timeout == nil {
+			t := time.NewTimer(mem.m.settings().StartupTimeout.Duration)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return nil, fmt.Errorf("backend %q did not start within startup_timeout (%s)", mem.spec.Name, mem.m.settings().StartupTimeout.Duration)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-mem.ctx.Done():
+			return mem.backend()
+		}
+	}
+}
+
+// listed reports whether mem's part of the catalog is listed: it is ready,
+// or not running with a catalog known (remembered, idle, or starting
+// again for a request).
+func (mem *member) listed() bool {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if mem.state == stateReady && mem.b != nil {
+		return true
+	}
+	return mem.known && (mem.state == stateRemembered || mem.state == stateIdle || mem.state == stateStarting)
+}
+
+// idleFor is how long mem may be idle before it is stopped (0: never), and
+// whether it has nothing to do now: no request in flight, no subscription,
+// no request of its own to the agent.
+func (mem *member) idleNow(after time.Duration) bool {
+	if after <= 0 {
+		return false
+	}
+	mem.inflight.mu.Lock()
+	busy := len(mem.inflight.calls)
+	mem.inflight.mu.Unlock()
+	if busy > 0 || len(mem.m.subs.Backend(mem.spec.Name)) > 0 {
+		return false
+	}
+	last := time.Unix(0, mem.lastUse.Load())
+	return time.Since(last) >= after
+}
+
+// stopIdle stops b, the member's backend, for idleness: requests from now
+// on see it idle (and wake it) rather than a backend going away.
+func (mem *member) stopIdle(b *backends.Backend) {
+	mem.mu.Lock()
+	mem.state, mem.since, mem.b = stateIdle, time.Now(), nil
+	mem.changedLocked()
+	mem.mu.Unlock()
+	mem.idling = true
+	b.Stop(mem.m.settings().ShutdownGrace.Duration)
+}
+
+// resourcesAtRest is the page of resources mem lists while it does not
+// run: those it listed when last seen, if its catalog is listed; else nil.
+func (mem *member) resourcesAtRest() *resourcePage {
+	if !mem.listed() {
+		return nil
+	}
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if mem.initResult == nil || mem.initResult.Capabilities == nil || mem.initResult.Capabilities.Resources == nil {
+		return nil
+	}
+	page := &resourcePage{resources: mem.cat.resources, cache: mcp.Cacheable{CacheScope: "public"}}
+	for _, r := range mem.cat.resources {
+		uri, _ := resourceURI(r)
+		page.uris = append(page.uris, uri)
+	}
+	return page
+}
+
+// idleTicker is the channel serve checks idleness on (nil: never), every
+// quarter of idle_stop, at least every 50 ms and at most every 30 s.
+func (mem *member) idleTicker() (<-chan time.Time, func()) {
+	after := mem.spec.IdleAfter(mem.m.settings())
+	if after <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(min(max(after/4, 50*time.Millisecond), 30*time.Second))
+	return t.C, t.Stop
+}

@@ -1,0 +1,293 @@
+package mux
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
+	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
+)
+
+// Start when used (lazy.go): a remembered catalog is listed before its
+// backend runs, the first use starts it, a changed catalog is announced,
+// idle_stop stops and the next use starts again, and no secret reaches the
+// memory's file.
+
+// runWithMemory starts a mux over cfg that remembers catalogs in path.
+func runWithMemory(t *testing.T, cfg *config.File, path string) *Mux {
+	t.Helper()
+	m := New(cfg, testLogger(t), "test")
+	m.catalogs = catalogmem.Open(path)
+	m.backoffBase = 10 * time.Millisecond
+	m.Start()
+	t.Cleanup(m.Close)
+	return m
+}
+
+// learn runs cfg once, until every backend is ready, so that path
+// remembers their catalogs.
+func learn(t *testing.T, cfg *config.File, path string) {
+	t.Helper()
+	m := runWithMemory(t, cfg, path)
+	for _, mem := range m.members() {
+		testkit.Eventually(t, 20*time.Second, mem.spec.Name+" ready", mem.serving)
+	}
+	m.Close()
+}
+
+func stateOf(m *Mux, name string) (string, int) {
+	for _, st := range m.Status() {
+		if st.Name == name {
+			return st.State, st.PID
+		}
+	}
+	return "", 0
+}
+
+func TestARememberedCatalogIsListedBeforeTheBackendStarts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	cfg := testConfig(fixture(t, "fx", "-rich"), fixture(t, "other"))
+	cfg.Mux.ToolList = config.ToolListAll
+	learn(t, cfg, path)
+
+	m := runWithMemory(t, cfg, path)
+	cs := connect(t, m, nil)
+	tools := listedTools(t, cs)
+	if tools["fx__rich"] == nil || tools["other__echo"] == nil || tools["fx__rich"].Annotations == nil || !tools["fx__rich"].Annotations.ReadOnlyHint {
+		t.Fatalf("the first list is not the remembered catalog, whole: %v", keys(tools))
+	}
+	for _, name := range []string{"fx", "other"} {
+		if state, pid := stateOf(m, name); state != stateRemembered || pid != 0 {
+			t.Errorf("%s: state %q pid %d after the first list: want remembered, not started", name, state, pid)
+		}
+	}
+	if instr := cs.InitializeResult().Instructions; !strings.Contains(instr, "mcp-mux") {
+		t.Errorf("instructions: %q", instr)
+	}
+	// The first use starts it, and the call gets what a running backend
+	// gives; the other backend stays at rest.
+	if got := callText(t, cs, "fx__echo", map[string]any{"text": "woke"}); !strings.Contains(got, "woke") {
+		t.Errorf("fx__echo: %q", got)
+	}
+	if state, pid := stateOf(m, "fx"); state != stateReady || pid == 0 {
+		t.Errorf("fx after its first use: %q pid %d", state, pid)
+	}
+	if state, _ := stateOf(m, "other"); state != stateRemembered {
+		t.Errorf("other, never used: %q", state)
+	}
+	// A read of a remembered resource starts its backend too.
+	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: "fixture://other/res/1"})
+	if err != nil || len(res.Contents) == 0 {
+		t.Fatalf("read: %v", err)
+	}
+	if state, _ := stateOf(m, "other"); state != stateReady {
+		t.Errorf("other after a read: %q", state)
+	}
+}
+
+// The resources of a backend at rest are listed from memory, and a
+// subscription starts it.
+func TestABackendAtRestListsItsResourcesAndASubscriptionStartsIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	cfg := testConfig(fixture(t, "fx"))
+	learn(t, cfg, path)
+	m := runWithMemory(t, cfg, path)
+	cs := connect(t, m, nil)
+	res, err := cs.ListResources(testkit.CtxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, r := range res.Resources {
+		uris = append(uris, r.URI)
+	}
+	if !strings.Contains(strings.Join(uris, " "), "fixture://fx/res/1") {
+		t.Fatalf("resources of fx at rest: %v", uris)
+	}
+	if state, _ := stateOf(m, "fx"); state != stateRemembered {
+		t.Fatalf("listing started fx: %q", state)
+	}
+	if err := cs.Subscribe(testkit.CtxT(t), &mcp.SubscribeParams{URI: "fixture://fx/res/1"}); err != nil {
+		t.Fatal(err)
+	}
+	if state, _ := stateOf(m, "fx"); state != stateReady {
+		t.Errorf("fx after a subscribe: %q", state)
+	}
+}
+
+// What a backend lists when it starts and what was remembered differ: the
+// catalog follows the backend and the agent is told.
+func TestAChangedCatalogSendsListChanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	cfg := testConfig(fixture(t, "fx"))
+	learn(t, cfg, path)
+	// As if it had a tool last time that it no longer has.
+	store := catalogmem.Open(path)
+	id := identityOf(cfg.Backends[0])
+	e, ok := store.Lookup(id)
+	if !ok {
+		t.Fatal("nothing remembered of fx")
+	}
+	e.Tools = append(e.Tools, json.RawMessage(`{"name":"ghost","inputSchema":{"type":"object"}}`))
+	if _, err := store.Put(id, e); err != nil {
+		t.Fatal(err)
+	}
+
+	changed := make(chan struct{}, 10)
+	m := runWithMemory(t, cfg, path)
+	cs := connect(t, m, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	if tools := listedTools(t, cs); tools["fx__ghost"] == nil {
+		t.Fatalf("the remembered ghost is not listed: %v", keys(tools))
+	}
+	callText(t, cs, "fx__echo", map[string]any{"text": "x"})
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools/list_changed after the backend listed something else")
+	}
+	if tools := listedTools(t, cs); tools["fx__ghost"] != nil || tools["fx__echo"] == nil {
+		t.Errorf("after the start, the list is %v", keys(tools))
+	}
+	// The memory follows: the next run lists what the backend listed.
+	if e, _ := catalogmem.Open(path).Lookup(id); strings.Contains(string(mustJSON(t, e.Tools)), "ghost") {
+		t.Error("the memory still has the ghost")
+	}
+}
+
+// An unchanged catalog is no news: no list_changed when the backend starts.
+func TestAnUnchangedCatalogIsNotAnnounced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	cfg := testConfig(fixture(t, "fx"))
+	learn(t, cfg, path)
+	changed := make(chan struct{}, 10)
+	m := runWithMemory(t, cfg, path)
+	cs := connect(t, m, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	listedTools(t, cs)
+	callText(t, cs, "fx__echo", map[string]any{"text": "x"})
+	// A notification sent by the start would precede this call's answer
+	// on the same connection: a second round trip flushes it.
+	callText(t, cs, "fx__echo", map[string]any{"text": "y"})
+	select {
+	case <-changed:
+		t.Error("tools/list_changed after a start that listed what was remembered")
+	default:
+	}
+}
+
+func TestIdleStopStopsABackendAndTheNextUseStartsIt(t *testing.T) {
+	cfg := testConfig(fixture(t, "fx"))
+	cfg.Mux.IdleStop.Duration = 300 * time.Millisecond
+	m := startMuxConfig(t, cfg)
+	cs := connect(t, m, nil)
+	callText(t, cs, "fx__echo", map[string]any{"text": "one"})
+	_, pid := stateOf(m, "fx")
+	testkit.Eventually(t, 10*time.Second, "fx stopped for idleness", func() bool {
+		state, _ := stateOf(m, "fx")
+		return state == stateIdle
+	})
+	if tools := listedTools(t, cs); tools["fx__echo"] == nil {
+		t.Fatalf("an idle backend's tools are not listed: %v", keys(tools))
+	}
+	if got := callText(t, cs, "fx__echo", map[string]any{"text": "two"}); !strings.Contains(got, "two") {
+		t.Errorf("the call after the idle stop: %q", got)
+	}
+	if state, pid2 := stateOf(m, "fx"); state != stateReady || pid2 == pid || pid2 == 0 {
+		t.Errorf("after the idle stop and a call: %q pid %d (was %d)", state, pid2, pid)
+	}
+}
+
+// A subscription keeps a backend from being idle.
+func TestASubscriptionKeepsABackendFromIdling(t *testing.T) {
+	cfg := testConfig(fixture(t, "fx"))
+	cfg.Mux.IdleStop.Duration = 200 * time.Millisecond
+	m := startMuxConfig(t, cfg)
+	cs := connect(t, m, nil)
+	if err := cs.Subscribe(testkit.CtxT(t), &mcp.SubscribeParams{URI: "fixture://fx/res/1"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second) // five idle_stops
+	for time.Now().Before(deadline) {
+		if state, _ := stateOf(m, "fx"); state != stateReady {
+			t.Fatalf("fx with a subscription went %q", state)
+		}
+		time.Sleep(50 * time.Millisecond) // sampling a state that must not change
+	}
+}
+
+// start = "lazy": a backend never seen starts to learn its catalog, then
+// stops until used.
+func TestLazyStartStopsABackendOnceItsCatalogIsKnown(t *testing.T) {
+	cfg := testConfig(fixture(t, "fx"))
+	cfg.Mux.Start = config.StartLazy
+	m := startMuxConfig(t, cfg)
+	cs := connect(t, m, nil)
+	if tools := listedTools(t, cs); tools["fx__echo"] == nil {
+		t.Fatalf("lazy: the first list lacks fx: %v", keys(tools))
+	}
+	testkit.Eventually(t, 10*time.Second, "fx at rest once its catalog is known", func() bool {
+		state, _ := stateOf(m, "fx")
+		return state == stateIdle
+	})
+	callText(t, cs, "fx__echo", map[string]any{"text": "x"})
+	if state, _ := stateOf(m, "fx"); state != stateReady {
+		t.Errorf("after a call: %q", state)
+	}
+}
+
+// start = "eager" starts a remembered backend at once.
+func TestEagerStartsARememberedBackendAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	cfg := testConfig(fixture(t, "fx"))
+	learn(t, cfg, path)
+	cfg.Backends[0].Start = config.StartEager
+	m := runWithMemory(t, cfg, path)
+	testkit.Eventually(t, 20*time.Second, "fx started", func() bool {
+		state, pid := stateOf(m, "fx")
+		return state == stateReady && pid != 0
+	})
+}
+
+// The memory's file holds no env or header value: they reach its key as
+// hashes only.
+func TestTheCatalogMemoryHoldsNoSecret(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	b := fixture(t, "fx")
+	b.Env = map[string]string{"FX_TOKEN": "s3cret-env-value-4242"}
+	learn(t, testConfig(b), path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "echo") {
+		t.Fatalf("the file does not hold fx's catalog:\n%.300s", data)
+	}
+	if strings.Contains(string(data), "s3cret-env-value-4242") {
+		t.Error("the env value is in the memory's file")
+	}
+	// A new value is another backend: nothing remembered of it.
+	b.Env["FX_TOKEN"] = "another"
+	if _, ok := catalogmem.Open(path).Lookup(identityOf(b)); ok {
+		t.Error("a backend with another env value found the first one's catalog")
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
