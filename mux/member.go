@@ -119,7 +119,7 @@ const maxLearned = 10000
 
 func newMember(m *Mux, spec config.Backend) *member {
 	ctx, cancel := context.WithCancel(m.ctx)
-	return &member{
+	mem := &member{
 		m:           m,
 		spec:        spec,
 		prefix:      spec.EffectivePrefix(),
@@ -136,6 +136,13 @@ func newMember(m *Mux, spec config.Backend) *member {
 		progress:    map[string]progressWaiter{},
 		pollSums:    map[string]uint64{},
 	}
+	if spec.Broken != "" {
+		// Failed from the start, not once run gets to it: an initialize
+		// that comes first must still tell the agent why it is missing.
+		mem.state, mem.lastErr = stateFailed, spec.Broken
+		mem.markStarted()
+	}
+	return mem
 }
 
 // hooks connect the backend's notifications to the mux. They run inside the

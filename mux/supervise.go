@@ -32,11 +32,8 @@ const (
 func (mem *member) run() {
 	m := mem.m
 	if mem.spec.Broken != "" {
-		// Its config entry has mistakes (config.LoadForServing): it stays
-		// failed, with them as the reason, until a reload mends them.
-		mem.setDown(stateFailed, errors.New(mem.spec.Broken))
-		mem.markInitialized()
-		mem.markStarted()
+		// Its config entry has mistakes (config.LoadForServing): it is
+		// failed since newMember, until a reload mends them.
 		return
 	}
 	backoff := m.backoffBase
