@@ -69,7 +69,8 @@ func TestBackendThatNeedsALoginWaitsForIt(t *testing.T) {
 	if names := toolNames(t, cs); !slices.Contains(names, "web__echo") {
 		t.Errorf("tools after the login: %v", names)
 	}
-	if st := m.Status()[1]; st.State != stateReady || st.SignIn != "signed in" || st.Issuer != srv.AS.URL {
+	// The sign-in it needed is stored now: its reason is no longer one.
+	if st := m.Status()[1]; st.State != stateReady || st.SignIn != "signed in" || st.Issuer != srv.AS.URL || st.LastError != "" {
 		t.Errorf("web after the login: %+v", st)
 	}
 }

@@ -137,6 +137,11 @@ func (mem *member) waitLogin(spec config.Backend, err error) bool {
 		return false
 	}
 	mem.log.Info("the sign-in changed: connecting")
+	// "Needs a sign-in" is no longer why it is down: once ready it must
+	// not show that as its last error (a failure to connect sets its own).
+	mem.mu.Lock()
+	mem.lastErr = ""
+	mem.mu.Unlock()
 	mem.setState(stateStarting, nil)
 	return true
 }
