@@ -105,7 +105,7 @@ func (m *Mux) notRunning() string {
 			sb.WriteString("\n\n## Servers that are not running")
 		}
 		if state == stateNeedsLogin {
-			fmt.Fprintf(&sb, "\n\n- backend %s is not running: it needs a sign-in; the user runs `%s` in a terminal, and it connects by itself then (no restart)", mem.spec.Name, oauthCommand(mem.spec.Name))
+			fmt.Fprintf(&sb, "\n\n- %s is not running: it needs a sign-in; the user runs `%s` in a terminal, and it connects by itself then (no restart)", mem.spec.Label(), oauthCommand(mem.spec.Name))
 			continue
 		}
 		why = strings.Join(strings.Fields(strings.ReplaceAll(why, "\n", "; ")), " ")
@@ -113,7 +113,7 @@ func (m *Mux) notRunning() string {
 		if !strings.Contains(why, m.cfg.Path) {
 			where = " (" + m.cfg.Path + ")"
 		}
-		fmt.Fprintf(&sb, "\n\n- backend %s is not running: %s; fix it and save the config file%s: mcp-mux reloads it", mem.spec.Name, why, where)
+		fmt.Fprintf(&sb, "\n\n- %s is not running: %s; fix it and save the config file%s: mcp-mux reloads it", mem.spec.Label(), why, where)
 	}
 	return sb.String()
 }

@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,12 +34,38 @@ func TestABrokenBackendIsInTheFirstInstructionsEveryTime(t *testing.T) {
 			m.Start()
 			got := m.waitInstructions(testkit.CtxT(t))
 			m.Close()
-			if !strings.Contains(got, "backend slack is not running: "+why) {
+			if !strings.Contains(got, `backend "slack" is not running: `+why) {
 				missed++
 			}
 		}
 		if missed > 0 {
 			t.Errorf("[mux] instructions %q: %d of %d first initializes lack the broken backend", set, missed, runs)
 		}
+	}
+}
+
+// A broken backend whose name cannot be its own (an earlier backend's, or
+// not a valid name) is named by its place, and the messages say which
+// entry that is, once: not "backend backend #2".
+func TestABackendNamedByItsPlaceReadsNaturally(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcp-mux.toml")
+	text := backendTOML(t, "memory") + backendTOML(t, "memory", `env = { A = "${MCP_MUX_TEST_NEVER_SET}" }`) +
+		strings.Replace(backendTOML(t, "notes"), `name = "notes"`, `name = "my notes"`, 1)
+	cfg, err := config.ParseForServing(path, []byte(text), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Mux = testConfig().Mux
+	instr := connect(t, startMuxConfig(t, cfg), nil).InitializeResult().Instructions
+	for _, want := range []string{
+		`- backend #2 ("memory", a duplicate name) is not running: ` + path + `:`,
+		`- backend #3 ("my notes", an invalid name) is not running: ` + path + `:`,
+	} {
+		if !strings.Contains(instr, want) {
+			t.Errorf("instructions lack %q:\n%s", want, instr)
+		}
+	}
+	if strings.Contains(instr, "backend backend") {
+		t.Errorf("instructions say \"backend backend\":\n%s", instr)
 	}
 }

@@ -174,7 +174,7 @@ func (mem *member) backend() (*backends.Backend, error) {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	if mem.b == nil || mem.state != stateReady {
-		msg := fmt.Sprintf("backend %q is %s", mem.spec.Name, mem.state)
+		msg := fmt.Sprintf("%s is %s", mem.spec.Label(), mem.state)
 		if mem.lastErr != "" {
 			msg += ": " + mem.lastErr
 		}

@@ -510,7 +510,15 @@ func (p *parser) lenient(cfg *File) {
 		}
 		b := &cfg.Backends[j]
 		b.Broken = strings.Join(lines, "\n")
-		if !backendNameRe.MatchString(b.Name) || p.nameTakenBefore(cfg, j) {
+		switch {
+		case b.Name == "":
+			b.Renamed = "no name"
+		case !backendNameRe.MatchString(b.Name):
+			b.Renamed = fmt.Sprintf("%q, an invalid name", b.Name)
+		case p.nameTakenBefore(cfg, j):
+			b.Renamed = fmt.Sprintf("%q, a duplicate name", b.Name)
+		}
+		if b.Renamed != "" {
 			b.Name = fmt.Sprintf("backend #%d", j+1)
 		}
 	}
