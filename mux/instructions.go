@@ -96,7 +96,7 @@ func (m *Mux) notRunning() string {
 	var sb strings.Builder
 	for _, mem := range m.members() {
 		mem.mu.Lock()
-		state, why := mem.state, mem.lastErr
+		state, o := mem.state, mem.outageLocked()
 		mem.mu.Unlock()
 		if state != stateFailed && state != stateNeedsLogin {
 			continue
@@ -105,15 +105,11 @@ func (m *Mux) notRunning() string {
 			sb.WriteString("\n\n## Servers that are not running")
 		}
 		if state == stateNeedsLogin {
-			fmt.Fprintf(&sb, "\n\n- %s is not running: it needs a sign-in; the user runs `%s` in a terminal, and it connects by itself then (no restart)", mem.spec.Label(), oauthCommand(mem.spec.Name))
+			fmt.Fprintf(&sb, "\n\n- %s is not running: it needs a sign-in; the user runs `%s` in a terminal, and it connects by itself then (no restart)", o.label, oauthCommand(mem.spec.Name))
 			continue
 		}
-		why = strings.Join(strings.Fields(strings.ReplaceAll(why, "\n", "; ")), " ")
-		where := ""
-		if !strings.Contains(why, m.cfg.Path) {
-			where = " (" + m.cfg.Path + ")"
-		}
-		fmt.Fprintf(&sb, "\n\n- %s is not running: %s; fix it and save the config file%s: mcp-mux reloads it", mem.spec.Label(), why, where)
+		// The same reason and fix as the error of a request for it.
+		fmt.Fprintf(&sb, "\n\n- %s is not running: %s; %s", o.label, o.reason, o.fix)
 	}
 	return sb.String()
 }

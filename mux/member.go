@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"hash/fnv"
 	"sync"
 	"sync/atomic"
@@ -174,11 +172,7 @@ func (mem *member) backend() (*backends.Backend, error) {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	if mem.b == nil || mem.state != stateReady {
-		msg := fmt.Sprintf("%s is %s", mem.spec.Label(), mem.state)
-		if mem.lastErr != "" {
-			msg += ": " + mem.lastErr
-		}
-		return nil, errors.New(msg)
+		return nil, &downError{mem.outageLocked()}
 	}
 	return mem.b, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends/oauth"
@@ -34,6 +35,8 @@ func TestBackendThatNeedsALoginWaitsForIt(t *testing.T) {
 	_, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "web__anything", Arguments: map[string]any{}})
 	if err == nil || !strings.Contains(err.Error(), "needs a sign-in: run `mcp-mux login web` in a terminal") {
 		t.Errorf("a call under web's prefix: %v", err)
+	} else if je := rpcCode(t, err); je.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("a call under web's prefix: code %d, want %d (an unknown tool, as for any backend that is down)", je.Code, jsonrpc.CodeInvalidParams)
 	}
 	if st := m.Status()[1]; st.SignIn != "needs login" || st.Restarts != 0 {
 		t.Errorf("web: %+v", st)
