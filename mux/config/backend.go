@@ -96,6 +96,11 @@ type Backend struct {
 	// #N" instead, is what the entry calls itself, for messages:
 	// `"memory", a duplicate name`, `"my notes", an invalid name`, `no name`.
 	Renamed string `toml:"-"`
+	// MissingSecrets, set by LoadForServing, are the NAMEs of the
+	// ${secret:NAME} its values use that are not stored, sorted: each is
+	// among the reasons in Broken, and storing one (mcp-mux secret set)
+	// is worth reading the file again.
+	MissingSecrets []string `toml:"-"`
 }
 
 // Label is how a message names b: `backend "memory"`, or, for an entry

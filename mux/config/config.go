@@ -270,6 +270,7 @@ type parser struct {
 	// secrets.Get); secrets holds those read so far.
 	lookupSecret func(string) (string, error)
 	secrets      map[string]string
+	unstored     []string       // the ${secret:NAME} names not stored, as met (Backend.MissingSecrets)
 	lines        map[string]int // key path → line
 	problems     []problem
 	names        map[int]string // backend index → valid name, for display
