@@ -33,7 +33,11 @@ func (mem *member) run() {
 	m := mem.m
 	if mem.spec.Broken != "" {
 		// Its config entry has mistakes (config.LoadForServing): it is
-		// failed since newMember, until a reload mends them.
+		// failed since newMember, until a reload mends them; a secret
+		// it lacks, once stored, starts that reload.
+		if len(mem.spec.MissingSecrets) > 0 {
+			mem.waitSecrets()
+		}
 		return
 	}
 	backoff := m.backoffBase
