@@ -78,7 +78,9 @@ func TestFilteredToolsAndPromptsAreAbsentAndUnknown(t *testing.T) {
 
 // TestFilteredToolOfADownBackendIsUnknown: a backend that is down keeps its
 // last catalog so that a call of one of its tools says which backend is
-// down; a tool it had but that is filtered out must still be unknown.
+// down; a tool it had but that is filtered out must still be unknown,
+// with the same answer as a name it never had (which says why its
+// backend is down).
 func TestFilteredToolOfADownBackendIsUnknown(t *testing.T) {
 	notes := fixture(t, "notes")
 	notes.Restart = config.RestartNever
@@ -94,7 +96,13 @@ func TestFilteredToolOfADownBackendIsUnknown(t *testing.T) {
 		t.Errorf("notes__echo of a down backend: %v, want its state", err)
 	}
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__hang", Arguments: map[string]any{}})
-	wantUnknown(t, err, "tool", "notes__hang")
+	hang := rpcCode(t, err)
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "notes__never_had", Arguments: map[string]any{}})
+	never := rpcCode(t, err)
+	if hang.Code != jsonrpc.CodeInvalidParams || !strings.HasPrefix(hang.Message, `unknown tool "notes__hang": backend "notes"`) ||
+		strings.Replace(hang.Message, "notes__hang", "notes__never_had", 1) != never.Message {
+		t.Errorf("notes__hang: %d %q, want -32602 and the answer for a name it never had, %q", hang.Code, hang.Message, never.Message)
+	}
 }
 
 // TestFilterChangeAppliesAtTheNextRebuild: a reload replaces a member's

@@ -367,6 +367,10 @@ func toAgentError(mem *member, err error) error {
 	if errors.As(err, &je) {
 		return &jsonrpc.Error{Code: je.Code, Message: je.Message, Data: je.Data}
 	}
+	var down *downError
+	if errors.As(err, &down) { // it names the backend already
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: down.Error()}
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("backend %q went down during the request (it is being restarted): %v", mem.spec.Name, err)}
 	}

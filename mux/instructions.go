@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // The initialize result: the go-sdk builds it (protocol, capabilities,
@@ -98,7 +97,7 @@ func (m *Mux) notRunning() string {
 	var sb strings.Builder
 	for _, mem := range m.members() {
 		mem.mu.Lock()
-		state, why := mem.state, mem.lastErr
+		state, o := mem.state, mem.outageLocked()
 		mem.mu.Unlock()
 		if state != stateFailed && state != stateNeedsLogin {
 			continue
@@ -107,21 +106,11 @@ func (m *Mux) notRunning() string {
 			sb.WriteString("\n\n## Servers that are not running")
 		}
 		if state == stateNeedsLogin {
-			fmt.Fprintf(&sb, "\n\n- backend %s is not running: it needs a sign-in; the user runs `%s` in a terminal, and it connects by itself then (no restart)", mem.spec.Name, oauthCommand(mem.spec.Name))
+			fmt.Fprintf(&sb, "\n\n- %s is not running: it needs a sign-in; the user runs `%s` in a terminal, and it connects by itself then (no restart)", o.label, oauthCommand(mem.spec.Name))
 			continue
 		}
-		why = strings.Join(strings.Fields(strings.ReplaceAll(why, "\n", "; ")), " ")
-		where := ""
-		if !strings.Contains(why, m.cfg.Path) {
-			where = " (" + m.cfg.Path + ")"
-		}
-		fix := "fix it and save the config file" + where + ": mcp-mux reloads it"
-		if config.NeedsAgentRestart(why) {
-			// A variable of mcp-mux's environment: saving the file does
-			// not set it.
-			fix = "a fix in the agent's config applies when the agent restarts, one in the config file" + where + " when it is saved"
-		}
-		fmt.Fprintf(&sb, "\n\n- backend %s is not running: %s; %s", mem.spec.Name, why, fix)
+		// The same reason and fix as the error of a request for it.
+		fmt.Fprintf(&sb, "\n\n- %s is not running: %s; %s", o.label, o.reason, o.fix)
 	}
 	return sb.String()
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"hash/fnv"
 	"sync"
 	"sync/atomic"
@@ -136,7 +134,7 @@ const maxLearned = 10000
 
 func newMember(m *Mux, spec config.Backend) *member {
 	ctx, cancel := context.WithCancel(m.ctx)
-	return &member{
+	mem := &member{
 		m:            m,
 		spec:         spec,
 		prefix:       spec.EffectivePrefix(),
@@ -155,6 +153,13 @@ func newMember(m *Mux, spec config.Backend) *member {
 		stateChanged: make(chan struct{}),
 		use:          make(chan struct{}, 1),
 	}
+	if spec.Broken != "" {
+		// Failed from the start, not once run gets to it: an initialize
+		// that comes first must still tell the agent why it is missing.
+		mem.state, mem.lastErr = stateFailed, spec.Broken
+		mem.markStarted()
+	}
+	return mem
 }
 
 // hooks connect the backend's notifications to the mux. They run inside the
@@ -186,11 +191,7 @@ func (mem *member) backend() (*backends.Backend, error) {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	if mem.b == nil || mem.state != stateReady {
-		msg := fmt.Sprintf("backend %q is %s", mem.spec.Name, mem.state)
-		if mem.lastErr != "" {
-			msg += ": " + mem.lastErr
-		}
-		return nil, errors.New(msg)
+		return nil, &downError{mem.outageLocked()}
 	}
 	return mem.b, nil
 }

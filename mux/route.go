@@ -105,25 +105,6 @@ func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (mcp.Resul
 	return &promptResult{&mcp.GetPromptResult{}, m.finishResult(sessionFrom(ctx), e.mem, "prompts/get", res)}, nil
 }
 
-// unknownName is the error for a tool or prompt name the merged catalog
-// lacks: if a backend that is down offered it, the error names that
-// backend and its state (the agent should retry later), else -32602.
-func (m *Mux) unknownName(kind, name string) error {
-	for _, mem := range m.members() {
-		if mem.serving() || !m.offersVisible(mem, kind, name) {
-			continue
-		}
-		if _, err := mem.backend(); err != nil {
-			return toAgentError(mem, err)
-		}
-	}
-	err, hint := m.needsLoginFor(kind, name)
-	if err != nil {
-		return err
-	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown %s %q%s", kind, name, hint)}
-}
-
 // owner finds the backend that serves uri: the first in config order that
 // lists it exactly, matches it with a template, or returned it in a tool
 // result. Config order decides between every kind of match, so a later

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends/oauth"
@@ -34,11 +35,13 @@ func TestBackendThatNeedsALoginWaitsForIt(t *testing.T) {
 	_, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "web__anything", Arguments: map[string]any{}})
 	if err == nil || !strings.Contains(err.Error(), "needs a sign-in: run `mcp-mux login web` in a terminal") {
 		t.Errorf("a call under web's prefix: %v", err)
+	} else if je := rpcCode(t, err); je.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("a call under web's prefix: code %d, want %d (an unknown tool, as for any backend that is down)", je.Code, jsonrpc.CodeInvalidParams)
 	}
 	if st := m.Status()[1]; st.SignIn != "needs login" || st.Restarts != 0 {
 		t.Errorf("web: %+v", st)
 	}
-	if instr := m.instructions(); !strings.Contains(instr, "backend web is not running: it needs a sign-in; the user runs `mcp-mux login web`") {
+	if instr := m.instructions(); !strings.Contains(instr, "backend \"web\" is not running: it needs a sign-in; the user runs `mcp-mux login web`") {
 		t.Errorf("instructions:\n%s", instr)
 	}
 
@@ -69,7 +72,8 @@ func TestBackendThatNeedsALoginWaitsForIt(t *testing.T) {
 	if names := toolNames(t, cs); !slices.Contains(names, "web__echo") {
 		t.Errorf("tools after the login: %v", names)
 	}
-	if st := m.Status()[1]; st.State != stateReady || st.SignIn != "signed in" || st.Issuer != srv.AS.URL {
+	// The sign-in it needed is stored now: its reason is no longer one.
+	if st := m.Status()[1]; st.State != stateReady || st.SignIn != "signed in" || st.Issuer != srv.AS.URL || st.LastError != "" {
 		t.Errorf("web after the login: %+v", st)
 	}
 }

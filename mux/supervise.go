@@ -32,11 +32,12 @@ const (
 func (mem *member) run() {
 	m := mem.m
 	if mem.spec.Broken != "" {
-		// Its config entry has mistakes (config.LoadForServing): it stays
-		// failed, with them as the reason, until a reload mends them.
-		mem.setDown(stateFailed, errors.New(mem.spec.Broken))
-		mem.markInitialized()
-		mem.markStarted()
+		// Its config entry has mistakes (config.LoadForServing): it is
+		// failed since newMember, until a reload mends them; a secret
+		// it lacks, once stored, starts that reload.
+		if len(mem.spec.MissingSecrets) > 0 {
+			mem.waitSecrets()
+		}
 		return
 	}
 	if mem.startsWhenUsed() && !mem.sleep(stateRemembered) {
@@ -151,6 +152,11 @@ func (mem *member) waitLogin(spec config.Backend, err error) bool {
 		return false
 	}
 	mem.log.Info("the sign-in changed: connecting")
+	// "Needs a sign-in" is no longer why it is down: once ready it must
+	// not show that as its last error (a failure to connect sets its own).
+	mem.mu.Lock()
+	mem.lastErr = ""
+	mem.mu.Unlock()
 	mem.setState(stateStarting, nil)
 	return true
 }

@@ -113,6 +113,10 @@ func TestRequestToDownBackendFailsAtOnceNamingIt(t *testing.T) {
 	if !strings.Contains(je.Message, `"notes" is failed`) {
 		t.Errorf("error %q does not name the backend and its state", je.Message)
 	}
+	// Once, and with what brings it back, as for a name it never listed.
+	if strings.Count(je.Message, `"notes"`) != 1 || !strings.Contains(je.Message, "restart mcp-mux") {
+		t.Errorf("error %q: want the backend named once, and the fix", je.Message)
+	}
 	if d := time.Since(begin); d > time.Second {
 		t.Errorf("took %v", d)
 	}

@@ -17,6 +17,7 @@
 package secrets
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -433,6 +434,9 @@ func Set(name, value string) (where string, err error) {
 	if err := s.Set(key, value); err != nil {
 		return "", err
 	}
+	if err := touch(); err != nil {
+		return "", err
+	}
 	return s.Where(key), nil
 }
 
@@ -442,5 +446,49 @@ func Delete(name string) error {
 	if err != nil {
 		return err
 	}
-	return s.Delete("secret:" + name)
+	if err := s.Delete("secret:" + name); err != nil {
+		return err
+	}
+	return touch()
+}
+
+// stampPath is the file that changes with every Set and Delete.
+func stampPath() (string, error) {
+	root, err := StateDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "secrets.changed"), nil
+}
+
+// Stamp changes with every Set and Delete ("" until the first): a serving
+// mcp-mux waiting for a secret reads it once a second, a small file,
+// rather than asking the OS store, which may be a D-Bus call or a prompt.
+func Stamp() string {
+	p, err := stampPath()
+	if err != nil {
+		return ""
+	}
+	data, _ := os.ReadFile(p)
+	return string(data)
+}
+
+// touch writes a new stamp, whole (renamed over the old one).
+func touch() error {
+	p, err := stampPath()
+	if err != nil {
+		return err
+	}
+	if _, err := PrivateDir(""); err != nil {
+		return err
+	}
+	tmp := p + ".new-" + rand.Text()[:8]
+	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d %s\n", time.Now().UnixNano(), rand.Text()), 0o600); err != nil {
+		return fmt.Errorf("recording that a secret changed: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("recording that a secret changed: %w", err)
+	}
+	return nil
 }

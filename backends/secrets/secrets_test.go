@@ -63,3 +63,31 @@ func dirExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
 }
+
+// Storing or deleting a secret of ${secret:NAME} changes the stamp that a
+// serving mcp-mux watches (a small file: the OS store is not asked once a
+// second); reading one does not.
+func TestSetAndDeleteChangeTheStamp(t *testing.T) {
+	t.Setenv("MCP_MUX_STATE_DIR", filepath.Join(t.TempDir(), "state"))
+	t.Setenv("MCP_MUX_SECRET_STORE", "file")
+	before := Stamp()
+	if _, err := Set("A", "v"); err != nil {
+		t.Fatal(err)
+	}
+	set := Stamp()
+	if set == before {
+		t.Fatalf("the stamp is %q after Set, as before", set)
+	}
+	if _, err := Get("A"); err != nil {
+		t.Fatal(err)
+	}
+	if Stamp() != set {
+		t.Error("Get changed the stamp")
+	}
+	if err := Delete("A"); err != nil {
+		t.Fatal(err)
+	}
+	if Stamp() == set {
+		t.Error("the stamp did not change with Delete")
+	}
+}

@@ -95,6 +95,25 @@ type Backend struct {
 	// mistakes, as FILE:LINE: key: message, one per line): mux shows it
 	// failed with this reason, and serves the others.
 	Broken string `toml:"-"`
+	// Renamed, set with Broken when the entry's own name cannot name it
+	// (an earlier backend's, or not a valid name) and Name is "backend
+	// #N" instead, is what the entry calls itself, for messages:
+	// `"memory", a duplicate name`, `"my notes", an invalid name`, `no name`.
+	Renamed string `toml:"-"`
+	// MissingSecrets, set by LoadForServing, are the NAMEs of the
+	// ${secret:NAME} its values use that are not stored, sorted: each is
+	// among the reasons in Broken, and storing one (mcp-mux secret set)
+	// is worth reading the file again.
+	MissingSecrets []string `toml:"-"`
+}
+
+// Label is how a message names b: `backend "memory"`, or, for an entry
+// named by its place, `backend #2 ("memory", a duplicate name)`.
+func (b *Backend) Label() string {
+	if b.Renamed != "" {
+		return b.Name + " (" + b.Renamed + ")"
+	}
+	return fmt.Sprintf("backend %q", b.Name)
 }
 
 // Spec is what the backends package needs to run b.

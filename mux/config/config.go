@@ -282,6 +282,7 @@ type parser struct {
 	// secrets.Get); secrets holds those read so far.
 	lookupSecret func(string) (string, error)
 	secrets      map[string]string
+	unstored     []string       // the ${secret:NAME} names not stored, as met (Backend.MissingSecrets)
 	lines        map[string]int // key path → line
 	problems     []problem
 	names        map[int]string // backend index → valid name, for display
@@ -523,7 +524,15 @@ func (p *parser) lenient(cfg *File) {
 		}
 		b := &cfg.Backends[j]
 		b.Broken = strings.Join(lines, "\n")
-		if !backendNameRe.MatchString(b.Name) || p.nameTakenBefore(cfg, j) {
+		switch {
+		case b.Name == "":
+			b.Renamed = "no name"
+		case !backendNameRe.MatchString(b.Name):
+			b.Renamed = fmt.Sprintf("%q, an invalid name", b.Name)
+		case p.nameTakenBefore(cfg, j):
+			b.Renamed = fmt.Sprintf("%q, a duplicate name", b.Name)
+		}
+		if b.Renamed != "" {
 			b.Name = fmt.Sprintf("backend #%d", j+1)
 		}
 	}

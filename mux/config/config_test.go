@@ -979,6 +979,10 @@ url = "ftp://x"
 	if want := "[good broken=false unset broken=true backend #3 broken=true backend #4 broken=true]"; fmt.Sprint(got) != want {
 		t.Errorf("backends %v, want %s", got, want)
 	}
+	// What a backend named by its place was called, for messages.
+	if r1, r2, r3 := cfg.Backends[1].Renamed, cfg.Backends[2].Renamed, cfg.Backends[3].Renamed; r1 != "" || r2 != `"good", a duplicate name` || r3 != `"bad name", an invalid name` {
+		t.Errorf("Renamed: %q, %q, %q", r1, r2, r3)
+	}
 	if b := cfg.Backends[1].Broken; !strings.HasPrefix(b, "serve.toml:12: backend #2 (unset).env.T: ${NOT_SET_ANYWHERE} is not set") {
 		t.Errorf("unset's Broken = %q", b)
 	}

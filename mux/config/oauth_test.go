@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,5 +137,42 @@ args = ["${secret:GITHUB}"]
 	}
 	if strings.Contains(all, value) || strings.Contains(all, "ghp_Ab12") {
 		t.Errorf("a secret is shown:%s", all)
+	}
+}
+
+// A backend that serving marks Broken for a ${secret:NAME} that is not
+// stored names it, so that mcp-mux can start it once it is stored; a
+// disabled backend, not broken by one, names none.
+func TestParseForServingNamesTheSecretsABackendLacks(t *testing.T) {
+	useSecretFiles(t)
+	if _, err := secrets.Set("STORED", "v"); err != nil {
+		t.Fatal(err)
+	}
+	src := `[[backend]]
+name = "gh"
+command = "go"
+env = { A = "${secret:MISSING}", B = "${secret:STORED}", C = "${secret:MISSING}-${secret:OTHER}" }
+
+[[backend]]
+name = "web"
+url = "http://h/mcp"
+headers = { Authorization = "Bearer ${secret:STORED}" }
+
+[[backend]]
+name = "off"
+command = "go"
+disabled = true
+env = { A = "${secret:NEVER}" }
+`
+	cfg, err := ParseForServing("test.toml", []byte(src), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := [][]string{}
+	for _, b := range cfg.Backends {
+		got = append(got, b.MissingSecrets)
+	}
+	if fmt.Sprint(got) != "[[MISSING OTHER] [] []]" {
+		t.Errorf("MissingSecrets: %q, want [[MISSING OTHER] [] []]", got)
 	}
 }

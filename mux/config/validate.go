@@ -182,6 +182,7 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 	for _, e := range entries {
 		s := e.spec
 		bp := e.path
+		unstored := len(p.unstored)
 		k := func(name string) keyPath { return append(keyPath{bp[0]}, name) }
 
 		// name
@@ -328,6 +329,9 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 				}
 			}
 			enabled++
+			if missing := p.unstored[unstored:]; len(missing) > 0 {
+				s.MissingSecrets = slices.Compact(slices.Sorted(slices.Values(missing)))
+			}
 		}
 		out = append(out, s)
 	}
@@ -418,6 +422,9 @@ func (p *parser) secret(name string) (string, error) {
 		get = secrets.Get
 	}
 	v, err := get(name)
+	if errors.Is(err, secrets.ErrNotFound) {
+		p.unstored = append(p.unstored, name)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -108,7 +108,7 @@ func TestOneBrokenBackendOfEachKindLeavesTheOthersServing(t *testing.T) {
 
 	instr := a.cs.InitializeResult().Instructions
 	for name, want := range why {
-		if !strings.Contains(instr, "backend "+name+" is not running: ") || !strings.Contains(instr, want) {
+		if !strings.Contains(instr, "backend \""+name+"\" is not running: ") || !strings.Contains(instr, want) {
 			t.Errorf("instructions lack why %s is not running (%q):\n%s", name, want, instr)
 		}
 	}
