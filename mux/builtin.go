@@ -17,6 +17,9 @@ import (
 const (
 	uriSubscriptions = "mcp-mux://subscriptions"
 	uriBackends      = "mcp-mux://backends"
+	// uriInstructions + a backend's name is its instructions, whole: the
+	// merged ones may cut them (instructions.go).
+	uriInstructions = "mcp-mux://instructions/"
 	// builtinBackend is the registry's backend name for mux's own
 	// resources; the parentheses keep it apart from any configured name.
 	builtinBackend = "(mcp-mux)"
@@ -155,6 +158,11 @@ func (m *Mux) readBuiltin(sid, uri string) (*mcp.ReadResourceResult, bool) {
 		// down once sessions and backends are gone.
 		v = map[string]any{"generation": c.generation, "loaded": c.loaded, "backends": m.Status(), "sessions": m.Sessions(), "goroutines": runtime.NumGoroutine()}
 	default:
+		if name, ok := strings.CutPrefix(uri, uriInstructions); ok {
+			if text, ok := m.instructionsOf(name); ok {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/markdown", Text: text}}}, true
+			}
+		}
 		return nil, false
 	}
 	data, _ := json.MarshalIndent(v, "", "  ")

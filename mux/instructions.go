@@ -3,9 +3,11 @@ package mux
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
-
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // The initialize result: the go-sdk builds it (protocol, capabilities,
@@ -17,18 +19,29 @@ import (
 // so that their instructions are in it. Backends initialize only once the
 // agent's initialize came (they are told its capabilities), so it waits
 // about one backend start; a backend slower than this is left out (there
-// is no notification to add it later).
+// is no notification to add it later). An agent whose own patience is
+// known waits up to a little less than that: Claude Code gives a server 5 s
+// (MCP_CONNECT_TIMEOUT_MS) before its first request.
 const instructionsWait = 2 * time.Second
+
+// patience is how long initialize may wait for the backends' instructions
+// for the agent called client.
+func patience(client string) time.Duration {
+	if strings.Contains(strings.ToLower(client), "claude-code") {
+		return 4 * time.Second
+	}
+	return instructionsWait
+}
 
 // waitInstructions merges the backends' instructions: at once when each
 // backend has initialized or said them in an earlier run (instrcache.go),
 // else after waiting (bounded) for their first start.
-func (m *Mux) waitInstructions(ctx context.Context) string {
+func (m *Mux) waitInstructions(ctx context.Context, client string) string {
 	if s, ok := m.knownInstructions(); ok {
 		return s
 	}
 	if m.cfg.Mux.Instructions == "" {
-		wctx, cancel := context.WithTimeout(ctx, instructionsWait)
+		wctx, cancel := context.WithTimeout(ctx, patience(client))
 		defer cancel()
 		// Their initialize, not their first listing: that is all the
 		// instructions need, and a listing can take a while.
@@ -65,6 +78,7 @@ func (m *Mux) mergeInstructions(earlier func(*member) (string, bool)) (merged st
 	ok = true
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "This server is mcp-mux: it combines several MCP servers. The tools and prompts of each carry its prefix (`<prefix>%s<name>`); resource URIs are those of the server that owns them.", m.cfg.Mux.ToolSeparator)
+	var parts []instructionPart
 	for _, mem := range m.members() {
 		mem.mu.Lock()
 		r, prefix := mem.initResult, mem.prefix
@@ -77,17 +91,115 @@ func (m *Mux) mergeInstructions(earlier func(*member) (string, bool)) (merged st
 		} else {
 			ok = false
 		}
-		if strings.TrimSpace(text) == "" {
+		if text = strings.TrimSpace(text); text == "" {
 			continue
 		}
 		names := "unprefixed"
 		if prefix != "" {
 			names = "prefixed `" + prefix + m.cfg.Mux.ToolSeparator + "`"
 		}
-		fmt.Fprintf(&sb, "\n\n## %s (tools and prompts %s)\n\n%s", mem.spec.Name, names, strings.TrimSpace(text))
+		parts = append(parts, instructionPart{head: fmt.Sprintf("\n\n## %s (tools and prompts %s)\n\n", mem.spec.Name, names), text: text, name: mem.spec.Name})
 	}
-	sb.WriteString(m.notRunning())
+	tail := m.notRunning()
+	fitInstructions(parts, maxInstructions-utf16Len(sb.String())-utf16Len(tail))
+	for _, p := range parts {
+		sb.WriteString(p.head + p.text)
+	}
+	sb.WriteString(tail)
 	return sb.String(), ok
+}
+
+// instructionsOf is the whole instructions of the backend called name, as
+// it said them last (this run, or the last one).
+func (m *Mux) instructionsOf(name string) (string, bool) {
+	mem, ok := m.memberNamed(name)
+	if !ok {
+		return "", false
+	}
+	mem.mu.Lock()
+	r := mem.initResult
+	mem.mu.Unlock()
+	if r != nil {
+		return r.Instructions, r.Instructions != ""
+	}
+	return m.instr.lookup(mem.spec)
+}
+
+// maxInstructions is what the merged instructions must fit in: Claude Code
+// cuts a server's instructions at 4,096 characters (UTF-16 code units, as
+// JavaScript counts; CLAUDE_CODE_MAX_MCP_DESCRIPTION_LENGTH), and so one
+// backend's long text would cost the others theirs.
+const maxInstructions = 4096
+
+// instructionPart is one backend's section of the instructions.
+type instructionPart struct {
+	head, text, name string
+}
+
+// fitInstructions cuts the parts' texts so that, with their heads, they
+// take at most budget: each a fair share (what a shorter one leaves goes
+// to the longer ones), cut at the end of a sentence, with where the whole
+// text is.
+func fitInstructions(parts []instructionPart, budget int) {
+	total := 0
+	for _, p := range parts {
+		total += utf16Len(p.head) + utf16Len(p.text)
+	}
+	if total <= budget {
+		return
+	}
+	order := make([]int, len(parts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return utf16Len(parts[a].text) - utf16Len(parts[b].text) })
+	left := budget
+	for _, i := range order {
+		left -= utf16Len(parts[i].head)
+	}
+	for n, i := range order {
+		share := max(left/(len(order)-n), 0)
+		p := &parts[i]
+		if utf16Len(p.text) > share {
+			p.text = cutAtSentence(p.text, share-utf16Len(morePointer(p.name)), morePointer(p.name))
+		}
+		left -= utf16Len(p.text)
+	}
+}
+
+// morePointer is what ends a backend's cut instructions: where the whole
+// text is (readBuiltin serves it).
+func morePointer(name string) string {
+	return " […] The whole text: read the resource " + uriInstructions + name + "."
+}
+
+// cutAtSentence is text cut to at most n code units at the end of its last
+// whole sentence (or line) within them, then more; only more if none fits.
+func cutAtSentence(text string, n int, more string) string {
+	if n <= 0 {
+		return strings.TrimSpace(more)
+	}
+	units := 0
+	end := 0
+	for i, r := range text {
+		units += utf16.RuneLen(r)
+		if units > n {
+			break
+		}
+		if r == '\n' || (r == '.' || r == '!' || r == '?') && (i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\n') {
+			end = i + utf8.RuneLen(r)
+		}
+	}
+	return strings.TrimSpace(text[:end]) + more
+}
+
+// utf16Len is how long s is to JavaScript.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
 }
 
 // notRunning tells the agent (and so the user) which backends failed and

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,6 +39,30 @@ const (
 // one that lists more starts at once, every time, to list them live.
 const maxRememberedResources = 2000
 
+// CatalogsEnv names the file the catalogs are remembered in, instead of the
+// user's cache directory; "off" remembers nothing from one run to the next
+// (every backend starts at once, as with start = "eager").
+const CatalogsEnv = "MCP_MUX_CATALOGS"
+
+// openCatalogs is the memory of catalogs, or nil for none.
+func openCatalogs() *catalogmem.Store {
+	switch v := os.Getenv(CatalogsEnv); v {
+	case "off":
+		return nil
+	case "":
+		return catalogmem.Open(catalogmem.DefaultPath())
+	default:
+		return catalogmem.Open(v)
+	}
+}
+
+// specNow is mem.spec, which a reload may be changing.
+func (mem *member) specNow() config.Backend {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	return mem.spec
+}
+
 // identityOf is what makes a backend, for the catalog memory: what runs it
 // and where, never how mux exposes it.
 func identityOf(s config.Backend) catalogmem.Identity {
@@ -48,10 +73,11 @@ func identityOf(s config.Backend) catalogmem.Identity {
 // startsWhenUsed reports whether mem waits for its first use: its start
 // policy allows it and its catalog is remembered (loaded into mem then).
 func (mem *member) startsWhenUsed() bool {
-	if mem.spec.StartPolicy(mem.m.settings()) == config.StartEager {
+	spec := mem.specNow()
+	if mem.m.catalogs == nil || spec.StartPolicy(mem.m.settings()) == config.StartEager {
 		return false
 	}
-	e, ok := mem.m.catalogs.Lookup(identityOf(mem.spec))
+	e, ok := mem.m.catalogs.Lookup(identityOf(spec))
 	if !ok {
 		return false
 	}
@@ -161,6 +187,9 @@ func (mem *member) remember(b *backends.Backend) (changed kinds) {
 	mem.remembered, mem.known = now, true
 	mem.mu.Unlock()
 	id := identityOf(spec)
+	if mem.m.catalogs == nil {
+		return changed
+	}
 	if cat.resourcesCut {
 		if err := mem.m.catalogs.Forget(id); err != nil {
 			mem.log.Warn("cannot update the remembered catalogs", "err", err)
@@ -307,7 +336,8 @@ func (mem *member) resourcesAtRest() *resourcePage {
 // idleTicker is the channel serve checks idleness on (nil: never), every
 // quarter of idle_stop, at least every 50 ms and at most every 30 s.
 func (mem *member) idleTicker() (<-chan time.Time, func()) {
-	after := mem.spec.IdleAfter(mem.m.settings())
+	spec := mem.specNow()
+	after := spec.IdleAfter(mem.m.settings())
 	if after <= 0 {
 		return nil, func() {}
 	}

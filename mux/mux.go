@@ -234,7 +234,7 @@ func New(cfg *config.File, logger *log.Logger, version string) *Mux {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mux{
 		instr:    newInstructionMemory(),
-		catalogs: catalogmem.Open(catalogmem.DefaultPath()),
+		catalogs: openCatalogs(),
 		cfg:      cfg,
 		log:      logger,
 		version:  version,

@@ -41,6 +41,8 @@ var liveSettings = map[string]bool{
 	"restart_window":  true,
 	"tool_list":       true, // each session's list is decided anew: tools/list_changed
 	"tool_list_max":   true,
+	"start":           true, // for the backends started from then on
+	"idle_stop":       true, // read at each backend's next check
 }
 
 // reloadPlan is what a reload changes, backends by name and [mux] settings

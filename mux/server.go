@@ -162,16 +162,20 @@ func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil {
 			return res, err
 		}
+		var client string
+		if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil && p.ClientInfo != nil {
+			client = p.ClientInfo.Name
+		}
 		switch r := res.(type) {
 		case *mcp.InitializeResult:
-			r.Instructions = m.waitInstructions(ctx)
+			r.Instructions = m.waitInstructions(ctx, client)
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
 				s := m.session(ss)
 				s.announced.Store(true)
 				m.logSession(s, "started")
 			}
 		case *mcp.DiscoverResult: // the current era's initialize
-			r.Instructions = m.waitInstructions(ctx)
+			r.Instructions = m.waitInstructions(ctx, client)
 		}
 		return res, err
 	}

@@ -220,7 +220,7 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 
 	idle, stopIdle := mem.idleTicker()
 	defer stopIdle()
-	if mem.spec.StartPolicy(m.settings()) == config.StartLazy && mem.lastUse.Load() == 0 {
+	if mem.specNow().StartPolicy(m.settings()) == config.StartLazy && mem.lastUse.Load() == 0 {
 		// Started only to learn its catalog: it has it.
 		mem.log.Info("stopping it: started only to learn its catalog (start = \"lazy\")")
 		mem.stopIdle(b)
@@ -233,7 +233,7 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 		case <-b.Done():
 			return true
 		case <-idle:
-			if after := mem.spec.IdleAfter(m.settings()); mem.idleNow(after) {
+			if after := mem.specNow().IdleAfter(m.settings()); mem.idleNow(after) {
 				mem.log.Info("stopping it: idle", "idle_stop", after)
 				mem.stopIdle(b)
 				return true

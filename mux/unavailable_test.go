@@ -38,7 +38,8 @@ func TestANameOfABackendThatIsDownSaysWhichWhyAndTheFix(t *testing.T) {
 		want       []string
 	}{
 		{"tool", "slack__post", []string{`unknown tool "slack__post": backend "slack" (prefix slack__) is failed: ` + path + `:`,
-			"${MCP_MUX_TEST_NEVER_SET} is not set", "fix it and save the config file: mcp-mux reloads it"}},
+			// A variable of mcp-mux's environment: the agent's config, then a restart of the agent.
+			"${MCP_MUX_TEST_NEVER_SET} is not set", "mcp-mux secret set MCP_MUX_TEST_NEVER_SET", "applies when the agent restarts"}},
 		{"prompt", "slack__greet", []string{`unknown prompt "slack__greet": backend "slack" (prefix slack__) is failed: ` + path + `:`}},
 		{"tool", "crashy__echo", []string{`unknown tool "crashy__echo": backend "crashy" (prefix crashy__) is failed: `,
 			"failing on purpose", "restart mcp-mux"}},

@@ -141,7 +141,7 @@ func (b *Backend) Spec() backends.Spec {
 }
 
 // StartPolicy is when b starts: its own start, else mux's, else StartAuto.
-func (b *Backend) StartPolicy(mux *Settings) string {
+func (b Backend) StartPolicy(mux *Settings) string {
 	switch {
 	case b.Start != "":
 		return b.Start
@@ -152,7 +152,7 @@ func (b *Backend) StartPolicy(mux *Settings) string {
 }
 
 // IdleAfter is how long b may be idle before it is stopped (0: never).
-func (b *Backend) IdleAfter(mux *Settings) time.Duration {
+func (b Backend) IdleAfter(mux *Settings) time.Duration {
 	if b.IdleStop.Duration > 0 || mux == nil {
 		return b.IdleStop.Duration
 	}

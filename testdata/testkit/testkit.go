@@ -53,6 +53,10 @@ func Main(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(d, "cache"))
+	// Nothing remembered of the backends' catalogs from one test to the
+	// next: each starts its backends as its config says. The tests of
+	// start when used name a file of their own.
+	os.Setenv("MCP_MUX_CATALOGS", "off")
 	// Sign-ins and ${secret:NAME} values: never the user's keyring or
 	// state directory.
 	os.Setenv("MCP_MUX_SECRET_STORE", "file")
