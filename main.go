@@ -326,10 +326,12 @@ func check(c *cli.Context) error {
 		}
 	}
 	if !connect {
+		plans := mux.StartPlans(cfg)
 		if c.Bool("json") {
-			writeJSON(map[string]any{"config": path, "ok": true, "problems": []config.Problem{}, "warnings": append([]config.Problem{}, cfg.Warnings...)})
+			writeJSON(map[string]any{"config": path, "ok": true, "problems": []config.Problem{}, "warnings": append([]config.Problem{}, cfg.Warnings...), "starts": plans})
 		} else {
 			fmt.Fprintf(os.Stdout, "%s: OK (%d backends)\n", path, len(cfg.Backends))
+			writeStartPlans(os.Stdout, plans)
 		}
 		return nil
 	}
@@ -375,6 +377,22 @@ func check(c *cli.Context) error {
 		return cli.Exit("", 1)
 	}
 	return nil
+}
+
+// writeStartPlans says when each backend starts: at once, or when the
+// agent first uses it because its catalog is remembered (and since when).
+func writeStartPlans(w io.Writer, plans []mux.StartPlan) {
+	for _, p := range plans {
+		switch {
+		case p.Remembered:
+			fmt.Fprintf(w, "  %s: remembered (%d tools, %d prompts, %d resources; seen %s): starts when first used\n",
+				p.Name, p.Tools, p.Prompts, p.Resources, p.Seen.Local().Format("2006-01-02 15:04"))
+		case p.Start == config.StartEager:
+			fmt.Fprintf(w, "  %s: starts at once (start = \"eager\")\n", p.Name)
+		default:
+			fmt.Fprintf(w, "  %s: not seen yet: starts at once (check --connect remembers it)\n", p.Name)
+		}
+	}
 }
 
 // signalContext is signal.NotifyContext that also tells which signal

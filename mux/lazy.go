@@ -344,3 +344,35 @@ func (mem *member) idleTicker() (<-chan time.Time, func()) {
 	t := time.NewTicker(min(max(after/4, 50*time.Millisecond), 30*time.Second))
 	return t.C, t.Stop
 }
+
+// StartPlan is when a backend of a config starts, as `check` says it: at
+// once, or when first used because its catalog is remembered.
+type StartPlan struct {
+	Name       string    `json:"name"`
+	Start      string    `json:"start"`      // its policy: auto, eager or lazy
+	Remembered bool      `json:"remembered"` // its catalog is known: it starts when first used
+	Seen       time.Time `json:"seen,omitzero"`
+	Tools      int       `json:"tools"`
+	Prompts    int       `json:"prompts"`
+	Resources  int       `json:"resources"`
+}
+
+// StartPlans says when each enabled backend of cfg starts.
+func StartPlans(cfg *config.File) []StartPlan {
+	store := openCatalogs()
+	var out []StartPlan
+	for _, b := range cfg.Backends {
+		if b.Disabled || b.Broken != "" {
+			continue
+		}
+		p := StartPlan{Name: b.Name, Start: b.StartPolicy(&cfg.Mux)}
+		if store != nil && p.Start != config.StartEager {
+			if e, ok := store.Lookup(identityOf(b)); ok {
+				p.Remembered, p.Seen = true, e.Seen
+				p.Tools, p.Prompts, p.Resources = len(e.Tools), len(e.Prompts), len(e.Resources)
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}

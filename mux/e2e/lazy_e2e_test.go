@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
+)
+
+// The catalog before the backends, with the real binary: check --connect
+// remembers every backend's catalog, check says so, and the next mcp-mux
+// lists it whole at once without starting a backend until it is used.
+func TestARememberedCatalogAcrossRuns(t *testing.T) {
+	catalogs := filepath.Join(t.TempDir(), "catalogs.json")
+	env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "MCP_MUX_CATALOGS=") }), "MCP_MUX_CATALOGS="+catalogs)
+	cfg := testkit.WriteConfig(t, "", []string{"alpha", "-name", "alpha"}, []string{"beta", "-name", "beta", "-tools", "shout"})
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(testkit.MuxBin(t), args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcp-mux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("check", "-c", cfg); !strings.Contains(out, "alpha: not seen yet: starts at once") {
+		t.Fatalf("check before any run:\n%s", out)
+	}
+	run("check", "--connect", "-c", cfg)
+	if out := run("check", "-c", cfg); !strings.Contains(out, "alpha: remembered (") || !strings.Contains(out, "beta: remembered (") || !strings.Contains(out, "starts when first used") {
+		t.Fatalf("check after check --connect:\n%s", out)
+	}
+
+	cmd := exec.Command(testkit.MuxBin(t), "-c", cfg)
+	cmd.Env = env
+	c := mcp.NewClient(&mcp.Implementation{Name: "some-agent", Version: "1"}, nil)
+	start := time.Now()
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools := listedTools(t, cs)
+	t.Logf("spawn → first complete tools/list: %v", time.Since(start))
+	if !slices.Contains(tools, "alpha__echo") || !slices.Contains(tools, "beta__shout") {
+		t.Fatalf("the first list is not whole: %v", tools)
+	}
+	for _, b := range readBackends(t, cs).Backends {
+		if b.State != "remembered" || b.PID != 0 {
+			t.Errorf("%s: %q pid %d before any use: want remembered, no process", b.Name, b.State, b.PID)
+		}
+	}
+	if got := callText(t, cs, "beta__shout", map[string]any{"text": "hi"}); !strings.Contains(got, "hi") {
+		t.Errorf("beta__shout: %q", got)
+	}
+	for _, b := range readBackends(t, cs).Backends {
+		want := map[string]string{"alpha": "remembered", "beta": "ready"}[b.Name]
+		if b.State != want {
+			t.Errorf("%s after a call to beta: %q, want %q", b.Name, b.State, want)
+		}
+	}
+}
