@@ -26,3 +26,24 @@ func TestREADMEPassesTheConfigAsDashC(t *testing.T) {
 		}
 	}
 }
+
+// The README says where mcp-mux's own resources are listed (last, after
+// every backend's, as resourcesPage puts them) and whose subscriptions
+// mcp-mux://subscriptions shows (the reader's own), in one way only.
+func TestREADMESaysOneThingOfMuxsOwnResources(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(data)), " ")
+	for _, wrong := range []string{"listed first", "every subscription of every session", "all subscriptions"} {
+		if strings.Contains(text, wrong) {
+			t.Errorf("README.md says %q of mcp-mux's own resources", wrong)
+		}
+	}
+	for _, right := range []string{"listed last, after every backend's", "`mcp-mux://subscriptions` — JSON: the subscriptions of the session that reads it"} {
+		if !strings.Contains(text, right) {
+			t.Errorf("README.md does not say %q", right)
+		}
+	}
+}
