@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -102,11 +103,28 @@ func (mem *member) clientCapabilities(ctx context.Context) *mcp.ClientCapabiliti
 	if a.told == nil {
 		a.told = map[*member]*mcp.ClientCapabilities{}
 	}
-	a.told[mem] = a.caps
-	if !a.known {
-		mem.log.Debug("initializing the backend before the agent: no client capabilities declared")
+	caps := a.caps
+	if !a.known && a.wait >= 0 {
+		// No agent yet (every backend of serve --http): the backend is
+		// told all that mux can forward, so that no agent that comes
+		// later needs it restarted; one that lacks a capability the
+		// backend uses gets an error that says so (agentFor).
+		caps = anyAgentCaps()
+		mem.log.Debug("initializing the backend before the agent: declaring every capability mux forwards")
 	}
-	return a.caps
+	a.told[mem] = caps
+	return caps
+}
+
+// anyAgentCaps is every client capability mux can forward to some agent:
+// roots (with list changes), sampling (with context and tools) and
+// elicitation (form and URL).
+func anyAgentCaps() *mcp.ClientCapabilities {
+	return &mcp.ClientCapabilities{
+		RootsV2:     &mcp.RootCapabilities{ListChanged: true},
+		Sampling:    &mcp.SamplingCapabilities{Context: &mcp.SamplingContextCapabilities{}, Tools: &mcp.SamplingToolsCapabilities{}},
+		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+	}
 }
 
 // agentInitialized takes the capabilities of the first agent session that
@@ -129,13 +147,23 @@ func (m *Mux) agentInitialized(p *mcp.InitializeParams) {
 	a.caps = forwardable(p.Capabilities)
 	a.era = p.ProtocolVersion
 	close(a.ready)
-	var stale []*member
+	var stale, early []*member
 	for mem, told := range a.told {
-		if capsKey(told) != capsKey(a.caps) {
+		if !covers(told, a.caps) {
 			stale = append(stale, mem)
+		} else if capsKey(told) == capsKey(anyAgentCaps()) {
+			early = append(early, mem)
 		}
 	}
 	a.mu.Unlock()
+	if hasRoots(a.caps) {
+		// A backend initialized before the agent may have asked for roots
+		// when there was no one to ask: told that they changed, it asks
+		// again, and the agent answers now.
+		for _, mem := range early {
+			m.notifyRootsChanged(mem)
+		}
+	}
 	for _, mem := range stale {
 		mem.log.Info("the agent's capabilities came after the backend was initialized without them: restarting it", "capabilities", capsKey(a.caps))
 		select {
@@ -151,7 +179,38 @@ func (a *agentState) stale(mem *member) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	told, ok := a.told[mem]
-	return a.known && ok && capsKey(told) != capsKey(a.caps)
+	return a.known && ok && !covers(told, a.caps)
+}
+
+// covers reports whether a backend told told may serve an agent that has
+// caps without a restart: it was told everything the agent has (it may
+// have been told more: a request for what the agent lacks gets an error).
+// A backend told nothing (a check's) is told too little for any agent
+// with something.
+func covers(told, caps *mcp.ClientCapabilities) bool {
+	var t, c any
+	json.Unmarshal([]byte(capsKey(told)), &t)
+	json.Unmarshal([]byte(capsKey(caps)), &c)
+	return contains(t, c)
+}
+
+// contains reports whether the JSON value a has everything b has.
+func contains(a, b any) bool {
+	bm, ok := b.(map[string]any)
+	if !ok {
+		return reflect.DeepEqual(a, b)
+	}
+	am, ok := a.(map[string]any)
+	if !ok {
+		return len(bm) == 0
+	}
+	for k, bv := range bm {
+		av, ok := am[k]
+		if !ok || !contains(av, bv) {
+			return false
+		}
+	}
+	return true
 }
 
 // forwardable keeps of c what mux forwards: roots, sampling, elicitation,

@@ -333,6 +333,28 @@ func (mem *member) resourcesAtRest() *resourcePage {
 	return page
 }
 
+// drainForRestart makes new requests for mem wait for its next process
+// (its catalog stays listed), then waits until those in flight are done,
+// up to request_timeout, so that a restart of mux's own choosing (the
+// agent's capabilities) fails no request.
+func (mem *member) drainForRestart() {
+	mem.mu.Lock()
+	mem.state, mem.since, mem.b, mem.known = stateStarting, time.Now(), nil, true
+	mem.changedLocked()
+	mem.mu.Unlock()
+	mem.m.builtinChanged(uriBackends)
+	deadline := time.Now().Add(mem.m.requestTimeout(mem))
+	for time.Now().Before(deadline) && mem.ctx.Err() == nil {
+		mem.inflight.mu.Lock()
+		busy := len(mem.inflight.calls)
+		mem.inflight.mu.Unlock()
+		if busy == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // a poll: requests end without telling
+	}
+}
+
 // idleTicker is the channel serve checks idleness on (nil: never), every
 // quarter of idle_stop, at least every 50 ms and at most every 30 s.
 func (mem *member) idleTicker() (<-chan time.Time, func()) {

@@ -63,8 +63,7 @@ func TestRootsLearnedLateAreAnnouncedToABackendThatGaveUp(t *testing.T) {
 
 // restartedForLateAgent starts a mux whose backend asks for roots at its
 // start, lets it start before any agent, then connects c over HTTP in the
-// current era and waits until the backend is restarted with c's
-// capabilities.
+// current era; the backend goes on as it was.
 func restartedForLateAgent(t *testing.T, c *mcp.Client) *mcp.ClientSession {
 	t.Helper()
 	m := New(testConfig(fixture(t, "fs", "-client-requests", "-roots-at-start")), testLogger(t), "test")
@@ -79,10 +78,12 @@ func restartedForLateAgent(t *testing.T, c *mcp.Client) *mcp.ClientSession {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	testkit.Eventually(t, 10*time.Second, "the backend to be restarted with the agent's capabilities", func() bool {
-		st := m.Status()[0]
-		return st.Ready() && st.PID != pid
-	})
+	// Started before any agent, the backend was told every capability mux
+	// forwards: the agent's coming restarts nothing.
+	fixtureClientInfo(t, cs, "fs__client_info")
+	if st := m.Status()[0]; !st.Ready() || st.PID != pid {
+		t.Fatalf("the backend was restarted for the agent (pid %d, was %d): %+v", st.PID, pid, st)
+	}
 	return cs
 }
 
@@ -100,16 +101,26 @@ func TestRootsAskedWhileACurrentEraHTTPAgentHasNoRequestWaitForIt(t *testing.T) 
 }
 
 // TestRootsAskedOfACurrentEraHTTPAgentWithoutRootsSayItHasNone: an agent
-// that did not declare roots (the Inspector's CLI) is connected; the
-// backend is told that it has none, not that no agent is there.
+// that did not declare roots (the Inspector's CLI) is connected, with no
+// session between its requests (the current era over HTTP); a backend's
+// roots/list is told that the agent has none, not that no agent is there.
 func TestRootsAskedOfACurrentEraHTTPAgentWithoutRootsSayItHasNone(t *testing.T) {
-	cs := restartedForLateAgent(t, agent(&mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}}))
-	var ci clientInfo
-	testkit.Eventually(t, 10*time.Second, "the backend's roots/list to be answered", func() bool {
-		ci = fixtureClientInfo(t, cs, "fs__client_info")
-		return ci.Roots != ""
-	})
-	if !strings.Contains(ci.Roots, "did not declare the roots capability") {
-		t.Errorf("the backend's roots/list got %q, want that the agent did not declare roots", ci.Roots)
+	for _, tc := range []struct {
+		caps *mcp.ClientCapabilities
+		era  string
+		want string
+	}{
+		{&mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}, modernEra, "did not declare the roots capability"},
+		{&mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}}, modernEra, "only while it serves the client's"},
+		{&mcp.ClientCapabilities{}, "2025-11-25", "did not declare the roots capability"},
+	} {
+		a := &agentState{known: true, caps: tc.caps, era: tc.era}
+		if msg := a.sessionless("roots", hasRoots).Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "no agent session is connected") {
+			t.Errorf("%s, %+v: %q, want %q", tc.era, tc.caps, msg, tc.want)
+		}
+	}
+	// Before any agent, that is what it says.
+	if msg := (&agentState{}).sessionless("roots", hasRoots).Error(); !strings.Contains(msg, "no agent session is connected") {
+		t.Errorf("no agent yet: %q", msg)
 	}
 }

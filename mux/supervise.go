@@ -67,9 +67,12 @@ func (mem *member) run() {
 			}
 			err = b.Err()
 			if mem.reinitting { // not a crash: start it again at once
+				// Its catalog stays listed and requests wait for the new
+				// process (backendForUse), as for a start when used: the
+				// agent sees no failure of mux's own making.
 				mem.reinitting = false
-				mem.setDown(stateRestarting, nil)
-				continue
+				mem.setState(stateStarting, nil)
+				continue // a restart: its subscriptions are restored
 			}
 			if mem.idling { // not a crash: it waits for its next use
 				mem.idling = false
@@ -241,6 +244,7 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 		case <-mem.reinit:
 			if m.agent.stale(mem) {
 				mem.reinitting = true
+				mem.drainForRestart()
 				b.Stop(m.settings().ShutdownGrace.Duration)
 				return true
 			}
