@@ -186,23 +186,28 @@ func (mem *member) remember(b *backends.Backend) (changed kinds) {
 	mem.mu.Lock()
 	mem.remembered, mem.known = now, true
 	mem.mu.Unlock()
+	store := mem.m.catalogs
+	if store == nil {
+		return changed
+	}
+	// Apart: the file is shared with other mcp-mux processes (a lock, a
+	// read, a write), and the backend is ready without it.
 	id := identityOf(spec)
-	if mem.m.catalogs == nil {
-		return changed
-	}
-	if cat.resourcesCut {
-		if err := mem.m.catalogs.Forget(id); err != nil {
-			mem.log.Warn("cannot update the remembered catalogs", "err", err)
+	mem.m.goOwned(func() {
+		if cat.resourcesCut {
+			if err := store.Forget(id); err != nil {
+				mem.log.Warn("cannot update the remembered catalogs", "err", err)
+			}
+			return
 		}
-		return changed
-	}
-	if _, err := mem.m.catalogs.Put(id, e); err != nil {
-		if errors.Is(err, catalogmem.ErrTooLarge) {
-			mem.log.Info("its catalog is too large to remember: it starts at once, every time", "err", err)
-		} else {
-			mem.log.Warn("cannot remember its catalog", "err", err)
+		if _, err := store.Put(id, e); err != nil {
+			if errors.Is(err, catalogmem.ErrTooLarge) {
+				mem.log.Info("its catalog is too large to remember: it starts at once, every time", "err", err)
+			} else {
+				mem.log.Warn("cannot remember its catalog", "err", err)
+			}
 		}
-	}
+	})
 	return changed
 }
 
