@@ -293,3 +293,34 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return data
 }
+
+// A remembered backend that fails when its use starts it: the request gets
+// the failure, at once, not a wait for startup_timeout.
+func TestARememberedBackendThatFailsToStartSaysWhy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	good := testConfig(fixture(t, "fx"))
+	learn(t, good, path)
+	// The same backend (as the memory knows it) now fails at start.
+	bad := fixture(t, "fx", "-fail-start")
+	bad.Restart = config.RestartNever
+	store := catalogmem.Open(path)
+	e, _ := store.Lookup(identityOf(good.Backends[0]))
+	if _, err := store.Put(identityOf(bad), e); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(bad)
+	cfg.Mux.StartupTimeout.Duration = time.Minute
+	m := runWithMemory(t, cfg, path)
+	cs := connect(t, m, nil)
+	if tools := listedTools(t, cs); tools["fx__echo"] == nil {
+		t.Fatalf("not listed from memory: %v", keys(tools))
+	}
+	start := time.Now()
+	_, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fx__echo", Arguments: map[string]any{"text": "x"}})
+	if err == nil || !strings.Contains(err.Error(), "failing on purpose") {
+		t.Fatalf("a call to a backend that fails at start: %v", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the failure took %v: it waited for startup_timeout", d)
+	}
+}
