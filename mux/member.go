@@ -73,6 +73,9 @@ type member struct {
 	// idling: serve stopped the backend after idle_stop (run's goroutine
 	// only).
 	idling bool
+	// atRest: Start found its catalog remembered and put it at rest;
+	// set before run starts, read by run only.
+	atRest bool
 
 	mu       sync.Mutex
 	state    string

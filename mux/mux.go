@@ -287,6 +287,7 @@ func (m *Mux) Server() *mcp.Server { return m.server }
 // Start starts every enabled backend concurrently and returns at once; the
 // first list waits for them, up to first_list_wait (waitStarted).
 func (m *Mux) Start() {
+	m.restRemembered(m.members())
 	local := false
 	for _, mem := range m.members() {
 		local = local || mem.spec.URL == ""

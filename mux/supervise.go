@@ -40,8 +40,15 @@ func (mem *member) run() {
 		}
 		return
 	}
-	if mem.startsWhenUsed() && !mem.sleep(stateRemembered) {
-		return
+	switch {
+	case mem.atRest: // Start put it at rest (lazy.go)
+		if !mem.waitUse(stateRemembered) {
+			return
+		}
+	case mem.startsWhenUsed(): // a reload added it
+		if !mem.sleep(stateRemembered) {
+			return
+		}
 	}
 	backoff := m.backoffBase
 	var crashes []time.Time
