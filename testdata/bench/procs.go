@@ -152,7 +152,11 @@ func (b *bench) launch(m mode, tag string, argv, env []string, url string) (*pro
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, logf
-	cmd.Env = append(os.Environ(), env...)
+	// mcp-mux would otherwise remember every backend in the user's cache
+	// (files of this run's temporary directory, never seen again), and the
+	// second start of a backend in a run would not start it: the rows that
+	// time a start would time the memory. The catalog rows set their own.
+	cmd.Env = append(append(os.Environ(), "MCP_MUX_CATALOGS=off"), env...)
 	if os.Getenv("GOTRACEBACK") == "" {
 		cmd.Env = append(cmd.Env, "GOTRACEBACK=system") // for dumpGoroutines
 	}
