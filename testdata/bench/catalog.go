@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -128,7 +129,38 @@ func (b *bench) catalogSetup(ctx context.Context) error {
 		return fmt.Errorf("catalog warm-up, mcp-mux filling its memory: %w", err)
 	}
 	set.filled = true
+	b.checkRemembered()
 	return nil
+}
+
+// checkRemembered warns when mcp-mux check says a backend of the set is
+// not remembered after the warm-up: mcp-mux writes its memory apart from
+// serving, and the remembering rows would then start what it lacks. A
+// binary whose check says nothing of it (-mux, older) is taken at its word.
+func (b *bench) checkRemembered() {
+	set := b.catalog
+	cmd := exec.Command(b.mux, "check", "--json", "--config", set.config)
+	cmd.Env = append(os.Environ(), "MCP_MUX_CATALOGS="+set.memory)
+	out, err := cmd.Output()
+	var res struct {
+		Starts []struct {
+			Name       string
+			Remembered bool
+		}
+	}
+	if err != nil || json.Unmarshal(out, &res) != nil || len(res.Starts) == 0 {
+		return
+	}
+	var missing []string
+	for _, st := range res.Starts {
+		if !st.Remembered {
+			missing = append(missing, st.Name)
+		}
+	}
+	if len(missing) > 0 {
+		b.warn(fmt.Sprintf("catalog rows: after the warm-up, mcp-mux check says %d of %d backends are not remembered: %s",
+			len(missing), len(res.Starts), strings.Join(missing, ", ")))
+	}
 }
 
 // npmBackends are the servers of the toolsearch config, if every one of
