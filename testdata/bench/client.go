@@ -42,12 +42,18 @@ func connect(ctx context.Context, p *proc) (*client, error) {
 // connectAt is connect at protocol version, or, if version is "", in the
 // current era (server/discover, then _meta on every request).
 func connectAt(ctx context.Context, p *proc, version string) (*client, error) {
+	return connectWithin(ctx, p, version, reqTimeout)
+}
+
+// connectWithin is connectAt, the process killed if it has not answered
+// within timeout.
+func connectWithin(ctx context.Context, p *proc, version string, timeout time.Duration) (*client, error) {
 	c := &client{p: p, listChanged: make(chan struct{}, 1)}
-	watchdog := time.AfterFunc(reqTimeout, p.kill)
+	watchdog := time.AfterFunc(timeout, p.kill)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mcp-mux-bench", Version: "0"}, c.options()).Connect(ctx,
 		&mcp.IOTransport{Reader: p.stdout, Writer: p.stdin}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if !watchdog.Stop() && err == nil {
-		err = errors.New("initialize took longer than " + reqTimeout.String())
+		err = errors.New("initialize took longer than " + timeout.String())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: initialize: %w\n%s stderr (last lines):\n%s", p.mode, err, p.mode, p.logTail(20))

@@ -7,14 +7,17 @@
 // into a temporary directory, prints a Markdown table of the medians to
 // stdout (progress goes to stderr) and stops every process it started.
 //
-//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http|search] [-mcpmu PATH]
+//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http|search|catalog] [-mcpmu PATH]
 //
 // The HTTP rows (http.go) are a second table: the fixture serving
 // Streamable HTTP itself against mcp-mux serve --http (and mcpmu serve
 // --http, with -mcpmu), a stdio agent through mcp-mux to the fixture as a
 // remote backend, and the memory of idle sessions. The search_tools rows
 // (search.go) are a third: mcp-mux in search mode over ~400 and ~4,000
-// real tool definitions.
+// real tool definitions. The catalog rows (catalog.go) are a fourth: the
+// 20 servers of testdata/toolsearch (or fixtures standing in for them)
+// started directly and through mcp-mux, with and without its memory of
+// their catalogs.
 //
 // Speed targets are reported, never asserted: it fails only when something
 // does not work (a request fails, a process does not start).
@@ -62,13 +65,17 @@ type bench struct {
 	quick, jsonOut, keepDir bool
 
 	// The HTTP rows (http.go).
-	only         string        // "", "stdio", "http" or "search": which rows (see runs)
+	only         string        // "", "stdio", "http", "search" or "catalog": which rows (see runs)
 	mcpmu        string        // mcpmu binary (-mcpmu), "" for none
 	httpModes    []mode        // the HTTP rows' columns, in this order
 	httpSessions []int         // concurrent sessions of the loaded rows
 	idleNs       []int         // idle sessions, in increasing order
 	settle       time.Duration // before reading an idle process's RSS
 	quiet        time.Duration // then before reading it again (0: not again)
+
+	// The catalog rows (catalog.go).
+	catalogKind string // -catalog-set: auto, npm or fixture
+	catalog     *catalogSet
 }
 
 func main() {
@@ -82,7 +89,8 @@ func main() {
 	flag.DurationVar(&b.duration, "duration", 2*time.Second, "length of each throughput row")
 	flag.IntVar(&b.burstN, "burst", 20000, "resources/updated notifications in the burst row")
 	flag.BoolVar(&b.keepDir, "keep", false, "keep the temporary directory (binaries, configs, every process's stderr)")
-	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table), \"http\" (serve --http, the remote backend, idle sessions) or \"search\" (search_tools at ~400 and ~4,000 tools)")
+	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table), \"http\" (serve --http, the remote backend, idle sessions), \"search\" (search_tools at ~400 and ~4,000 tools) or \"catalog\" (20 servers: spawn → the first complete tools/list, remembered or not, and the memory then)")
+	flag.StringVar(&b.catalogKind, "catalog-set", "auto", "the catalog rows' 20 servers: \"npm\" (testdata/toolsearch's, installed by its setup.sh), \"fixture\" (fixtures listing their tools) or \"auto\" (npm if installed, but fixture with -quick)")
 	flag.StringVar(&b.mcpmu, "mcpmu", "", "also measure this mcpmu binary (github.com/Bigsy/mcpmu) in the HTTP rows, as mcpmu serve --http --eager")
 	flag.Parse()
 	if os.Getenv("GOGC") == "" {
@@ -100,8 +108,12 @@ func main() {
 		b.httpSessions, b.idleNs, b.settle = []int{1, 8, 64}, []int{100, 1000}, 500*time.Millisecond
 		b.quiet = 15 * time.Second
 	}
-	if b.only != "" && b.only != "stdio" && b.only != "http" && b.only != "search" {
-		fmt.Fprintln(os.Stderr, "bench: -only is stdio, http or search")
+	if b.only != "" && b.only != "stdio" && b.only != "http" && b.only != "search" && b.only != "catalog" {
+		fmt.Fprintln(os.Stderr, "bench: -only is stdio, http, search or catalog")
+		os.Exit(2)
+	}
+	if b.catalogKind != "auto" && b.catalogKind != "npm" && b.catalogKind != "fixture" {
+		fmt.Fprintln(os.Stderr, "bench: -catalog-set is auto, npm or fixture")
 		os.Exit(2)
 	}
 	if b.rounds < 1 || b.latencyN < 1 || b.burstN < 1 || b.duration <= 0 {
@@ -188,6 +200,11 @@ func (b *bench) run(ctx context.Context) error {
 			}
 		}
 	}
+	if b.runs("catalog") {
+		if err := b.catalogSetup(ctx); err != nil {
+			return err
+		}
+	}
 	type step struct {
 		name  string
 		run   func(context.Context, mode, sample) error
@@ -221,6 +238,10 @@ func (b *bench) run(ctx context.Context) error {
 		// mcp-mux only: an older binary (-before) may not know tool_list.
 		steps = append(steps, step{"search_tools at ~400 and ~4,000 tools", b.searchRun, []mode{muxed}})
 	}
+	if b.runs("catalog") {
+		// mcp-mux only: an older binary (-before) remembers nothing.
+		steps = append(steps, step{"20 servers: spawn → the first complete tools/list", b.catalogRun, []mode{direct, muxed}})
+	}
 	for r := range b.rounds {
 		round := map[mode]sample{}
 		for _, m := range b.allModes() {
@@ -244,7 +265,7 @@ func (b *bench) run(ctx context.Context) error {
 	return nil
 }
 
-// runs reports whether the rows of group ("stdio", "http" or "search")
+// runs reports whether the rows of group ("stdio", "http", "search" or "catalog")
 // are measured: all of them, or the one -only names.
 func (b *bench) runs(group string) bool { return b.only == "" || b.only == group }
 
@@ -425,6 +446,14 @@ func (b *bench) meta() map[string]any {
 		"rounds": b.rounds, "latency_n": b.latencyN, "throughput_s": b.duration.Seconds(), "burst": b.burstN,
 		"spawn_reps": b.spawnReps, "list_reps": b.listReps, "elapsed_s": time.Since(b.started).Seconds(),
 		"other_processes_cpu_share": b.others, "only": b.only, "mcpmu": b.mcpmu,
-		"http_sessions": b.httpSessions, "idle_sessions": b.idleNs,
+		"http_sessions": b.httpSessions, "idle_sessions": b.idleNs, "catalog_set": b.catalogWhy(),
 	}
+}
+
+// catalogWhy says which servers the catalog rows ran ("" if none).
+func (b *bench) catalogWhy() string {
+	if b.catalog == nil {
+		return ""
+	}
+	return b.catalog.why
 }

@@ -134,6 +134,11 @@ func nextSeq() int {
 // to ours, its stderr to the log file named for tag; url is its endpoint
 // if it serves HTTP ("" for stdio).
 func (b *bench) launch(m mode, tag string, argv, env []string, url string) (*proc, error) {
+	return b.launchIn(m, tag, argv, env, url, "")
+}
+
+// launchIn is launch with dir as the working directory ("": ours).
+func (b *bench) launchIn(m mode, tag string, argv, env []string, url, dir string) (*proc, error) {
 	logPath := filepath.Join(b.dir, tag+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -151,8 +156,12 @@ func (b *bench) launch(m mode, tag string, argv, env []string, url string) (*pro
 		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, logf
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.Dir = inR, outW, logf, dir
+	// mcp-mux would otherwise remember every backend in the user's cache
+	// (files of this run's temporary directory, never seen again), and the
+	// second start of a backend in a run would not start it: the rows that
+	// time a start would time the memory. The catalog rows set their own.
+	cmd.Env = append(append(os.Environ(), "MCP_MUX_CATALOGS=off"), env...)
 	if os.Getenv("GOTRACEBACK") == "" {
 		cmd.Env = append(cmd.Env, "GOTRACEBACK=system") // for dumpGoroutines
 	}

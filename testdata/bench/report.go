@@ -73,6 +73,12 @@ func (b *bench) printTable(w io.Writer) {
 		}
 		b.printSearch(w)
 	}
+	if b.runs("catalog") {
+		if b.only == "" {
+			fmt.Fprintln(w)
+		}
+		b.printCatalog(w)
+	}
 	if len(b.warnings) > 0 {
 		fmt.Fprintln(w, "\nWarnings:")
 		for _, s := range b.warnings {
