@@ -68,7 +68,7 @@ func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 			return awaitParked[R](ctx, m, pc, in)
 		}
 	}
-	b, err := mem.backendForUse(ctx) // started if it was not running (lazy.go)
+	b, err := mem.backendForUseNoting(ctx, m.startProgress(ctx, mem, in.meta)) // started if it was not running (lazy.go)
 	if err != nil {
 		return zero, toAgentError(mem, err)
 	}

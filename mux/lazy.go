@@ -278,8 +278,16 @@ func (mem *member) changedLocked() {
 // was not running (remembered or idle), waited for while it starts, up to
 // startup_timeout. A backend down for any other reason gives its error.
 func (mem *member) backendForUse(ctx context.Context) (*backends.Backend, error) {
+	return mem.backendForUseNoting(ctx, nil)
+}
+
+// backendForUseNoting is backendForUse, calling waiting, if set, when it
+// starts to wait and every second it goes on waiting.
+func (mem *member) backendForUseNoting(ctx context.Context, waiting func(n int)) (*backends.Backend, error) {
 	mem.lastUse.Store(time.Now().UnixNano())
 	var timeout <-chan time.Time
+	var tick <-chan time.Time
+	n := 0
 	for {
 		mem.mu.Lock()
 		state, b, known, ch := mem.state, mem.b, mem.known, mem.stateChanged
@@ -301,8 +309,18 @@ func (mem *member) backendForUse(ctx context.Context) (*backends.Backend, error)
 			t := time.NewTimer(mem.m.settings().StartupTimeout.Duration)
 			defer t.Stop()
 			timeout = t.C
+			if waiting != nil {
+				k := time.NewTicker(time.Second)
+				defer k.Stop()
+				tick = k.C
+				n++
+				waiting(n)
+			}
 		}
 		select {
+		case <-tick:
+			n++
+			waiting(n)
 		case <-ch:
 		case <-timeout:
 			return nil, fmt.Errorf("backend %q did not start within startup_timeout (%s)", mem.spec.Name, mem.m.settings().StartupTimeout.Duration)
@@ -311,6 +329,21 @@ func (mem *member) backendForUse(ctx context.Context) (*backends.Backend, error)
 		case <-mem.ctx.Done():
 			return mem.backend()
 		}
+	}
+}
+
+// startProgress is what tells the agent, if its request asked for
+// progress, that the request waits for its backend to start (nil if not).
+func (m *Mux) startProgress(ctx context.Context, mem *member, meta mcp.Meta) func(n int) {
+	tok, ok := meta["progressToken"]
+	s := sessionFrom(ctx)
+	if !ok || tok == nil || s == nil {
+		return nil
+	}
+	spec := mem.specNow()
+	return func(n int) {
+		m.deliverFor(ctx, s, "notifications/progress", &mcp.ProgressNotificationParams{
+			ProgressToken: tok, Progress: float64(n), Message: fmt.Sprintf("starting %s (%d s)", spec.Label(), n-1)})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -323,4 +324,32 @@ func TestARememberedBackendThatFailsToStartSaysWhy(t *testing.T) {
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("the failure took %v: it waited for startup_timeout", d)
 	}
+}
+
+// A request that waits for its backend to start, and asked for progress,
+// hears that it waits.
+func TestARequestThatStartsItsBackendGetsProgress(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	cfg := testConfig(fixture(t, "slow", "-start-delay", "1500ms"))
+	learn(t, cfg, path)
+	m := runWithMemory(t, cfg, path)
+	var mu sync.Mutex
+	var msgs []string
+	cs := connect(t, m, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		if r.Params.ProgressToken == "wake" {
+			mu.Lock()
+			msgs = append(msgs, r.Params.Message)
+			mu.Unlock()
+		}
+	}})
+	p := &mcp.CallToolParams{Name: "slow__echo", Arguments: map[string]any{"text": "x"}}
+	p.SetProgressToken("wake")
+	if _, err := cs.CallTool(testkit.CtxT(t), p); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "progress while slow starts", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(msgs) > 0 && strings.Contains(msgs[0], `starting backend "slow"`)
+	})
 }
