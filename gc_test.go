@@ -102,11 +102,40 @@ func TestQuietProcessGivesFreedHeapBack(t *testing.T) {
 	}
 	burst = nil
 	runtime.GC() // frees the burst, and arms the check
-	if free := heapFree(); free < 16<<20 {
+	free := heapFree()
+	if free < 16<<20 {
 		t.Skipf("only %d MiB free after the burst: the runtime gave it back by itself", free>>20)
 	}
-	testkit.Eventually(t, 10*time.Second, "the freed heap to go back to the OS", func() bool { return heapFree() < releaseAtLeast })
+	// Not all of it: a release does not always get the free heap to
+	// zero (see releaser.kept), on a loaded machine 1-3.5 MiB stayed.
+	// Most of it, which the runtime does not give back by itself: without
+	// the releaser 39 of 40 MiB were still free after 10 s.
+	testkit.Eventually(t, 10*time.Second, "the freed heap to go back to the OS", func() bool { return heapFree() < free/4 })
 	runtime.KeepAlive(live)
+}
+
+// TestReleaseIsNotRepeatedForWhatTheRuntimeKeeps: when a release leaves
+// some of the free heap with the runtime, the check its GC arms finds
+// nothing more to gain, and a quiet process is left alone instead of
+// being made to GC every quietAfter.
+func TestReleaseIsNotRepeatedForWhatTheRuntimeKeeps(t *testing.T) {
+	const kept = 1<<20 + 8<<10 // what a release left in a test run under load
+	free := uint64(40 << 20)
+	releases := 0
+	r := &releaser{
+		sample:  func() (uint64, uint64) { return 0, free },
+		release: func() { releases++; free = kept },
+	}
+	r.check() // 40 MiB free, nothing allocated: released
+	r.check() // as armed by the release's own GC
+	if releases != 1 {
+		t.Fatalf("%d releases, want 1: the second was for the %d KiB the first could not give back", releases, kept>>10)
+	}
+	free = kept + 2<<20 // a later burst, as quiet
+	r.check()
+	if releases != 2 {
+		t.Errorf("%d releases, want a second for what a later burst left", releases)
+	}
 }
 
 // heapFree is the heap's memory that is free and not yet returned to the

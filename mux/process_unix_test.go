@@ -5,8 +5,12 @@ package mux
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // killProcess ends pid at once, as a crash would.
@@ -15,25 +19,52 @@ func killProcess(pid int) { syscall.Kill(pid, syscall.SIGKILL) }
 // killedReason is how a backend's exit after killProcess is told.
 const killedReason = "killed by signal killed"
 
-// freezeProcess makes pid answer nothing any more (it still runs).
+// freezeProcess makes pid answer nothing any more (it still runs). kill
+// only queues SIGSTOP: each thread stops when it next gets a CPU, and on
+// a loaded machine one that had not yet read the request that followed
+// and answered it (/proc said R after the answer). So it returns once
+// every thread of pid is stopped.
 func freezeProcess(t *testing.T, pid int) {
 	t.Helper()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		return // no /proc to see it stop in (macOS): the signal is all there is
+	}
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("every thread of process %d to stop", pid), func() bool {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		for _, p := range tasks {
+			if procState(p) != 'T' {
+				return false
+			}
+		}
+		return len(tasks) > 0
+	})
 }
 
 // processAlive reports whether pid runs (a zombie does not).
 func processAlive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	s := procState(fmt.Sprintf("/proc/%d/stat", pid))
+	return s != 0 && s != 'Z'
+}
+
+// procState is the state letter of a /proc stat file (R, S, T, Z...), 0
+// if it cannot be read.
+func procState(path string) byte {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return false
+		return 0
 	}
+	// The name before it is in parentheses and may hold any of them.
 	s := string(data)
 	for i := len(s) - 1; i >= 0; i-- {
 		if s[i] == ')' {
-			return i+2 < len(s) && s[i+2] != 'Z'
+			if i+2 < len(s) {
+				return s[i+2]
+			}
+			return 0
 		}
 	}
-	return true
+	return 0
 }
