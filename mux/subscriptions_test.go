@@ -264,8 +264,10 @@ func TestPollingLocalOnlySubscription(t *testing.T) {
 	callText(t, cs, "plain__set_content", map[string]any{"uri": uri, "text": "new"})
 	u.waitFor(t, uri, 1)
 	t.Logf("polled change delivered after %v (interval 200ms)", time.Since(changed))
-	if d := time.Since(changed); d > 600*time.Millisecond {
-		t.Errorf("change noticed after %v, want about one interval", d)
+	// About one interval on a quiet machine (its speed is the benchmark's
+	// business); 15 intervals means it is not polling at that interval.
+	if d := time.Since(changed); d > 15*spec.PollInterval.Duration {
+		t.Errorf("change noticed after %v, want about one interval (%v)", d, spec.PollInterval.Duration)
 	}
 	u.quiet(t, 500*time.Millisecond)
 	if n := u.count(uri); n != 1 {
