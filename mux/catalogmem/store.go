@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -333,11 +334,25 @@ func writeAtomically(path string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), path)
+		err = rename(f.Name(), path)
 	}
 	if err != nil {
 		os.Remove(f.Name())
 		return fmt.Errorf("write the remembered catalogs: %w", err)
 	}
 	return nil
+}
+
+// rename is os.Rename, tried again for a while where it is refused: on
+// Windows a file another process is reading (a Store being opened, which
+// reads without the lock) cannot be replaced until it is closed, and that
+// is a matter of milliseconds.
+func rename(from, to string) error {
+	var err error
+	for wait := time.Millisecond; ; wait *= 2 {
+		if err = os.Rename(from, to); err == nil || runtime.GOOS != "windows" || wait > 512*time.Millisecond {
+			return err
+		}
+		time.Sleep(wait)
+	}
 }
