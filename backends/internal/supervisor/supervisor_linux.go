@@ -14,7 +14,8 @@ import (
 // SIGKILL included), it kills everything below it, then exits the way the
 // backend did, so that mcp-mux reports "exit status 3" or "killed by
 // signal ...". It copies nothing: the backend has mcp-mux's pipes as its
-// stdio.
+// stdio. When mcp-mux exits it leaves the backend to the supervisor (see
+// EncodeLeave), which then stops it as mcp-mux would have, mcp-mux gone.
 //
 // All of it runs inside this package's init, which never returns: the
 // packages that would be initialized after it (the rest of mcp-mux) never
@@ -132,20 +133,11 @@ func run(standby bool) {
 		setDisposition(sig, sigIgn)
 	}
 
-	s := &supervisor{pid: pid, reaped: make(chan reaped, 16), gone: make(chan struct{})}
+	s := &supervisor{pid: pid, reaped: make(chan reaped, 16), gone: make(chan struct{}), leaving: make(chan struct{})}
 	go s.reap()
-	go func() {
-		// EOF (or an error): mcp-mux closed the lifeline, or is gone.
-		var buf [64]byte
-		for {
-			n, err := syscall.Read(3, buf[:])
-			if err == syscall.EINTR || (err == nil && n > 0) {
-				continue
-			}
-			close(s.gone)
-			return
-		}
-	}()
+	go s.readLifeline()
+	gone := s.gone
+	var graceOver <-chan time.Time
 	for {
 		select {
 		case r := <-s.reaped:
@@ -154,10 +146,55 @@ func run(standby bool) {
 				s.endTree(leftoverTerm)
 				s.exit()
 			}
-		case <-s.gone:
-			s.endTree(0)
+		case <-gone:
+			if !s.left() {
+				s.endTree(0)
+				s.exit()
+			}
+			// mcp-mux exited, and left the backend to us: its stdin is
+			// closed.
+			gone = nil
+			graceOver = time.After(s.grace)
+		case <-graceOver:
+			s.endTree(leftoverTerm)
 			s.exit()
 		}
+	}
+}
+
+// readLifeline reads the lifeline for mcp-mux's order to leave the backend
+// to the supervisor (setting grace, then closing leaving), until EOF or an
+// error: mcp-mux closed it, or is gone (closing gone).
+func (s *supervisor) readLifeline() {
+	var buf [64]byte
+	var order []byte
+	for {
+		n, err := syscall.Read(3, buf[:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			close(s.gone)
+			return
+		}
+		if len(order) < leaveSize {
+			order = append(order, buf[:min(n, leaveSize-len(order))]...)
+			if grace, ok := decodeLeave(order); ok {
+				s.grace = grace
+				close(s.leaving)
+			}
+		}
+	}
+}
+
+// left reports whether mcp-mux left the backend to the supervisor; once
+// gone is closed, it has said all it will.
+func (s *supervisor) left() bool {
+	select {
+	case <-s.leaving:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -201,7 +238,12 @@ type supervisor struct {
 	exited bool // status is the backend's
 	reaped chan reaped
 	gone   chan struct{} // closed when the lifeline read EOF
-	empty  bool          // no child is left (reap said so)
+	// leaving is closed when mcp-mux left the backend to the supervisor
+	// for when it is gone (EncodeLeave), with the backend's grace; before
+	// gone, if at all.
+	leaving chan struct{}
+	grace   time.Duration
+	empty   bool // no child is left (reap said so)
 }
 
 // reaped is a child that exited, or none (pid 0): no child is left.
@@ -229,9 +271,10 @@ func (s *supervisor) reap() {
 }
 
 // endTree ends every process below the supervisor: SIGTERM first for
-// grace (unless mcp-mux is gone or wants it all dead: the lifeline), then
-// SIGKILL, until it has no child left. As a subreaper it adopts whatever is
-// orphaned meanwhile, so no child left means nothing below.
+// grace (unless mcp-mux is gone or wants it all dead: the lifeline, when
+// mcp-mux did not leave the backend to it), then SIGKILL, until it has no
+// child left. As a subreaper it adopts whatever is orphaned meanwhile, so
+// no child left means nothing below.
 func (s *supervisor) endTree(grace time.Duration) {
 	self := syscall.Getpid()
 	killFrom := time.Now().Add(grace)
@@ -243,7 +286,9 @@ func (s *supervisor) endTree(grace time.Duration) {
 		now := time.Now()
 		select {
 		case <-s.gone:
-			killFrom = now
+			if !s.left() {
+				killFrom = now
+			}
 		default:
 		}
 		if now.After(giveUp) {
