@@ -241,3 +241,26 @@ func TestStdinEOFEndsMuxAtOnceAndSupervisorsGiveTheGrace(t *testing.T) {
 	}
 	waitGone(t, tree, 5*time.Second)
 }
+
+// TestBackendSaysGoodbyeAfterMuxIsGone: a backend that takes a while to
+// end after stdin EOF, and then writes to its stdout and stderr, ends as
+// it would under an agent: mcp-mux is gone by then, yet the backend does
+// not die of SIGPIPE on the way.
+func TestBackendSaysGoodbyeAfterMuxIsGone(t *testing.T) {
+	done := filepath.Join(t.TempDir(), "done")
+	r := runMux(t, testkit.WriteConfig(t, "", []string{"polite", "-name", "polite", "-last-words", done}))
+	pids := r.backendPIDs(t)
+	r.stdin.Close()
+	select {
+	case <-r.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("mcp-mux still running 10 s after stdin EOF")
+	}
+	if _, err := os.Stat(done); err == nil {
+		t.Fatal("the backend said goodbye before mcp-mux exited: nothing tested")
+	}
+	if !testkit.Poll(5*time.Second, func() bool { _, err := os.Stat(done); return err == nil }) {
+		t.Errorf("the backend never finished: it died saying goodbye after mcp-mux was gone")
+	}
+	waitGone(t, pids, 5*time.Second)
+}

@@ -118,6 +118,11 @@ func run(standby bool) {
 	if report == 4 {
 		syscall.Close(4)
 	}
+	// Read ends of the backend's stdout and stderr, before our fds 0 and 1
+	// become /dev/null: once mcp-mux has left the backend to us and is
+	// gone, nobody else reads them, and a backend that writes as it ends
+	// would die of SIGPIPE (or fail with EPIPE) within its grace.
+	outputs := readEnds(1, 2)
 	// Our copies of the backend's stdin and stdout must not keep its pipes
 	// open; stderr stays for our few words, which mcp-mux logs as its.
 	if null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0); err == nil {
@@ -137,7 +142,7 @@ func run(standby bool) {
 	go s.reap()
 	go s.readLifeline()
 	gone := s.gone
-	var graceOver <-chan time.Time
+	var graceOver, drainTick <-chan time.Time
 	for {
 		select {
 		case r := <-s.reaped:
@@ -152,9 +157,15 @@ func run(standby bool) {
 				s.exit()
 			}
 			// mcp-mux exited, and left the backend to us: its stdin is
-			// closed.
+			// closed, and nobody but us reads what it writes. Read here,
+			// now and then, rather than by a goroutine per pipe: a read
+			// that blocks takes a thread, and many backends end at once.
 			gone = nil
+			drain(outputs)
+			drainTick = time.NewTicker(drainEvery).C
 			graceOver = time.After(s.grace)
+		case <-drainTick:
+			drain(outputs)
 		case <-graceOver:
 			s.endTree(leftoverTerm)
 			s.exit()
@@ -195,6 +206,44 @@ func (s *supervisor) left() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// drainEvery is how often the supervisor reads what a left backend
+// writes: a pipe's buffer (64 KiB) fits in between, past which the
+// backend waits.
+const drainEvery = 20 * time.Millisecond
+
+// readEnds opens a non-blocking read end of each of fds that is a pipe,
+// by its name in /proc (close-on-exec: the backend does not get them).
+func readEnds(fds ...int) []int {
+	var out []int
+	for _, fd := range fds {
+		var st syscall.Stat_t
+		if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+			continue
+		}
+		// Non-blocking also as opening a FIFO to read may wait for a
+		// writer.
+		r, err := syscall.Open("/proc/self/fd/"+itoa(fd), syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// drain reads and drops what is there to read on fds.
+func drain(fds []int) {
+	var buf [16 << 10]byte
+	for _, fd := range fds {
+		for {
+			n, err := syscall.Read(fd, buf[:])
+			if err != syscall.EINTR && n <= 0 {
+				break
+			}
+		}
 	}
 }
 
