@@ -238,10 +238,12 @@ func serve(c *cli.Context) error {
 	}
 
 	// The agent going away (stdin EOF) or a signal ends the session; then
-	// subscriptions are cleaned up and every backend is stopped. SIGHUP
-	// reloads the config instead, as daemons do, as does saving the file.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	// every backend is stopped (see Mux.Exit). SIGHUP reloads the config
+	// instead, as daemons do, as does saving the file. The signals stay
+	// caught until mcp-mux is gone: on its way out, a second one (Claude
+	// Code's SIGTERM 100 ms after its SIGINT) must change nothing, where
+	// Go's default would end mcp-mux by it.
+	ctx, _ := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	m := mux.New(cfg, logger, version)
 	m.Start()
 	if err := m.WatchConfig(); err != nil {
@@ -256,7 +258,7 @@ func serve(c *cli.Context) error {
 			SessionIdle: cfg.Mux.HTTPSessionIdle.Duration,
 			MaxBody:     int64(cfg.Mux.MaxMessageSize),
 		})
-		m.Close()
+		m.Exit(ctx.Err() != nil)
 		if err != nil {
 			logger.Error("serving over HTTP", "err", err)
 		}
@@ -281,7 +283,7 @@ func serve(c *cli.Context) error {
 		Drain:   cfg.Mux.RequestTimeout.Duration,
 		Logger:  logger,
 	}))
-	m.Close()
+	m.Exit(ctx.Err() != nil)
 	if err != nil && ctx.Err() == nil {
 		logger.Debug("session ended", "err", err)
 	}

@@ -467,27 +467,48 @@ func (b *Backend) Stop(grace time.Duration) {
 		if b.remote != nil {
 			return // monitorRemote ends the session, within grace
 		}
-		pid := b.proc.pid
-		b.stdin.Close()
+		b.stopProcess(grace)
+	})
+	<-b.done
+}
+
+// Leave is Stop for mcp-mux's exit, which is to follow at once and does
+// not wait: the backend's supervisor is told to stop it once mcp-mux is
+// gone (the exit closes its stdin) as Stop would have: grace to exit,
+// then SIGTERM, then SIGKILL. Until then nothing happens to the backend:
+// were the backends asked before, the exits of many would take the CPU
+// mcp-mux's own needs. False where there is no supervisor to leave it to
+// (see Supervised) or it did not take the order (it is gone): Stop it. A
+// remote backend needs nothing: its connections end with mcp-mux.
+func (b *Backend) Leave(grace time.Duration) bool {
+	return b.remote != nil || b.proc.leave(grace)
+}
+
+// stopProcess is Stop's sequence for a backend process.
+func (b *Backend) stopProcess(grace time.Duration) {
+	pid := b.proc.pid
+	b.stdin.Close()
+	// No grace (a signalled exit where there are no supervisors): SIGTERM
+	// at once, with no warning for each backend.
+	if grace > 0 {
 		select {
 		case <-b.exited:
 		case <-time.After(grace):
 			b.log.Warn("did not exit after stdin closed; sending SIGTERM", "grace", grace)
 		}
-		// Whatever is left of the group (a stubborn leader, grandchildren
-		// such as node under npx) gets a SIGTERM, then a SIGKILL. On Linux
-		// the supervisor has done the same to the rest of the tree once
-		// the backend exited, and the cut lifeline makes it kill anything
-		// still below it (a process that left the group).
-		signalGroup(pid, syscall.SIGTERM)
-		waitGroupGone(pid, termWait)
-		signalGroup(pid, syscall.SIGKILL)
-		b.proc.cut()
-		<-b.exited
-		waitGroupGone(pid, time.Second)
-		b.log.Info("stopped", "pid", pid)
-	})
-	<-b.done
+	}
+	// Whatever is left of the group (a stubborn leader, grandchildren
+	// such as node under npx) gets a SIGTERM, then a SIGKILL. On Linux
+	// the supervisor has done the same to the rest of the tree once
+	// the backend exited, and the cut lifeline makes it kill anything
+	// still below it (a process that left the group).
+	signalGroup(pid, syscall.SIGTERM)
+	waitGroupGone(pid, termWait)
+	signalGroup(pid, syscall.SIGKILL)
+	b.proc.cut()
+	<-b.exited
+	waitGroupGone(pid, time.Second)
+	b.log.Info("stopped", "pid", pid)
 }
 
 // termWait is how long a process group gets between SIGTERM and SIGKILL.

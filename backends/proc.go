@@ -4,6 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/backends/internal/supervisor"
 )
 
 // proc is what runs for one backend.
@@ -40,4 +43,18 @@ func (p *proc) cut() {
 			p.release()
 		}
 	})
+}
+
+// leave tells the supervisor that mcp-mux exits and leaves the backend to
+// it, with grace (see supervisor.EncodeLeave); false if there is no
+// supervisor to tell, or it did not take the order.
+func (p *proc) leave(grace time.Duration) bool {
+	if p.lifeline == nil {
+		return false
+	}
+	// Nothing else is written on the lifeline after the launch: the few
+	// bytes fit at once, unless the supervisor is gone.
+	p.lifeline.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err := p.lifeline.Write(supervisor.EncodeLeave(grace))
+	return err == nil
 }

@@ -233,3 +233,8 @@ func readLine(f *os.File) (string, error) {
 	}
 	return string(line), errors.New("the supervisor's report is too long")
 }
+
+// Supervised is whether each backend process runs under a supervisor that
+// outlives mcp-mux to stop it (Leave): on Linux, unless a backend had to
+// start without one (no /proc), which Leave then reports.
+const Supervised = true

@@ -22,3 +22,8 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 // DiscardStandby does nothing: only on Linux does mcp-mux start a
 // supervisor ahead of its first backend.
 func DiscardStandby() {}
+
+// Supervised is whether each backend process runs under a supervisor that
+// outlives mcp-mux to stop it (Leave): not here, where mcp-mux has to stop
+// every backend itself before it exits.
+const Supervised = false

@@ -292,3 +292,9 @@ func lookupJob(pid int) *job {
 // DiscardStandby does nothing: only on Linux does mcp-mux start a
 // supervisor ahead of its first backend.
 func DiscardStandby() {}
+
+// Supervised is whether each backend process runs under a supervisor that
+// outlives mcp-mux to stop it (Leave): not here. The job objects end the
+// backends' trees when mcp-mux exits, but at once, with no grace: mcp-mux
+// stops every backend itself before it exits.
+const Supervised = false

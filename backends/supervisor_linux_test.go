@@ -319,3 +319,50 @@ func TestSupervisorWithANonBlockingLifelineWaitsForTheCommand(t *testing.T) {
 		t.Errorf("the backend (pid %d) outlived its supervisor", backend)
 	}
 }
+
+// TestLeftBackendIsStoppedOnceMuxIsGone: a backend left to its supervisor
+// (Leave, for mcp-mux's exit) gets its grace once mcp-mux is gone (here:
+// its stdin and lifeline closed, as the exit closes them), then its tree
+// is ended, SIGTERM and SIGKILL included, the grandchild too. Without
+// Leave the lifeline's end kills it all at once
+// (TestKillEndsWhatLeftTheGroup).
+func TestLeftBackendIsStoppedOnceMuxIsGone(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	spec := Spec{Name: "fx", Command: testkit.FixtureBin(t), Args: []string{"-name", "fx", "-ignore-eof", "-grandchild-pidfile", pidfile}}
+	b, err := Start(context.Background(), spec, Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Stop(time.Second) })
+	var grandchild int
+	testkit.Eventually(t, 5*time.Second, "the grandchild's pid", func() bool {
+		data, _ := os.ReadFile(pidfile)
+		f := strings.Fields(string(data))
+		if len(f) == 2 {
+			grandchild, _ = strconv.Atoi(f[1])
+		}
+		return grandchild != 0
+	})
+	t.Cleanup(func() { syscall.Kill(grandchild, syscall.SIGKILL) })
+
+	const grace = 2 * time.Second
+	if !b.Leave(grace) {
+		t.Fatal("Leave = false under a supervisor")
+	}
+	b.stdin.Close()
+	b.proc.cut()
+	if !alive(b.PID()) {
+		t.Fatal("the backend did not get its grace once mcp-mux was gone")
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(grace + 5*time.Second):
+		t.Fatalf("still running %v after mcp-mux was gone, with a grace of %v", grace+5*time.Second, grace)
+	}
+	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "killed by signal killed") {
+		t.Errorf("Err() = %v, want killed by signal killed (it ignores stdin EOF and SIGTERM)", err)
+	}
+	if alive(grandchild) {
+		t.Errorf("the grandchild %d outlived its backend", grandchild)
+	}
+}

@@ -501,7 +501,31 @@ func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 
 // Close ends every session's subscriptions, stops every backend (in
 // parallel, each with the configured grace) and every goroutine of the mux.
-func (m *Mux) Close() {
+func (m *Mux) Close() { m.shutdown(m.settings().ShutdownGrace.Duration, false) }
+
+// Exit ends the mux for mcp-mux's exit, which is to follow at once, as
+// promptly as leaving nothing behind allows: an agent that stops a server
+// kills it if it is not gone within a fraction of a second (Claude Code:
+// SIGINT, SIGTERM 100 ms later, SIGKILL 400 ms after that), and the
+// slowest of many backends would keep mcp-mux. Where a supervisor
+// outlives mcp-mux (backends.Supervised), each backend is left to it
+// (Backend.Leave), and Exit returns without waiting for anything: the
+// exit closes the backends' stdin and ends every goroutine. A backend
+// gets shutdown_grace to exit by itself, or none if signalled (the agent,
+// or a user, wants mcp-mux gone now): SIGTERM at once. Elsewhere Exit is
+// Close with that grace.
+func (m *Mux) Exit(signalled bool) {
+	grace := m.settings().ShutdownGrace.Duration
+	if signalled {
+		grace = 0
+	}
+	m.shutdown(grace, backends.Supervised)
+}
+
+// shutdown is Close with grace for the backends; leave is Exit's: the
+// backends are left to their supervisors, and nothing is waited for but
+// the backends that have none.
+func (m *Mux) shutdown(grace time.Duration, leave bool) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -515,6 +539,37 @@ func (m *Mux) Close() {
 	w := m.watch
 	m.mu.Unlock()
 
+	if leave {
+		// Nothing is cancelled: what would wake up would only take the
+		// CPU from the exit. A backend that starts or restarts meanwhile
+		// has a supervisor that kills it as mcp-mux exits.
+		var wg sync.WaitGroup
+		left := 0
+		for _, mem := range m.members() {
+			mem.mu.Lock()
+			b := mem.b
+			mem.mu.Unlock()
+			if b == nil {
+				continue
+			}
+			if b.Leave(grace) {
+				if b.PID() != 0 {
+					left++
+				}
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mem.stop(grace)
+			}()
+		}
+		if left > 0 {
+			m.log.Info("backends left to their supervisors, which stop them once mcp-mux is gone", "count", left, "grace", grace)
+		}
+		wg.Wait()
+		return
+	}
 	m.cancel()
 	if w != nil {
 		w.close()
@@ -536,7 +591,7 @@ func (m *Mux) Close() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mem.stop()
+			mem.stop(grace)
 		}()
 	}
 	wg.Wait()

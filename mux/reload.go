@@ -323,7 +323,7 @@ func (m *Mux) applyReload(next *config.File, p reloadPlan) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mem.stop()
+			mem.stop(m.settings().ShutdownGrace.Duration)
 		}()
 	}
 	wg.Wait()

@@ -391,21 +391,26 @@ func (m *Mux) logHealth(what string) {
 	m.log.Info("backends: "+what, kv...)
 }
 
-// stop stops the backend process, if any, and keeps run from starting
-// another: run and the poller end.
-func (mem *member) stop() {
-	mem.cancel()
-	mem.mu.Lock()
-	mem.stopped = true
-	b := mem.b
-	mem.mu.Unlock()
-	if b != nil {
-		b.Stop(mem.m.settings().ShutdownGrace.Duration)
+// stop stops the backend process, if any, with grace, and keeps run from
+// starting another: run and the poller end.
+func (mem *member) stop(grace time.Duration) {
+	if b := mem.halt(); b != nil {
+		b.Stop(grace)
 	}
 	mem.mu.Lock()
 	mem.state = stateStopped
 	mem.b = nil
 	mem.mu.Unlock()
+}
+
+// halt keeps run from starting another backend and ends the poller; it
+// returns the backend that runs, if any, for the caller to stop.
+func (mem *member) halt() *backends.Backend {
+	mem.cancel()
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	mem.stopped = true
+	return mem.b
 }
 
 // checkAlive runs after a request to b timed out: a backend that does not

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,4 +103,164 @@ func TestStandbyGoesWhenNoBackendNeedsIt(t *testing.T) {
 	if !testkit.Poll(5*time.Second, func() bool { kids = childrenOf(w.cmd.Process.Pid); return len(kids) == 0 }) {
 		t.Fatalf("mcp-mux, with no backend, still has children %v: %q", kids, cmdlineOf(kids[0]))
 	}
+}
+
+// claudeCodeTerm is when Claude Code follows the SIGINT that stops a
+// stdio server with SIGTERM (and 400 ms later with SIGKILL).
+const claudeCodeTerm = 100 * time.Millisecond
+
+// twentyBackends runs mcp-mux with 20 fixture backends, as many as a user
+// with many servers has: the first with a grandchild, the second one that
+// ignores stdin EOF and SIGTERM, the rest plain. It returns mcp-mux, once
+// every backend is ready, and every process below it.
+func twentyBackends(t *testing.T) (*running, []int) {
+	t.Helper()
+	pidfile := filepath.Join(t.TempDir(), "grandchild")
+	var specs [][]string
+	for i := range 20 {
+		name := fmt.Sprintf("b%d", i)
+		args := []string{name, "-name", name}
+		switch i {
+		case 0:
+			args = append(args, "-grandchild-pidfile", pidfile)
+		case 1:
+			args = append(args, "-ignore-eof")
+		}
+		specs = append(specs, args)
+	}
+	r := runMux(t, testkit.WriteConfig(t, "", specs...))
+	pids := r.backendPIDs(t)
+	readPidfile(t, pidfile)
+	var tree []int
+	// Each backend under its supervisor, and the grandchild.
+	testkit.Poll(10*time.Second, func() bool { tree = descendantsOf(r.cmd.Process.Pid); return len(tree) >= 2*len(pids)+1 })
+	if len(tree) < 2*len(pids)+1 {
+		t.Fatalf("%d processes below mcp-mux, want %d: %v", len(tree), 2*len(pids)+1, tree)
+	}
+	t.Cleanup(func() {
+		for _, pid := range tree {
+			if alive(pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	return r, tree
+}
+
+// endsBeforeClaudeCodeTerm ends mcp-mux with end, as Claude Code does:
+// claudeCodeTerm later, unless mcp-mux is exiting by then (t reports it
+// if not), it gets SIGTERM, which must change nothing. It logs how long
+// mcp-mux took until it was reaped: the kernel's teardown included, which
+// on a loaded machine can take longer than mcp-mux's own exit.
+func endsBeforeClaudeCodeTerm(t *testing.T, r *running, how string, end func()) {
+	t.Helper()
+	start := time.Now()
+	end()
+	select {
+	case <-r.exited:
+	case <-time.After(claudeCodeTerm):
+		if !exiting(r.cmd.Process.Pid) {
+			t.Errorf("mcp-mux still busy %v after %s, when Claude Code sends SIGTERM", time.Since(start), how)
+		}
+		r.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-r.exited:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("mcp-mux still running 10 s after %s\nstderr:\n%s", how, r.stderr)
+		}
+	}
+	t.Logf("mcp-mux reaped %v after %s", time.Since(start), how)
+	if r.err != nil {
+		t.Errorf("mcp-mux ended with %v after %s, want exit 0", r.err, how)
+	}
+}
+
+// pfExiting is the flag of a task past exit's point of no return (the
+// kernel's PF_EXITING), in /proc/PID/task/TID/stat.
+const pfExiting = 0x4
+
+// exiting reports whether process pid has exited or is exiting: one of
+// its threads has called exit, and what is left is the kernel's teardown,
+// which no signal changes.
+func exiting(pid int) bool {
+	if !alive(pid) {
+		return true
+	}
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, p := range stats {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		// After "pid (comm)": state ppid pgrp session tty_nr tpgid flags.
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 7 {
+			continue
+		}
+		if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil && flags&pfExiting != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSignalEndsMuxAtOnceWith20Backends: on the SIGINT (or SIGTERM) an
+// agent stops it with, mcp-mux asks every backend to end at once and is
+// gone before the agent's next signal; the supervisors finish the job:
+// nothing is left, not even what ignores SIGTERM.
+func TestSignalEndsMuxAtOnceWith20Backends(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			r, tree := twentyBackends(t)
+			endsBeforeClaudeCodeTerm(t, r, sig.String(), func() { signalProcess(t, r.cmd.Process, sig) })
+			// SIGTERM at once, SIGKILL 300 ms later (the stubborn one).
+			waitGone(t, tree, 5*time.Second)
+		})
+	}
+}
+
+// TestStdinEOFEndsMuxAtOnceAndSupervisorsGiveTheGrace: the agent closing
+// stdin is the normal end: mcp-mux is gone at once, and the supervisors
+// give the backends shutdown_grace (1 s here) to exit by themselves
+// before SIGTERM, then SIGKILL; then nothing is left.
+func TestStdinEOFEndsMuxAtOnceAndSupervisorsGiveTheGrace(t *testing.T) {
+	r, tree := twentyBackends(t)
+	stubborn := 0
+	for _, pid := range tree {
+		if strings.Contains(cmdlineOf(pid), "-ignore-eof") {
+			stubborn = pid
+		}
+	}
+	if stubborn == 0 {
+		t.Fatalf("no backend with -ignore-eof among %v", tree)
+	}
+	endsBeforeClaudeCodeTerm(t, r, "stdin EOF", func() { r.stdin.Close() })
+	if !alive(stubborn) {
+		t.Errorf("the backend that ignores stdin EOF was gone when mcp-mux had exited: it had not had its shutdown_grace")
+	}
+	waitGone(t, tree, 5*time.Second)
+}
+
+// TestBackendSaysGoodbyeAfterMuxIsGone: a backend that takes a while to
+// end after stdin EOF, and then writes to its stdout and stderr, ends as
+// it would under an agent: mcp-mux is gone by then, yet the backend does
+// not die of SIGPIPE on the way.
+func TestBackendSaysGoodbyeAfterMuxIsGone(t *testing.T) {
+	done := filepath.Join(t.TempDir(), "done")
+	r := runMux(t, testkit.WriteConfig(t, "", []string{"polite", "-name", "polite", "-last-words", done}))
+	pids := r.backendPIDs(t)
+	r.stdin.Close()
+	select {
+	case <-r.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("mcp-mux still running 10 s after stdin EOF")
+	}
+	if _, err := os.Stat(done); err == nil {
+		t.Fatal("the backend said goodbye before mcp-mux exited: nothing tested")
+	}
+	if !testkit.Poll(5*time.Second, func() bool { _, err := os.Stat(done); return err == nil }) {
+		t.Errorf("the backend never finished: it died saying goodbye after mcp-mux was gone")
+	}
+	waitGone(t, pids, 5*time.Second)
 }

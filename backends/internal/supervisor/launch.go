@@ -9,6 +9,8 @@
 // TakeStandby).
 package supervisor
 
+import "time"
+
 // Arg0 is the argv[0] that makes a binary importing this package act as a
 // supervisor.
 const Arg0 = "mcp-mux-supervisor"
@@ -78,6 +80,34 @@ func decode(b []byte) (Launch, bool) {
 		return l, false
 	}
 	return l, len(r.b) == 0
+}
+
+// leaveOp starts the order to leave (see EncodeLeave).
+const leaveOp = 'L'
+
+// leaveSize is the length of the order to leave.
+const leaveSize = 5
+
+// EncodeLeave is the order mcp-mux writes on the lifeline just before it
+// exits without waiting for the backend: when the lifeline ends, mcp-mux
+// gone and the backend's stdin closed with it, the supervisor gives the
+// backend grace to exit by itself, then ends what is left below it
+// (SIGTERM, then SIGKILL shortly after), instead of killing it all at
+// once. Until then nothing changes: the backend runs while mcp-mux does.
+// It is 'L', then the grace in milliseconds (4 bytes, little-endian).
+func EncodeLeave(grace time.Duration) []byte {
+	ms := min(max(grace.Milliseconds(), 0), 1<<32-1)
+	return appendUint32([]byte{leaveOp}, uint32(ms))
+}
+
+// decodeLeave parses what EncodeLeave made.
+func decodeLeave(b []byte) (time.Duration, bool) {
+	if len(b) != leaveSize || b[0] != leaveOp {
+		return 0, false
+	}
+	r := reader{b: b[1:]}
+	ms, _ := r.uint32()
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 type reader struct{ b []byte }

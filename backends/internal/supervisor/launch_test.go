@@ -3,6 +3,7 @@ package supervisor
 import (
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestLaunchSurvivesItsEncodingByteForByte(t *testing.T) {
@@ -19,6 +20,26 @@ func TestLaunchSurvivesItsEncodingByteForByte(t *testing.T) {
 		if !ok || !reflect.DeepEqual(got, l) {
 			t.Errorf("decoded %#v (ok %v), want %#v", got, ok, l)
 		}
+	}
+}
+
+// The grace of an order to leave arrives to the millisecond; one below zero
+// is none, and one past what the order holds is cut to that (49 days).
+func TestLeaveOrderSurvivesItsEncoding(t *testing.T) {
+	for _, tt := range []struct{ grace, want time.Duration }{
+		{0, 0},
+		{2 * time.Second, 2 * time.Second},
+		{1500 * time.Microsecond, time.Millisecond},
+		{-time.Second, 0},
+		{2000 * time.Hour, (1<<32 - 1) * time.Millisecond},
+	} {
+		got, ok := decodeLeave(EncodeLeave(tt.grace))
+		if !ok || got != tt.want {
+			t.Errorf("grace %v arrived as %v (ok %v), want %v", tt.grace, got, ok, tt.want)
+		}
+	}
+	if _, ok := decodeLeave(EncodeLeave(time.Second)[:leaveSize-1]); ok {
+		t.Error("an order cut short was taken")
 	}
 }
 

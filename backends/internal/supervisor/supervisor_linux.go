@@ -14,7 +14,8 @@ import (
 // SIGKILL included), it kills everything below it, then exits the way the
 // backend did, so that mcp-mux reports "exit status 3" or "killed by
 // signal ...". It copies nothing: the backend has mcp-mux's pipes as its
-// stdio.
+// stdio. When mcp-mux exits it leaves the backend to the supervisor (see
+// EncodeLeave), which then stops it as mcp-mux would have, mcp-mux gone.
 //
 // All of it runs inside this package's init, which never returns: the
 // packages that would be initialized after it (the rest of mcp-mux) never
@@ -117,6 +118,11 @@ func run(standby bool) {
 	if report == 4 {
 		syscall.Close(4)
 	}
+	// Read ends of the backend's stdout and stderr, before our fds 0 and 1
+	// become /dev/null: once mcp-mux has left the backend to us and is
+	// gone, nobody else reads them, and a backend that writes as it ends
+	// would die of SIGPIPE (or fail with EPIPE) within its grace.
+	outputs := readEnds(1, 2)
 	// Our copies of the backend's stdin and stdout must not keep its pipes
 	// open; stderr stays for our few words, which mcp-mux logs as its.
 	if null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0); err == nil {
@@ -132,20 +138,11 @@ func run(standby bool) {
 		setDisposition(sig, sigIgn)
 	}
 
-	s := &supervisor{pid: pid, reaped: make(chan reaped, 16), gone: make(chan struct{})}
+	s := &supervisor{pid: pid, reaped: make(chan reaped, 16), gone: make(chan struct{}), leaving: make(chan struct{})}
 	go s.reap()
-	go func() {
-		// EOF (or an error): mcp-mux closed the lifeline, or is gone.
-		var buf [64]byte
-		for {
-			n, err := syscall.Read(3, buf[:])
-			if err == syscall.EINTR || (err == nil && n > 0) {
-				continue
-			}
-			close(s.gone)
-			return
-		}
-	}()
+	go s.readLifeline()
+	gone := s.gone
+	var graceOver, drainTick <-chan time.Time
 	for {
 		select {
 		case r := <-s.reaped:
@@ -154,9 +151,98 @@ func run(standby bool) {
 				s.endTree(leftoverTerm)
 				s.exit()
 			}
-		case <-s.gone:
-			s.endTree(0)
+		case <-gone:
+			if !s.left() {
+				s.endTree(0)
+				s.exit()
+			}
+			// mcp-mux exited, and left the backend to us: its stdin is
+			// closed, and nobody but us reads what it writes. Read here,
+			// now and then, rather than by a goroutine per pipe: a read
+			// that blocks takes a thread, and many backends end at once.
+			gone = nil
+			drain(outputs)
+			drainTick = time.NewTicker(drainEvery).C
+			graceOver = time.After(s.grace)
+		case <-drainTick:
+			drain(outputs)
+		case <-graceOver:
+			s.endTree(leftoverTerm)
 			s.exit()
+		}
+	}
+}
+
+// readLifeline reads the lifeline for mcp-mux's order to leave the backend
+// to the supervisor (setting grace, then closing leaving), until EOF or an
+// error: mcp-mux closed it, or is gone (closing gone).
+func (s *supervisor) readLifeline() {
+	var buf [64]byte
+	var order []byte
+	for {
+		n, err := syscall.Read(3, buf[:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			close(s.gone)
+			return
+		}
+		if len(order) < leaveSize {
+			order = append(order, buf[:min(n, leaveSize-len(order))]...)
+			if grace, ok := decodeLeave(order); ok {
+				s.grace = grace
+				close(s.leaving)
+			}
+		}
+	}
+}
+
+// left reports whether mcp-mux left the backend to the supervisor; once
+// gone is closed, it has said all it will.
+func (s *supervisor) left() bool {
+	select {
+	case <-s.leaving:
+		return true
+	default:
+		return false
+	}
+}
+
+// drainEvery is how often the supervisor reads what a left backend
+// writes: a pipe's buffer (64 KiB) fits in between, past which the
+// backend waits.
+const drainEvery = 20 * time.Millisecond
+
+// readEnds opens a non-blocking read end of each of fds that is a pipe,
+// by its name in /proc (close-on-exec: the backend does not get them).
+func readEnds(fds ...int) []int {
+	var out []int
+	for _, fd := range fds {
+		var st syscall.Stat_t
+		if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+			continue
+		}
+		// Non-blocking also as opening a FIFO to read may wait for a
+		// writer.
+		r, err := syscall.Open("/proc/self/fd/"+itoa(fd), syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// drain reads and drops what is there to read on fds.
+func drain(fds []int) {
+	var buf [16 << 10]byte
+	for _, fd := range fds {
+		for {
+			n, err := syscall.Read(fd, buf[:])
+			if err != syscall.EINTR && n <= 0 {
+				break
+			}
 		}
 	}
 }
@@ -201,7 +287,12 @@ type supervisor struct {
 	exited bool // status is the backend's
 	reaped chan reaped
 	gone   chan struct{} // closed when the lifeline read EOF
-	empty  bool          // no child is left (reap said so)
+	// leaving is closed when mcp-mux left the backend to the supervisor
+	// for when it is gone (EncodeLeave), with the backend's grace; before
+	// gone, if at all.
+	leaving chan struct{}
+	grace   time.Duration
+	empty   bool // no child is left (reap said so)
 }
 
 // reaped is a child that exited, or none (pid 0): no child is left.
@@ -229,9 +320,10 @@ func (s *supervisor) reap() {
 }
 
 // endTree ends every process below the supervisor: SIGTERM first for
-// grace (unless mcp-mux is gone or wants it all dead: the lifeline), then
-// SIGKILL, until it has no child left. As a subreaper it adopts whatever is
-// orphaned meanwhile, so no child left means nothing below.
+// grace (unless mcp-mux is gone or wants it all dead: the lifeline, when
+// mcp-mux did not leave the backend to it), then SIGKILL, until it has no
+// child left. As a subreaper it adopts whatever is orphaned meanwhile, so
+// no child left means nothing below.
 func (s *supervisor) endTree(grace time.Duration) {
 	self := syscall.Getpid()
 	killFrom := time.Now().Add(grace)
@@ -243,7 +335,9 @@ func (s *supervisor) endTree(grace time.Duration) {
 		now := time.Now()
 		select {
 		case <-s.gone:
-			killFrom = now
+			if !s.left() {
+				killFrom = now
+			}
 		default:
 		}
 		if now.After(giveUp) {
