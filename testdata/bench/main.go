@@ -7,14 +7,15 @@
 // into a temporary directory, prints a Markdown table of the medians to
 // stdout (progress goes to stderr) and stops every process it started.
 //
-//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http|search] [-mcpmu PATH]
+//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http|gosdk|search] [-mcpmu PATH]
 //
 // The HTTP rows (http.go) are a second table: the fixture serving
 // Streamable HTTP itself against mcp-mux serve --http (and mcpmu serve
 // --http, with -mcpmu), a stdio agent through mcp-mux to the fixture as a
 // remote backend, and the memory of idle sessions. The search_tools rows
 // (search.go) are a third: mcp-mux in search mode over ~400 and ~4,000
-// real tool definitions.
+// real tool definitions. The go-sdk client's rows (gosdk.go) are HTTP rows
+// too: the client as Go agents use it, in the current era.
 //
 // Speed targets are reported, never asserted: it fails only when something
 // does not work (a request fails, a process does not start).
@@ -82,7 +83,7 @@ func main() {
 	flag.DurationVar(&b.duration, "duration", 2*time.Second, "length of each throughput row")
 	flag.IntVar(&b.burstN, "burst", 20000, "resources/updated notifications in the burst row")
 	flag.BoolVar(&b.keepDir, "keep", false, "keep the temporary directory (binaries, configs, every process's stderr)")
-	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table), \"http\" (serve --http, the remote backend, idle sessions) or \"search\" (search_tools at ~400 and ~4,000 tools)")
+	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table), \"http\" (serve --http, the remote backend, idle sessions, the go-sdk client's rows), \"gosdk\" (the go-sdk client's rows alone) or \"search\" (search_tools at ~400 and ~4,000 tools)")
 	flag.StringVar(&b.mcpmu, "mcpmu", "", "also measure this mcpmu binary (github.com/Bigsy/mcpmu) in the HTTP rows, as mcpmu serve --http --eager")
 	flag.Parse()
 	if os.Getenv("GOGC") == "" {
@@ -100,8 +101,8 @@ func main() {
 		b.httpSessions, b.idleNs, b.settle = []int{1, 8, 64}, []int{100, 1000}, 500*time.Millisecond
 		b.quiet = 15 * time.Second
 	}
-	if b.only != "" && b.only != "stdio" && b.only != "http" && b.only != "search" {
-		fmt.Fprintln(os.Stderr, "bench: -only is stdio, http or search")
+	if b.only != "" && b.only != "stdio" && b.only != "http" && b.only != "gosdk" && b.only != "search" {
+		fmt.Fprintln(os.Stderr, "bench: -only is stdio, http, gosdk or search")
 		os.Exit(2)
 	}
 	if b.rounds < 1 || b.latencyN < 1 || b.burstN < 1 || b.duration <= 0 {
@@ -217,6 +218,9 @@ func (b *bench) run(ctx context.Context) error {
 			step{"HTTP: idle agents of the current era, each with a subscriptions/listen stream, " + joinInts(b.idleNs, " and "), b.idleListens, modernModes},
 		)
 	}
+	if b.runs("gosdk") {
+		steps = append(steps, step{"HTTP, the go-sdk client as Go agents use it: tools/call, 1 and 8 sessions", b.gosdkLoad, b.gosdkModes()})
+	}
 	if b.runs("search") {
 		// mcp-mux only: an older binary (-before) may not know tool_list.
 		steps = append(steps, step{"search_tools at ~400 and ~4,000 tools", b.searchRun, []mode{muxed}})
@@ -244,9 +248,12 @@ func (b *bench) run(ctx context.Context) error {
 	return nil
 }
 
-// runs reports whether the rows of group ("stdio", "http" or "search")
-// are measured: all of them, or the one -only names.
-func (b *bench) runs(group string) bool { return b.only == "" || b.only == group }
+// runs reports whether the rows of group ("stdio", "http", "gosdk" or
+// "search") are measured: all of them, or the one -only names (http has
+// gosdk's).
+func (b *bench) runs(group string) bool {
+	return b.only == "" || b.only == group || group == "gosdk" && b.only == "http"
+}
 
 // moduleRoot is the directory of mcp-mux's go.mod, from the current
 // directory up.
