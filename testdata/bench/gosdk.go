@@ -48,6 +48,23 @@ func kSDKCalls(n int) string { return fmt.Sprintf("gosdk_calls_per_s_%d_sessions
 func kSDKP50(n int) string   { return fmt.Sprintf("gosdk_call_p50_%d_sessions", n) }
 func cSDK(n int) string      { return fmt.Sprintf("client_cpu_gosdk_%d_sessions", n) }
 
+// The CPU time per call of the serving process and of what runs below it
+// (mcp-mux's fixture): what a loaded machine slows but does not inflate,
+// unlike the rates.
+func kSDKCPU(n int) string      { return fmt.Sprintf("gosdk_cpu_per_call_%d_sessions", n) }
+func kSDKCPUBelow(n int) string { return fmt.Sprintf("gosdk_cpu_below_per_call_%d_sessions", n) }
+
+// treeCPU is pid's CPU time and that of every process below it.
+func treeCPU(pid int) (self, below time.Duration) {
+	if st, err := readStat(pid); err == nil {
+		self = st.cpu
+	}
+	for _, d := range descendants(pid) {
+		below += d.cpu
+	}
+	return self, below
+}
+
 // gosdkModes are the modes of the go-sdk client's rows (mcpmu has no
 // current era to compare).
 func (b *bench) gosdkModes() []mode {
@@ -178,8 +195,23 @@ func (b *bench) gosdkLoad(ctx context.Context, m mode, s sample) error {
 		if f := failed.Load(); f > 0 {
 			b.warn(fmt.Sprintf("%s: go-sdk client, %d sessions: %d failed to open or make a first call; the first: %v", m, n, f, first))
 		}
-		r := runLoad(ctx, len(css), 2*b.duration, func(g int) error { return sdkCall(ctx, css[g], tool) })
+		var calls atomic.Int64
+		self0, below0 := treeCPU(p.cmd.Process.Pid)
+		r := runLoad(ctx, len(css), 2*b.duration, func(g int) error {
+			err := sdkCall(ctx, css[g], tool)
+			if err == nil {
+				calls.Add(1)
+			}
+			return err
+		})
+		self1, below1 := treeCPU(p.cmd.Process.Pid)
 		closeSDK(css)
+		if c := calls.Load(); c > 0 {
+			s[kSDKCPU(n)] = (self1 - self0).Seconds() / float64(c)
+			if m.isMux() {
+				s[kSDKCPUBelow(n)] = (below1 - below0).Seconds() / float64(c)
+			}
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -255,6 +287,10 @@ func (b *bench) printGoSDK(w io.Writer) {
 		{"1 session: tools/call p50", kSDKP50(1), dur, true, false, "≤ ×1.4", atMost(1.4)},
 		{"8 sessions: calls/s", kSDKCalls(8), perSec, true, false, "≥ ×0.9", atLeast(0.9)},
 		{"8 sessions: tools/call p50", kSDKP50(8), dur, true, false, "—", nil},
+		{"1 session: CPU per call of the serving process (direct: the fixture; mcp-mux: itself)", kSDKCPU(1), dur, true, false, "—", nil},
+		{"… of the fixture below mcp-mux", kSDKCPUBelow(1), dur, false, false, "—", nil},
+		{"8 sessions: CPU per call of the serving process", kSDKCPU(8), dur, true, false, "—", nil},
+		{"… of the fixture below mcp-mux", kSDKCPUBelow(8), dur, false, false, "—", nil},
 		{"errors: failed calls and sessions, all rounds", kSDKErrors, count, false, true, "0", func(_, v float64) bool { return v == 0 }},
 		{"protocol the client negotiated", kSDKProtocol, func(v float64) string {
 			s := strconv.Itoa(int(v))
