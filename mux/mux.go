@@ -558,6 +558,19 @@ func (m *Mux) goOwned(f func()) bool {
 	return true
 }
 
+// own counts work of the caller's goroutine as Close's to wait for, as
+// goOwned does a goroutine's, reporting false after Close; the caller
+// calls m.wg.Done when it is over.
+func (m *Mux) own() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.wg.Add(1)
+	return true
+}
+
 // firstList is the first list's wait for the backends still starting:
 // bounded by first_list_wait (an agent may give up on a list that takes as
 // long as a slow backend's start), after which what is ready is served and
