@@ -97,6 +97,8 @@ type Mux struct {
 	instr *instructionMemory
 	// catalogs remembers what each backend offered across runs (lazy.go).
 	catalogs *catalogmem.Store
+	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
+	agentMetas agentMetas
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
