@@ -1,9 +1,14 @@
 package mux
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +91,80 @@ func BenchmarkConcurrentStart(b *testing.B) {
 		m.Close()
 		b.StartTimer()
 	}
+}
+
+// BenchmarkHTTPToolCall: one tools/call at a time through the HTTP door,
+// as bytes on the wire (what the go-sdk client sends, without its own
+// cost, so that allocs/op is mostly mux's): of the current era (no
+// session, the client's _meta on every request, as the go-sdk client with
+// default options sends it) and of the handshake era (in a session).
+func BenchmarkHTTPToolCall(b *testing.B) {
+	m := startMux(b, fixture(b, "notes"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.ServeHTTP(ctx, ln, HTTPOptions{}) }()
+	b.Cleanup(func() { cancel(); <-done })
+	url := "http://" + ln.Addr().String() + HTTPPath
+	cs := connectAt(b, m, nil, "2025-11-25")
+	toolNames(b, cs) // the first list is over: calls take the fast path
+	client := &http.Client{Transport: &http.Transport{}}
+	post := func(b *testing.B, body string, headers ...string) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for i := 0; i < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(data, []byte(`"result"`)) {
+			b.Fatalf("%s: %s", resp.Status, data)
+		}
+	}
+	// The process's CPU per call (client and mux, not the backend) says
+	// what a loaded machine's ns/op does not.
+	loop := func(b *testing.B, op func()) {
+		b.ReportAllocs()
+		cpu := processCPU()
+		n := 0
+		for b.Loop() {
+			op()
+			n++
+		}
+		if cpu > 0 {
+			b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(n), "cpu-ns/op")
+		}
+	}
+	b.Run("current era", func(b *testing.B) {
+		body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"0"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"notes__echo","arguments":{"hello":"world"}}}`
+		headers := []string{"Mcp-Method", "tools/call", "Mcp-Name", "notes__echo", "MCP-Protocol-Version", modernEra}
+		post(b, body, headers...)
+		loop(b, func() { post(b, body, headers...) })
+	})
+	b.Run("handshake era", func(b *testing.B) {
+		resp, err := rawPost(context.Background(), url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"bench","version":"0"}}}`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		sid := resp.Header.Get("Mcp-Session-Id")
+		headers := []string{"Mcp-Session-Id", sid, "MCP-Protocol-Version", "2025-11-25"}
+		resp, err = rawPost(context.Background(), url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+		body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes__echo","arguments":{"hello":"world"}}}`
+		post(b, body, headers...)
+		loop(b, func() { post(b, body, headers...) })
+	})
 }

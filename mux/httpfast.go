@@ -62,9 +62,23 @@ func streamFrom(ctx context.Context) *httpStream {
 const maxStreamEvents = 64
 
 // httpStream is the response stream of one request the fast path took.
+// The request's own goroutine (the HTTP handler's) runs the call: what
+// comes about it before its response is written by a goroutine started
+// with the first such message, so that a call with none (nearly every
+// one) hops to no other goroutine and back.
 type httpStream struct {
 	events chan []byte   // JSON-RPC messages about the request, before its response
 	done   chan struct{} // closed when the response is written: nothing more goes out
+	// write writes one message to the stream, reporting false if it could
+	// not (then the request is cancelled). Only the writer calls it until
+	// the call returns, then only the request's goroutine.
+	write func([]byte) bool
+	fail  context.CancelFunc
+
+	mu     sync.Mutex
+	writer chan struct{} // closed when the writer has ended; nil until one starts
+	stop   chan struct{} // closed to end the writer
+	over   bool          // the call returned: no writer starts
 }
 
 // notify queues a notification about the stream's request, dropping it if
@@ -76,8 +90,47 @@ func (hs *httpStream) notify(method string, params any) {
 	}
 	select {
 	case hs.events <- data:
+		hs.wake()
 	case <-hs.done:
 	default:
+	}
+}
+
+// wake starts the writer of the stream's events, if none runs and the
+// call has not returned.
+func (hs *httpStream) wake() {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.writer != nil || hs.over {
+		return
+	}
+	writer, stop := make(chan struct{}), make(chan struct{})
+	hs.writer, hs.stop = writer, stop
+	go func() {
+		defer close(writer)
+		for {
+			select {
+			case data := <-hs.events:
+				if !hs.write(data) {
+					hs.fail()
+				}
+			case <-stop:
+				return
+			}
+		}
+	}()
+}
+
+// callReturned ends the writer, if one started, once it has written what
+// it took: the rest is the request's goroutine's to write.
+func (hs *httpStream) callReturned() {
+	hs.mu.Lock()
+	hs.over = true
+	writer, stop := hs.writer, hs.stop
+	hs.mu.Unlock()
+	if writer != nil {
+		close(stop)
+		<-writer
 	}
 }
 
@@ -378,28 +431,9 @@ func (m *Mux) serveFast(w http.ResponseWriter, r *http.Request, s *session, req 
 		}
 	}()
 
-	type outcome struct {
-		res json.RawMessage
-		err error
-	}
-	result := make(chan outcome, 1)
-	m.goOwned(func() {
-		in := inbound{ss: s.ss, extra: call.extra, meta: pr.meta, method: req.Method, target: pr.target}
-		if p := s.params; s.ss == nil && p != nil && p.ClientInfo != nil {
-			in.client = p.ClientInfo.Name // a stateless request (httpstateless.go)
-		}
-		res, err := forwardBytes(ctx, m, pr.mem, in, pr.rawMeta, pr.fields)
-		if err == nil {
-			if req.Method == "tools/call" {
-				m.calledTool(s, pr.target)
-			}
-			res = m.finishResult(s, pr.mem, req.Method, res)
-		}
-		result <- outcome{res, err}
-	})
-
 	sse := false
-	write := func(data []byte) bool {
+	hs.fail = cancel
+	hs.write = func(data []byte) bool {
 		if !sse {
 			sse = true
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -415,45 +449,58 @@ func (m *Mux) serveFast(w http.ResponseWriter, r *http.Request, s *session, req 
 		}
 		return http.NewResponseController(w).Flush() == nil
 	}
-	for {
+	res, err := m.fastForward(ctx, s, call, req, pr)
+	hs.callReturned()
+	// What the backend sent before its response goes first.
+	for drained := false; !drained; {
 		select {
 		case data := <-hs.events:
-			if !write(data) {
-				cancel()
-			}
-		case out := <-result:
-			// What the backend sent before its response goes first.
-			for drained := false; !drained; {
-				select {
-				case data := <-hs.events:
-					write(data)
-				default:
-					drained = true
-				}
-			}
-			s.fast.mu.Lock()
-			cancelled := call.cancelled
-			s.fast.mu.Unlock()
-			if cancelled || r.Context().Err() != nil {
-				if !sse {
-					w.WriteHeader(http.StatusAccepted) // no response, as MCP says
-				}
-				return
-			}
-			data, err := responseJSON(req.ID, out.res, out.err)
-			if err != nil {
-				data, _ = responseJSON(req.ID, nil, err)
-			}
-			if sse {
-				write(data)
-				return
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-			w.Write(data)
-			return
+			hs.write(data)
+		default:
+			drained = true
 		}
 	}
+	s.fast.mu.Lock()
+	cancelled := call.cancelled
+	s.fast.mu.Unlock()
+	if cancelled || r.Context().Err() != nil {
+		if !sse {
+			w.WriteHeader(http.StatusAccepted) // no response, as MCP says
+		}
+		return
+	}
+	data, err := responseJSON(req.ID, res, err)
+	if err != nil {
+		data, _ = responseJSON(req.ID, nil, err)
+	}
+	if sse {
+		hs.write(data)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.Write(data)
+}
+
+// fastForward runs req at its backend, in the request's goroutine, as work
+// Close waits for.
+func (m *Mux) fastForward(ctx context.Context, s *session, call *fastCall, req *jsonrpc.Request, pr passable) (json.RawMessage, error) {
+	if !m.own() {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-mux is closing"}
+	}
+	defer m.wg.Done()
+	in := inbound{ss: s.ss, extra: call.extra, meta: pr.meta, method: req.Method, target: pr.target}
+	if p := s.params; s.ss == nil && p != nil && p.ClientInfo != nil {
+		in.client = p.ClientInfo.Name // a stateless request (httpstateless.go)
+	}
+	res, err := forwardBytes(ctx, m, pr.mem, in, pr.rawMeta, pr.fields)
+	if err != nil {
+		return nil, err
+	}
+	if req.Method == "tools/call" {
+		m.calledTool(s, pr.target)
+	}
+	return m.finishResult(s, pr.mem, req.Method, res), nil
 }
 
 // responseJSON is the JSON-RPC response to id: result as the backend sent
@@ -554,6 +601,7 @@ func askOnStream[R mcp.Result](ctx context.Context, s *session, hs *httpStream, 
 	data = append(data, '}')
 	select {
 	case hs.events <- data:
+		hs.wake()
 	case <-hs.done:
 		return zero, mcp.ErrConnectionClosed
 	case <-ctx.Done():

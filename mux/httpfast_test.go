@@ -410,3 +410,47 @@ func TestHTTPCurrentEraAgentGoneMidCallCancelsItAtTheBackend(t *testing.T) {
 		return fixtureStats(t, cs, "notes__stats").Cancelled == 1
 	})
 }
+
+// A current-era agent's _meta is decoded once and reused by its next
+// requests, but each request is still checked against it: one whose
+// MCP-Protocol-Version header is not its _meta's is the go-sdk's to answer,
+// as it was before mux kept any.
+func TestHTTPCurrentEraMetaIsDecodedOnceAndStillChecked(t *testing.T) {
+	m := startMux(t, fixture(t, "notes"))
+	httpAgent(t, m, nil) // the backends are up
+	url := serveHTTP(t, m, HTTPOptions{})
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"notes__echo","arguments":{"text":"x"},` + modernMeta + `}}`
+	for range 2 {
+		resp, err := modernPost(testkit.CtxT(t), url, "tools/call", "notes__echo", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"result"`) {
+			t.Fatalf("tools/call: %s %s", resp.Status, got)
+		}
+	}
+	m.agentMetas.mu.Lock()
+	kept := len(m.agentMetas.seen)
+	m.agentMetas.mu.Unlock()
+	if kept != 1 {
+		t.Errorf("%d _meta kept after two requests with the same, want 1", kept)
+	}
+
+	req, _ := http.NewRequestWithContext(testkit.CtxT(t), "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2099-01-01")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "notes__echo")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(got), "does not match") {
+		t.Errorf("a header of another version than the _meta's: %s %s, want 400 and the go-sdk's mismatch", resp.Status, got)
+	}
+}

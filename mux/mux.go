@@ -97,6 +97,8 @@ type Mux struct {
 	instr *instructionMemory
 	// catalogs remembers what each backend offered across runs (lazy.go).
 	catalogs *catalogmem.Store
+	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
+	agentMetas agentMetas
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
@@ -611,6 +613,19 @@ func (m *Mux) goOwned(f func()) bool {
 		defer m.wg.Done()
 		f()
 	}()
+	return true
+}
+
+// own counts work of the caller's goroutine as Close's to wait for, as
+// goOwned does a goroutine's, reporting false after Close; the caller
+// calls m.wg.Done when it is over.
+func (m *Mux) own() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.wg.Add(1)
 	return true
 }
 

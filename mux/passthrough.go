@@ -43,6 +43,9 @@ type passThrough struct {
 	c *agentConn
 	// era is the current-era _meta last found sound (era.go).
 	era eraMeta
+	// known is the _meta of a stateless request over HTTP, decoded and
+	// found sound already (httpstateless.go), or nil.
+	known *agentMeta
 }
 
 // plainParams splits params into the keys named in want (and _meta), or
@@ -79,6 +82,9 @@ func (p *passThrough) plainMeta(raw json.RawMessage, modernBackend bool) (meta m
 	modern := p.s.isModern()
 	if raw == nil {
 		return nil, !modern
+	}
+	if k := p.known; k != nil && modern && bytes.Equal(raw, k.raw) {
+		return k.meta, true
 	}
 	keys, ok := wire.ObjectMembers(raw)
 	if !ok {

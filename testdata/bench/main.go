@@ -7,17 +7,18 @@
 // into a temporary directory, prints a Markdown table of the medians to
 // stdout (progress goes to stderr) and stops every process it started.
 //
-//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http|search|catalog] [-mcpmu PATH]
+//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http|gosdk|search|catalog] [-mcpmu PATH]
 //
 // The HTTP rows (http.go) are a second table: the fixture serving
 // Streamable HTTP itself against mcp-mux serve --http (and mcpmu serve
 // --http, with -mcpmu), a stdio agent through mcp-mux to the fixture as a
 // remote backend, and the memory of idle sessions. The search_tools rows
 // (search.go) are a third: mcp-mux in search mode over ~400 and ~4,000
-// real tool definitions. The catalog rows (catalog.go) are a fourth: the
-// 20 servers of testdata/toolsearch (or fixtures standing in for them)
-// started directly and through mcp-mux, with and without its memory of
-// their catalogs.
+// real tool definitions. The go-sdk client's rows (gosdk.go) are HTTP rows
+// too: the client as Go agents use it, in the current era. The catalog
+// rows (catalog.go) are a fourth table: the 20 servers of
+// testdata/toolsearch (or fixtures standing in for them) started directly
+// and through mcp-mux, with and without its memory of their catalogs.
 //
 // Speed targets are reported, never asserted: it fails only when something
 // does not work (a request fails, a process does not start).
@@ -89,7 +90,7 @@ func main() {
 	flag.DurationVar(&b.duration, "duration", 2*time.Second, "length of each throughput row")
 	flag.IntVar(&b.burstN, "burst", 20000, "resources/updated notifications in the burst row")
 	flag.BoolVar(&b.keepDir, "keep", false, "keep the temporary directory (binaries, configs, every process's stderr)")
-	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table), \"http\" (serve --http, the remote backend, idle sessions), \"search\" (search_tools at ~400 and ~4,000 tools) or \"catalog\" (20 servers: spawn → the first complete tools/list, remembered or not, and the memory then)")
+	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table), \"http\" (serve --http, the remote backend, idle sessions, the go-sdk client's rows), \"gosdk\" (the go-sdk client's rows alone), \"search\" (search_tools at ~400 and ~4,000 tools) or \"catalog\" (20 servers: spawn → the first complete tools/list, remembered or not, and the memory then)")
 	flag.StringVar(&b.catalogKind, "catalog-set", "auto", "the catalog rows' 20 servers: \"npm\" (testdata/toolsearch's, installed by its setup.sh), \"fixture\" (fixtures listing their tools) or \"auto\" (npm if installed, but fixture with -quick)")
 	flag.StringVar(&b.mcpmu, "mcpmu", "", "also measure this mcpmu binary (github.com/Bigsy/mcpmu) in the HTTP rows, as mcpmu serve --http --eager")
 	flag.Parse()
@@ -108,8 +109,8 @@ func main() {
 		b.httpSessions, b.idleNs, b.settle = []int{1, 8, 64}, []int{100, 1000}, 500*time.Millisecond
 		b.quiet = 15 * time.Second
 	}
-	if b.only != "" && b.only != "stdio" && b.only != "http" && b.only != "search" && b.only != "catalog" {
-		fmt.Fprintln(os.Stderr, "bench: -only is stdio, http, search or catalog")
+	if b.only != "" && b.only != "stdio" && b.only != "http" && b.only != "gosdk" && b.only != "search" && b.only != "catalog" {
+		fmt.Fprintln(os.Stderr, "bench: -only is stdio, http, gosdk, search or catalog")
 		os.Exit(2)
 	}
 	if b.catalogKind != "auto" && b.catalogKind != "npm" && b.catalogKind != "fixture" {
@@ -234,6 +235,9 @@ func (b *bench) run(ctx context.Context) error {
 			step{"HTTP: idle agents of the current era, each with a subscriptions/listen stream, " + joinInts(b.idleNs, " and "), b.idleListens, modernModes},
 		)
 	}
+	if b.runs("gosdk") {
+		steps = append(steps, step{"HTTP, the go-sdk client as Go agents use it: tools/call, 1 and 8 sessions", b.gosdkLoad, b.gosdkModes()})
+	}
 	if b.runs("search") {
 		// mcp-mux only: an older binary (-before) may not know tool_list.
 		steps = append(steps, step{"search_tools at ~400 and ~4,000 tools", b.searchRun, []mode{muxed}})
@@ -265,9 +269,12 @@ func (b *bench) run(ctx context.Context) error {
 	return nil
 }
 
-// runs reports whether the rows of group ("stdio", "http", "search" or "catalog")
-// are measured: all of them, or the one -only names.
-func (b *bench) runs(group string) bool { return b.only == "" || b.only == group }
+// runs reports whether the rows of group ("stdio", "http", "gosdk",
+// "search" or "catalog") are measured: all of them, or the one -only names
+// (http has gosdk's).
+func (b *bench) runs(group string) bool {
+	return b.only == "" || b.only == group || group == "gosdk" && b.only == "http"
+}
 
 // moduleRoot is the directory of mcp-mux's go.mod, from the current
 // directory up.

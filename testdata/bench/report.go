@@ -67,6 +67,12 @@ func (b *bench) printTable(w io.Writer) {
 		}
 		b.printHTTP(w)
 	}
+	if b.runs("gosdk") {
+		if b.only != "gosdk" {
+			fmt.Fprintln(w)
+		}
+		b.printGoSDK(w)
+	}
 	if b.runs("search") {
 		if b.only == "" {
 			fmt.Fprintln(w)
