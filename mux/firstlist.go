@@ -1,0 +1,104 @@
+package mux
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// firstList is the first list's wait for the backends still starting:
+// bounded by first_list_wait (an agent may give up on a list that takes as
+// long as a slow backend's start), after which what is ready is served and
+// the rest is announced with list_changed as each becomes ready.
+type firstList struct {
+	mu  sync.Mutex
+	end time.Time // when the wait ends; zero until the first list came
+	// over: the wait has ended, and some list may have gone out without a
+	// backend that is not ready: from now on one that becomes ready is
+	// announced. A backend checks it after adding its part to the catalog,
+	// a list sets it before reading the catalog: one of them sees the other.
+	over atomic.Bool
+}
+
+// waitStarted waits, on the first list only, until every backend's first
+// start attempt has finished or first_list_wait has passed since that list
+// came; the backends still starting then are late (logged, and marked in
+// mcp-mux://backends).
+//
+// An agent known to ignore list_changed (Claude Desktop) would never learn
+// of a late backend: its lists wait for every backend's first start, up to
+// startup_timeout.
+func (m *Mux) waitStarted(ctx context.Context) {
+	if s := sessionFrom(ctx); s != nil && !traitsOf(s).listChanged {
+		m.waitEveryStart(ctx, m.settings().StartupTimeout.Duration)
+	}
+	if m.first.over.Load() {
+		return
+	}
+	m.first.mu.Lock()
+	if m.first.end.IsZero() {
+		m.first.end = time.Now().Add(m.settings().FirstListWait.Duration)
+	}
+	end := m.first.end
+	m.first.mu.Unlock()
+	timer := time.NewTimer(time.Until(end))
+	defer timer.Stop()
+	for _, mem := range m.members() {
+		select {
+		case <-mem.started:
+		case <-timer.C:
+			m.endFirstWait()
+			return
+		case <-ctx.Done():
+			return
+		case <-m.ctx.Done():
+			return
+		}
+	}
+	m.endFirstWait()
+}
+
+// waitEveryStart waits until every backend's first start attempt has
+// finished, or for d at most.
+func (m *Mux) waitEveryStart(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for _, mem := range m.members() {
+		select {
+		case <-mem.started:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-m.ctx.Done():
+			return
+		}
+	}
+}
+
+func (m *Mux) endFirstWait() {
+	if m.first.over.Swap(true) {
+		return
+	}
+	var late []string
+	for _, mem := range m.members() {
+		select {
+		case <-mem.started:
+			continue
+		default:
+		}
+		mem.mu.Lock()
+		mem.late = mem.state != stateReady // it may have made it since
+		if mem.late {
+			late = append(late, mem.spec.Name)
+		}
+		mem.mu.Unlock()
+	}
+	if len(late) > 0 {
+		m.log.Warn("first list served without the backends still starting (late); list_changed follows as each is ready",
+			"late", strings.Join(late, ", "), "first_list_wait", m.settings().FirstListWait.Duration)
+		m.builtinChanged(uriBackends)
+	}
+}
