@@ -220,12 +220,12 @@ func TestASubscriptionKeepsABackendFromIdling(t *testing.T) {
 	if err := cs.Subscribe(testkit.CtxT(t), &mcp.SubscribeParams{URI: "fixture://fx/res/1"}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Second) // five idle_stops
-	for time.Now().Before(deadline) {
-		if state, _ := stateOf(m, "fx"); state != stateReady {
-			t.Fatalf("fx with a subscription went %q", state)
-		}
-		time.Sleep(50 * time.Millisecond) // sampling a state that must not change
+	// Five idle_stops pass, each checked, and it stays.
+	mem := m.members()[0]
+	from := mem.idleChecks.Load()
+	testkit.Eventually(t, 10*time.Second, "20 idle checks (five idle_stops)", func() bool { return mem.idleChecks.Load() >= from+20 })
+	if state, _ := stateOf(m, "fx"); state != stateReady {
+		t.Fatalf("fx with a subscription went %q", state)
 	}
 }
 

@@ -100,6 +100,7 @@ type member struct {
 	stateChanged chan struct{} // closed and replaced at each change of state
 	use          chan struct{} // a request wants it started (cap 1)
 	lastUse      atomic.Int64  // when a request last wanted it (unix ns)
+	idleChecks   atomic.Int64  // idle_stop checks made (a test waits for them)
 }
 
 // memberCatalog is one backend's lists, as last fetched.

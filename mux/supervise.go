@@ -243,6 +243,7 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 		case <-b.Done():
 			return true
 		case <-idle:
+			mem.idleChecks.Add(1)
 			if after := mem.specNow().IdleAfter(m.settings()); mem.idleNow(after) {
 				mem.log.Info("stopping it: idle", "idle_stop", after)
 				mem.stopIdle(b)
