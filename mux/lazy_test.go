@@ -55,7 +55,7 @@ func stateOf(m *Mux, name string) (string, int) {
 
 func TestARememberedCatalogIsListedBeforeTheBackendStarts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalogs.json")
-	cfg := testConfig(fixture(t, "fx", "-rich"), fixture(t, "other"))
+	cfg := testConfig(fixture(t, "fx", "-rich", "-instructions", "Use fx for rich things."), fixture(t, "other"))
 	cfg.Mux.ToolList = config.ToolListAll
 	learn(t, cfg, path)
 
@@ -70,8 +70,8 @@ func TestARememberedCatalogIsListedBeforeTheBackendStarts(t *testing.T) {
 			t.Errorf("%s: state %q pid %d after the first list: want remembered, not started", name, state, pid)
 		}
 	}
-	if instr := cs.InitializeResult().Instructions; !strings.Contains(instr, "mcp-mux") {
-		t.Errorf("instructions: %q", instr)
+	if instr := cs.InitializeResult().Instructions; !strings.Contains(instr, "Use fx for rich things.") {
+		t.Errorf("the remembered instructions are not in the first initialize: %q", instr)
 	}
 	// The first use starts it, and the call gets what a running backend
 	// gives; the other backend stays at rest.
