@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -266,5 +267,33 @@ func TestOverriddenNamesOfADownBackend(t *testing.T) {
 	never := rpcCode(t, err)
 	if !strings.HasPrefix(echo.Message, `unknown tool "fx__echo"`) || strings.Replace(echo.Message, "fx__echo", "fx__never_had", 1) != never.Message {
 		t.Errorf("fx__echo: %d %q, want the answer for a name it never had, %q", echo.Code, echo.Message, never.Message)
+	}
+}
+
+// What mux remembers of a backend is what the backend offered, not what
+// overrides made of it: a run with an override lists the remembered
+// catalog overridden without starting the backend, and a run without it
+// lists the backend's own tool again.
+func TestARememberedCatalogIsOverriddenWithoutAStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	learn(t, testConfig(overridden(t)), path)
+
+	m := runWithMemory(t, testConfig(overridden(t)), path)
+	tools := listedTools(t, connect(t, m, nil))
+	if tools["fx__deep"] == nil || tools["fx__deep"].Description != "Answers with zanzibar precision." || tools["fx__rich"] != nil {
+		t.Errorf("remembered and overridden: %v", keys(tools))
+	}
+	if state, pid := stateOf(m, "fx"); state != stateRemembered || pid != 0 {
+		t.Errorf("fx: state %q pid %d: an override needs no start", state, pid)
+	}
+	m.Close()
+
+	plain := runWithMemory(t, testConfig(fixture(t, "fx", "-rich")), path)
+	tools = listedTools(t, connect(t, plain, nil))
+	if rich := tools["fx__rich"]; rich == nil || rich.Description != "has every optional field" || !rich.Annotations.ReadOnlyHint || tools["fx__deep"] != nil {
+		t.Errorf("remembered without the override: %v, fx__rich %+v: want the backend's own tool", keys(tools), rich)
+	}
+	if state, _ := stateOf(plain, "fx"); state != stateRemembered {
+		t.Errorf("fx: state %q, want remembered", state)
 	}
 }
