@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/mcp-mux/mcp-mux/mux/override"
 )
 
 // catalog is the merged view of tools, prompts and templates of every ready
@@ -32,6 +34,9 @@ type exposed[T any] struct {
 	original string
 	mem      *member
 	raw      json.RawMessage // the item as its backend sent it, with the exposed name (rawlist.go)
+	// bare is a tool's or prompt's exposed name without the prefix: its
+	// original, or what a tool override renames it (overrides.go).
+	bare string
 }
 
 // named is a list of tools or prompts indexed by exposed name.
@@ -114,18 +119,23 @@ func (h *catalogHolder) rebuild(m *Mux) {
 		}
 		parts++
 		tf, pf := mem.filters()
+		overrides := mem.overrides()
 		for i, t := range part.tools {
 			if !tf.admits(t.Name) {
 				continue
 			}
-			cp := *t
-			cp.Name = m.exposedName(mem, t.Name)
+			cp, raw := *t, part.rawAt(0, i)
+			if o, ok := overrides[t.Name]; ok {
+				cp, raw = override.Apply(o, cp, raw)
+			}
+			bare := cp.Name
+			cp.Name = m.exposedName(mem, bare)
 			if ownTool(cp.Name) {
 				// mux's own name (toolsearch.go): mux wins.
 				c.collisions = append(c.collisions, Collision{Kind: "tool", Name: cp.Name, Winner: "mcp-mux", Loser: mem.spec.Name})
 				continue
 			}
-			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem, c.ui.withUIAliases(mem, renamed(part.rawAt(0, i), cp.Name, &cp))}); w != nil {
+			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem, c.ui.withUIAliases(mem, renamed(raw, cp.Name, &cp)), bare}); w != nil {
 				collide("tool", cp.Name, w, mem)
 			}
 		}
@@ -135,7 +145,7 @@ func (h *catalogHolder) rebuild(m *Mux) {
 			}
 			cp := *p
 			cp.Name = m.exposedName(mem, p.Name)
-			if w := c.prompts.add(cp.Name, exposed[mcp.Prompt]{&cp, p.Name, mem, renamed(part.rawAt(1, i), cp.Name, &cp)}); w != nil {
+			if w := c.prompts.add(cp.Name, exposed[mcp.Prompt]{&cp, p.Name, mem, renamed(part.rawAt(1, i), cp.Name, &cp), p.Name}); w != nil {
 				collide("prompt", cp.Name, w, mem)
 			}
 		}
@@ -144,7 +154,7 @@ func (h *catalogHolder) rebuild(m *Mux) {
 			if raw == nil {
 				raw, _ = json.Marshal(t)
 			}
-			c.templates = append(c.templates, exposed[mcp.ResourceTemplate]{t, t.URITemplate, mem, raw})
+			c.templates = append(c.templates, exposed[mcp.ResourceTemplate]{t, t.URITemplate, mem, raw, ""})
 		}
 	}
 	if parts == 0 {

@@ -12,12 +12,13 @@ package mux
 import (
 	"fmt"
 	"path"
-	"strings"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
 // maxNameLength is the longest tool or prompt name several agents and LLM
 // APIs accept (Claude's and OpenAI's tool names: ^[a-zA-Z0-9_-]{1,64}$).
-const maxNameLength = 64
+const maxNameLength = config.MaxNameLength
 
 // nameFilter is one kind's allow list (nil: everything) and exclude list.
 type nameFilter struct{ allow, exclude []string }
@@ -54,15 +55,9 @@ func (mem *member) filters() (tools, prompts nameFilter) {
 // must get the same answer as one that never existed, even while its
 // backend is down.
 func (m *Mux) offersVisible(mem *member, kind, name string) bool {
-	if !mem.offered(kind, name) {
+	original, ok := mem.offered(kind, name)
+	if !ok {
 		return false
-	}
-	mem.mu.Lock()
-	prefix := mem.prefix
-	mem.mu.Unlock()
-	original := name
-	if prefix != "" {
-		original = strings.TrimPrefix(name, prefix+m.cfg.Mux.ToolSeparator)
 	}
 	tools, prompts := mem.filters()
 	if kind == "tool" {
@@ -103,6 +98,7 @@ func (m *Mux) checkWarnings() []string {
 			}
 		}
 	}
+	out = append(out, m.overrideWarnings()...)
 	c := m.cat.get()
 	for _, t := range c.tools.items {
 		if w := longNameWarning("tool", t.item.Name); w != "" {

@@ -455,23 +455,24 @@ func (mem *member) claimsLocked(uri string) bool {
 	return ok
 }
 
-// offered reports whether the backend's last catalog has a tool or prompt
-// that the agent knows as name.
-func (mem *member) offered(kind, name string) bool {
+// offered is the backend's own name of the tool or prompt of its last
+// catalog that the agent knows as name (a tool override may rename it),
+// if it has one.
+func (mem *member) offered(kind, name string) (string, bool) {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
 	if kind == "tool" {
 		for _, t := range mem.cat.tools {
-			if mem.m.exposedName(mem, t.Name) == name {
-				return true
+			if mem.m.exposedName(mem, mem.spec.Shown(t.Name)) == name {
+				return t.Name, true
 			}
 		}
-		return false
+		return "", false
 	}
 	for _, p := range mem.cat.prompts {
 		if mem.m.exposedName(mem, p.Name) == name {
-			return true
+			return p.Name, true
 		}
 	}
-	return false
+	return "", false
 }

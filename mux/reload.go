@@ -22,7 +22,7 @@ import (
 // exposureKeys are the [[backend]] keys that change only what the agent
 // sees of a backend, not its process: a reload applies them to the running
 // backend by rebuilding the merged catalog.
-var exposureKeys = map[string]bool{"prefix": true, "tools": true, "exclude_tools": true, "prompts": true, "exclude_prompts": true, "pin": true}
+var exposureKeys = map[string]bool{"prefix": true, "tools": true, "exclude_tools": true, "prompts": true, "exclude_prompts": true, "pin": true, "override": true}
 
 // liveSettings are the [mux] keys a reload applies at once. Every other key
 // (and any key added later, until it is listed here) is logged as "needs

@@ -406,7 +406,7 @@ func docsOf(cat *catalog) []search.Doc {
 		if e.item.InputSchema != nil {
 			schema, _ = json.Marshal(e.item.InputSchema)
 		}
-		docs[i] = search.Doc{Name: e.item.Name, Tool: e.original, Title: e.item.Title, Description: e.item.Description,
+		docs[i] = search.Doc{Name: e.item.Name, Tool: e.bare, Title: e.item.Title, Description: e.item.Description,
 			InputSchema: schema, Backend: e.mem.spec.Name, About: e.mem.about()}
 	}
 	return docs

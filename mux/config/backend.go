@@ -75,6 +75,15 @@ type Backend struct {
 	Prompts        []string `toml:"prompts"`
 	ExcludePrompts []string `toml:"exclude_prompts"`
 	Disabled       bool     `toml:"disabled"`
+	// Overrides ([[backend.override]]) change how the agent sees some of
+	// its tools: name, title, description, annotations (override.go). The
+	// filters and pin see the tools' own names, not the overridden ones.
+	// Like the filters, they apply when the catalogs are merged.
+	Overrides []ToolOverride `toml:"override"`
+	// OverrideLines is the line of each of Overrides in the file (0 if
+	// unknown), for what check --connect says of one. Not a key: a
+	// reload that only moves an entry changes nothing.
+	OverrideLines []int `toml:"-"`
 	// Pin: its tools whose own names match one of these globs are always
 	// in an agent's tool list, whatever tool_list is (and are not repeated
 	// in search results).

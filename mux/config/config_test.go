@@ -111,6 +111,11 @@ func TestConfigBadFiles(t *testing.T) {
 		{"unresolved-env.toml", []wantProblem{{8, "backend #1 (github).env.GITHUB_TOKEN: ${GITHUB_TOKEN} is not set: set it in mcp-mux's environment"}}},
 		{"command-not-found.toml", []wantProblem{{5, `backend #1 (notes).command: command "mcp-mux-test-no-such-command" not found on PATH`}}},
 		{"bad-name.toml", []wantProblem{{4, `backend #1.name: invalid name "my notes"`}}},
+		{"bad-override.toml", []wantProblem{
+			{14, `backend #1 (notes).override #2.name: invalid tool name "find it"`},
+			{17, `backend #1 (notes).override #3.tool: tool "create" is overridden already (override #1, line 8)`},
+			{22, `backend #1 (notes).override #4.annotations.readOnlyHint: expected true or false, got a string`},
+		}},
 		{"multi-problem.toml", multiProblemWant},
 		{"tricky-lines.toml", []wantProblem{
 			{23, "backend #1 (notes).description: unknown key"},

@@ -272,6 +272,7 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 			p.add(k("command"), "must not be empty")
 		}
 		p.validateFilters(bp, &s)
+		p.validateOverrides(bp, &s, mux.ToolSeparator)
 		// "~" and ${VAR} first: messages show the expanded values (they
 		// are no secrets), the shell hint the command as written.
 		rawCommand, rawArgs := s.Command, slices.Clone(s.Args)
