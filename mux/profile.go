@@ -247,3 +247,40 @@ func viewStatus(v *view, st []BackendStatus) []BackendStatus {
 	}
 	return slices.DeleteFunc(st, func(b BackendStatus) bool { return hiddenFromView(v, b.Name) })
 }
+
+// profileWarnings is what `check --connect` says of the profiles once
+// every backend has started: a tools or exclude_tools pattern that matches
+// none of the tools its backends offer (when they all are serving).
+func (m *Mux) profileWarnings() []string {
+	var out []string
+	cfg := m.conf.Load().cfg
+	cat := m.cat.get()
+	for i := range cfg.Profiles {
+		p := &cfg.Profiles[i]
+		v := &view{p: p}
+		known := true
+		for _, mem := range v.members(m.members()) {
+			known = known && mem.serving()
+		}
+		if !known || p.Broken != "" {
+			continue // its lists are unknown: nothing can be said
+		}
+		var names []string
+		for _, e := range cat.tools.items {
+			if v.has(e.mem) {
+				names = append(names, e.item.Name)
+			}
+		}
+		for _, f := range []struct {
+			key      string
+			patterns []string
+		}{{"tools", p.Tools}, {"exclude_tools", p.ExcludeTools}} {
+			for j, pat := range f.patterns {
+				if !globMatchesSome(pat, names) {
+					out = append(out, fmt.Sprintf("%s: pattern %q matches none of the %d tools of its backends (globs match the names the agent sees, with the prefix: \"github__*issue*\")", p.PatternAt(cfg.Path, f.key, j), pat, len(names)))
+				}
+			}
+		}
+	}
+	return out
+}

@@ -32,8 +32,11 @@ type Profile struct {
 	// agents that get this profile when they ask for none.
 	Clients []string `toml:"clients"`
 
-	// Line is where its [profile.NAME] header is (0 if unknown).
-	Line int `toml:"-"`
+	// Line is where its [profile.NAME] header is (0 if unknown), and
+	// PatternLines where each of its tools and exclude_tools patterns is,
+	// by key ("tools", "exclude_tools") and place, for check's messages.
+	Line         int              `toml:"-"`
+	PatternLines map[string][]int `toml:"-"`
 	// Broken, set by LoadForServing, is why the profile's table is not
 	// usable as written: its agents then see nothing rather than more
 	// than the user meant.
@@ -79,6 +82,18 @@ func (f *File) ProfileForClient(client string) (*Profile, bool) {
 		}
 	}
 	return nil, false
+}
+
+// PatternAt is where the i-th pattern of key (tools or exclude_tools) is,
+// as FILE:LINE: profile.NAME.key #N, for messages.
+func (p *Profile) PatternAt(file, key string, i int) string {
+	where := file
+	if lines := p.PatternLines[key]; i < len(lines) && lines[i] > 0 {
+		where += fmt.Sprintf(":%d", lines[i])
+	} else if p.Line > 0 {
+		where += fmt.Sprintf(":%d", p.Line)
+	}
+	return fmt.Sprintf("%s: profile.%s.%s #%d", where, fmtSeg(p.Name), key, i+1)
 }
 
 // MatchesClient reports whether one of p's clients globs matches the
@@ -160,6 +175,12 @@ func (p *parser) decodeProfiles(kp keyPath, v any) []Profile {
 		}{{"tools", pr.Tools, "tool"}, {"exclude_tools", pr.ExcludeTools, "tool"}, {"clients", pr.Clients, "client"}} {
 			for i, pat := range f.patterns {
 				k := pk.child(f.key).index(i)
+				if f.what == "tool" {
+					if pr.PatternLines == nil {
+						pr.PatternLines = map[string][]int{}
+					}
+					pr.PatternLines[f.key] = append(pr.PatternLines[f.key], p.lineOf(k))
+				}
 				if pat == "" {
 					p.add(k, `empty pattern: it matches no %s name (write "*" for all)`, f.what)
 				} else if _, err := path.Match(pat, ""); err != nil {

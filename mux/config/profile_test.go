@@ -32,7 +32,8 @@ backends = ["fs"]
 	}
 	c, _ := cfg.Profile("cursor")
 	want := Profile{Name: "cursor", Backends: []string{"github", "fs"}, Tools: []string{"github__*issue*", "fs__read*"},
-		ExcludeTools: []string{"*__delete_*"}, ToolList: "search", ToolListMax: 10, Clients: []string{"cursor*"}, Line: 8}
+		ExcludeTools: []string{"*__delete_*"}, ToolList: "search", ToolListMax: 10, Clients: []string{"cursor*"}, Line: 8,
+		PatternLines: map[string][]int{"tools": {10, 10}, "exclude_tools": {11}}}
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("cursor = %+v\nwant %+v", *c, want)
 	}
