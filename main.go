@@ -36,11 +36,12 @@ func main() {
 	}
 	configFlag := &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config `FILE` (default: $MCP_MUX_CONFIG, ./mcp-mux.toml, " + user + ")"}
 	httpFlag := &cli.StringFlag{Name: "http", Usage: "serve over Streamable HTTP at `ADDR` (e.g. 127.0.0.1:8931), path /mcp, to any number of agents (default: [mux] http_listen; unset: stdio)"}
+	profileFlag := &cli.StringFlag{Name: "profile", EnvVars: []string{"MCP_MUX_PROFILE"}, Usage: "serve the view of [profile.`NAME`]: only its backends run, only its tools are seen (stdio; over HTTP an agent asks with /mcp/NAME)"}
 	app := &cli.App{
 		Name:    "mcp-mux",
 		Usage:   "one stdio MCP server that multiplexes many",
 		Version: version,
-		Flags:   []cli.Flag{configFlag, httpFlag},
+		Flags:   []cli.Flag{configFlag, httpFlag, profileFlag},
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
 				return unknownCommand(c)
@@ -56,7 +57,7 @@ func main() {
 		Suggest:              true,
 		EnableBashCompletion: true,
 		Commands: []*cli.Command{
-			{Name: "serve", Usage: "serve MCP over stdio (the default), or over HTTP with --http", Flags: []cli.Flag{configFlag, httpFlag}, Action: serve},
+			{Name: "serve", Usage: "serve MCP over stdio (the default), or over HTTP with --http", Flags: []cli.Flag{configFlag, httpFlag, profileFlag}, Action: serve},
 			{
 				Name:      "check",
 				Usage:     "validate a config; with --connect also start every backend and report what it offers",
@@ -243,8 +244,18 @@ func serve(c *cli.Context) error {
 	// caught until mcp-mux is gone: on its way out, a second one (Claude
 	// Code's SIGTERM 100 ms after its SIGINT) must change nothing, where
 	// Go's default would end mcp-mux by it.
+	var opts []mux.Option
+	if name := c.String("profile"); name != "" {
+		if addr != "" {
+			return cli.Exit("mcp-mux: --profile (or MCP_MUX_PROFILE) is the view of a stdio session; over HTTP each agent asks for its own with the path /mcp/NAME or the Mcp-Mux-Profile header", 1)
+		}
+		if _, ok := cfg.Profile(name); !ok {
+			return cli.Exit("mcp-mux: "+mux.UnknownProfileError(cfg, name).Error(), 1)
+		}
+		opts = append(opts, mux.WithProfile(name))
+	}
 	ctx, _ := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	m := mux.New(cfg, logger, version)
+	m := mux.New(cfg, logger, version, opts...)
 	m.Start()
 	if err := m.WatchConfig(); err != nil {
 		logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)

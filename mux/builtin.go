@@ -142,30 +142,35 @@ func (m *Mux) Status() []BackendStatus {
 }
 
 // sid is the reading session: over HTTP several agents share mcp-mux, and
-// none may read another's subscriptions.
-func (m *Mux) readBuiltin(sid, uri string) (*mcp.ReadResourceResult, bool) {
-	var v any
+// none may read another's subscriptions; v is its view (profile.go), which
+// has only its backends.
+func (m *Mux) readBuiltin(sid string, v *view, uri string) (*mcp.ReadResourceResult, bool) {
+	var doc any
 	switch uri {
 	case uriSubscriptions:
 		own := m.subs.Session(sid)
 		if own == nil {
 			own = []subs.Sub{}
 		}
-		v = map[string]any{"subscriptions": own}
+		doc = map[string]any{"subscriptions": own}
 	case uriBackends:
 		c := m.conf.Load()
 		// goroutines: a leak shows as a count that does not come back
 		// down once sessions and backends are gone.
-		v = map[string]any{"generation": c.generation, "loaded": c.loaded, "backends": m.Status(), "sessions": m.Sessions(), "goroutines": runtime.NumGoroutine()}
+		out := map[string]any{"generation": c.generation, "loaded": c.loaded, "backends": viewStatus(v, m.Status()), "sessions": m.Sessions(), "goroutines": runtime.NumGoroutine()}
+		if v != nil {
+			out["profile"] = v.profileName()
+		}
+		doc = out
 	default:
-		if name, ok := strings.CutPrefix(uri, uriInstructions); ok {
+		if name, ok := strings.CutPrefix(uri, uriInstructions); ok && !hiddenFromView(v, name) {
 			if text, ok := m.instructionsOf(name); ok {
 				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/markdown", Text: text}}}, true
 			}
 		}
 		return nil, false
 	}
-	data, _ := json.MarshalIndent(v, "", "  ")
+	data, _ := json.MarshalIndent(doc, "", "  ")
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(data)}}}, true
 }
 

@@ -257,7 +257,7 @@ func (m *Mux) hiddenToolResources() []string {
 		if uri == "" {
 			continue
 		}
-		if owner, _, ok := m.route(uri); ok && owner != e.mem {
+		if owner, _, ok := m.route(nil, uri); ok && owner != e.mem {
 			out = append(out, fmt.Sprintf("tool %s (backend %s) points at %s, which backend %s serves: the agent would show %s's", e.item.Name, e.mem.spec.Name, uri, owner.spec.Name, owner.spec.Name))
 		}
 	}

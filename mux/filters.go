@@ -99,6 +99,7 @@ func (m *Mux) checkWarnings() []string {
 		}
 	}
 	out = append(out, m.overrideWarnings()...)
+	out = append(out, m.profileWarnings()...)
 	c := m.cat.get()
 	for _, t := range c.tools.items {
 		if w := longNameWarning("tool", t.item.Name); w != "" {

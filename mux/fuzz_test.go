@@ -72,7 +72,7 @@ func FuzzRouteURI(f *testing.F) {
 	}
 	m := routingMux(f)
 	f.Fuzz(func(t *testing.T, uri string) {
-		mem, ok := m.owner(uri)
+		mem, ok := m.owner(nil, uri)
 		// A URI goes to the first backend that claims it in any way.
 		for _, cand := range m.members() {
 			if cand.claims(uri) {
@@ -82,7 +82,7 @@ func FuzzRouteURI(f *testing.F) {
 				return
 			}
 		}
-		again, ok2 := m.owner(uri)
+		again, ok2 := m.owner(nil, uri)
 		if ok != ok2 || mem != again {
 			t.Fatalf("routing of %q is not deterministic", uri)
 		}
@@ -101,7 +101,7 @@ func TestRoutingOrder(t *testing.T) {
 		"file:///a/x/y": "b", // {path} stops at "/"; b's {+any} does not
 	} {
 		got := "<none>"
-		if mem, ok := m.owner(uri); ok {
+		if mem, ok := m.owner(nil, uri); ok {
 			got = mem.spec.Name
 		}
 		if got != want {

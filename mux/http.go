@@ -93,7 +93,7 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 		writeTimeout = DefaultHTTPWriteTimeout
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc(HTTPPath, func(w http.ResponseWriter, r *http.Request) {
+	serve := func(w http.ResponseWriter, r *http.Request) {
 		w, r, done := boundWrites(w, r, writeTimeout)
 		defer done()
 		if !originAllowed(r) {
@@ -105,6 +105,9 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 		if o.Token != "" && !bearerOK(r, o.Token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-mux"`)
 			http.Error(w, "Unauthorized: this mcp-mux requires Authorization: Bearer <http_token>", http.StatusUnauthorized)
+			return
+		}
+		if !m.profileAsked(w, r) { // /mcp/NAME and Mcp-Mux-Profile (profile.go)
 			return
 		}
 		if v := r.URL.Query().Get("tool_list"); v != "" {
@@ -151,7 +154,9 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 				m.sessionEnded(s.ss) // the go-sdk closed it
 			}
 		}
-	})
+	}
+	mux.HandleFunc(HTTPPath, serve)
+	mux.HandleFunc(HTTPPath+"/", serve) // a profile's: /mcp/NAME
 	return mux
 }
 

@@ -64,6 +64,7 @@ func (m *Mux) statelessPOST(w http.ResponseWriter, r *http.Request, maxBody int6
 		return false
 	}
 	s := &session{id: "h" + strconv.FormatInt(statelessSeq.Add(1), 10), params: known.params}
+	s.askProfile(r.Header.Get(ProfileHeader)) // checked by the handler (profile.go)
 	s.fast.idle = time.Now()
 	pr, took := (&passThrough{m: m, s: s, known: known}).fastCall(req)
 	if !took || pr.target != r.Header.Get("Mcp-Name") {

@@ -36,8 +36,9 @@ func patience(client string) time.Duration {
 // waitInstructions merges the backends' instructions: at once when each
 // backend has initialized or said them in an earlier run (instrcache.go),
 // else after waiting (bounded) for their first start.
-func (m *Mux) waitInstructions(ctx context.Context, client string) string {
-	if s, ok := m.knownInstructions(); ok {
+// Only the backends of the agent's view v count (profile.go).
+func (m *Mux) waitInstructions(ctx context.Context, v *view, client string) string {
+	if s, ok := m.knownInstructions(v); ok {
 		return s
 	}
 	if m.cfg.Mux.Instructions == "" {
@@ -45,7 +46,7 @@ func (m *Mux) waitInstructions(ctx context.Context, client string) string {
 		defer cancel()
 		// Their initialize, not their first listing: that is all the
 		// instructions need, and a listing can take a while.
-		for _, mem := range m.members() {
+		for _, mem := range v.members(m.members()) {
 			select {
 			case <-mem.initialized:
 			case <-wctx.Done():
@@ -53,33 +54,33 @@ func (m *Mux) waitInstructions(ctx context.Context, client string) string {
 			}
 		}
 	}
-	return m.instructions()
+	return m.instructions(v)
 }
 
-// instructions merges the instructions of the backends that are ready.
-func (m *Mux) instructions() string {
-	s, _ := m.mergeInstructions(func(*member) (string, bool) { return "", false })
+// instructions merges the instructions of the backends of v that are ready.
+func (m *Mux) instructions(v *view) string {
+	s, _ := m.mergeInstructions(v, func(*member) (string, bool) { return "", false })
 	return s
 }
 
 // knownInstructions merges the instructions of every backend, from its
 // initialize or else from the last run, if each has one or the other.
-func (m *Mux) knownInstructions() (string, bool) {
-	return m.mergeInstructions(func(mem *member) (string, bool) { return m.instr.lookup(mem.spec) })
+func (m *Mux) knownInstructions(v *view) (string, bool) {
+	return m.mergeInstructions(v, func(mem *member) (string, bool) { return m.instr.lookup(mem.spec) })
 }
 
 // mergeInstructions merges each backend's instructions: from its
 // initialize result, else from earlier (false if earlier does not know
 // them either: then ok is false).
-func (m *Mux) mergeInstructions(earlier func(*member) (string, bool)) (merged string, ok bool) {
+func (m *Mux) mergeInstructions(v *view, earlier func(*member) (string, bool)) (merged string, ok bool) {
 	if m.cfg.Mux.Instructions != "" {
-		return m.cfg.Mux.Instructions + m.notRunning(), true
+		return m.cfg.Mux.Instructions + m.notRunning(v), true
 	}
 	ok = true
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "This server is mcp-mux: it combines several MCP servers. The tools and prompts of each carry its prefix (`<prefix>%s<name>`); resource URIs are those of the server that owns them.", m.cfg.Mux.ToolSeparator)
 	var parts []instructionPart
-	for _, mem := range m.members() {
+	for _, mem := range v.members(m.members()) {
 		mem.mu.Lock()
 		r, prefix := mem.initResult, mem.prefix
 		mem.mu.Unlock()
@@ -100,7 +101,7 @@ func (m *Mux) mergeInstructions(earlier func(*member) (string, bool)) (merged st
 		}
 		parts = append(parts, instructionPart{head: fmt.Sprintf("\n\n## %s (tools and prompts %s)\n\n", mem.spec.Name, names), text: text, name: mem.spec.Name})
 	}
-	tail := m.notRunning()
+	tail := m.notRunning(v)
 	fitInstructions(parts, maxInstructions-utf16Len(sb.String())-utf16Len(tail))
 	for _, p := range parts {
 		sb.WriteString(p.head + p.text)
@@ -205,9 +206,9 @@ func utf16Len(s string) int {
 // notRunning tells the agent (and so the user) which backends failed and
 // why, as the instructions' last part: a user whose server is missing
 // reads it there, and saving a fixed config file starts it.
-func (m *Mux) notRunning() string {
+func (m *Mux) notRunning(v *view) string {
 	var sb strings.Builder
-	for _, mem := range m.members() {
+	for _, mem := range v.members(m.members()) {
 		mem.mu.Lock()
 		state, o := mem.state, mem.outageLocked()
 		mem.mu.Unlock()

@@ -74,8 +74,13 @@ func (m *Mux) resourcesPage(ctx context.Context, s *session, cur string) (json.R
 	if err != nil {
 		return nil, err
 	}
-	// One roster for the whole page: a reload may publish another meanwhile.
-	members := m.members()
+	// One roster for the whole page: a reload may publish another
+	// meanwhile. Only the backends of the agent's profile (profile.go).
+	who := s
+	if who == nil {
+		who = sessionFrom(ctx)
+	}
+	members := m.viewOf(who).members(m.members())
 	start := 0
 	if c.Backend != "" {
 		start = slices.IndexFunc(members, func(mem *member) bool { return mem.spec.Name == c.Backend })

@@ -94,7 +94,7 @@ func (m *Mux) listTools(ctx context.Context, p *mcp.ListToolsParams) (mcp.Result
 		}
 		return m.searchSurface(s)
 	}
-	cat := m.cat.get()
+	cat := m.catalogFor(s)
 	part, next, err := pageOf(cat.tools.items, paramsCursor(p), "tools")
 	if err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func (m *Mux) listTools(ctx context.Context, p *mcp.ListToolsParams) (mcp.Result
 
 func (m *Mux) listPrompts(ctx context.Context, p *mcp.ListPromptsParams) (mcp.Result, error) {
 	m.waitStarted(ctx)
-	cat := m.cat.get()
+	cat := m.catalogFor(sessionFrom(ctx))
 	items, raw, next, err := page(cat.prompts.items, paramsCursor(p), "prompts")
 	if err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ func (m *Mux) listPrompts(ctx context.Context, p *mcp.ListPromptsParams) (mcp.Re
 
 func (m *Mux) listTemplates(ctx context.Context, p *mcp.ListResourceTemplatesParams) (mcp.Result, error) {
 	m.waitStarted(ctx)
-	cat := m.cat.get()
+	cat := m.catalogFor(sessionFrom(ctx))
 	items, raw, next, err := page(cat.templates, paramsCursor(p), "templates")
 	if err != nil {
 		return nil, err

@@ -98,6 +98,10 @@ type Mux struct {
 	catalogs *catalogmem.Store
 	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
 	agentMetas agentMetas
+	// launch is the profile every session sees (WithProfile), and
+	// profileViews the views of the config in effect (profile.go).
+	launch       string
+	profileViews atomic.Pointer[views]
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
@@ -139,6 +143,8 @@ type session struct {
 	ahead *listAhead // the resources page fetched for the agent's next cursor (listahead.go); guarded by mu
 
 	working workingSet // the tools it found and called (toolsearch.go)
+	// profile is the profile the agent asked for (profile.go); nil: none.
+	profile atomic.Pointer[string]
 	// toolList is the tool list an HTTP agent asked for on its requests
 	// (ToolListHeader or ?tool_list=); "" follows [mux] tool_list.
 	toolList atomic.Pointer[string]
@@ -228,12 +234,18 @@ func (m *Mux) enqueue(s *session, method string, params mcp.Params, send func(co
 }
 
 // New builds the merged server for cfg. Nothing runs until Start.
-func New(cfg *config.File, logger *log.Logger, version string) *Mux {
+func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *Mux {
+	var o Mux
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg = onlyProfile(cfg, o.launch)
 	cp := *cfg
 	cp.Mux.FillDefaults()
 	cfg = &cp
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mux{
+		launch:   o.launch,
 		instr:    newInstructionMemory(),
 		catalogs: openCatalogs(),
 		cfg:      cfg,

@@ -163,7 +163,7 @@ func (p *passThrough) toolCall(req *jsonrpc.Request) (passable, bool) {
 	if ownTool(name) {
 		return passable{}, false // mux's own (toolsearch.go): the go-sdk's path
 	}
-	e, err := p.m.tool(name)
+	e, err := p.m.tool(p.m.viewOf(p.s), name)
 	if err != nil || taskRequired(e.raw) {
 		return passable{}, false // the go-sdk's path gives the error
 	}
@@ -190,7 +190,7 @@ func (p *passThrough) resourceRead(req *jsonrpc.Request) (passable, bool) {
 	if json.Unmarshal(keys["uri"], &uri) != nil || uri == "" || hasBuiltinScheme(uri) {
 		return passable{}, false
 	}
-	mem, backendURI, ok := p.m.route(uri)
+	mem, backendURI, ok := p.m.route(p.m.viewOf(p.s), uri)
 	if !ok {
 		return passable{}, false
 	}

@@ -48,11 +48,12 @@ var liveSettings = map[string]bool{
 // reloadPlan is what a reload changes, backends by name and [mux] settings
 // by key, each in config order.
 type reloadPlan struct {
-	add     []string // new, or enabled now: started
-	remove  []string // gone, or disabled now: stopped, their subscriptions dropped
-	restart []string // what runs them changed: stopped and started anew
-	expose  []string // only their prefix or filters changed: applied at once
-	reorder bool     // the order of the backends kept changed (= precedence)
+	add      []string // new, or enabled now: started
+	remove   []string // gone, or disabled now: stopped, their subscriptions dropped
+	restart  []string // what runs them changed: stopped and started anew
+	expose   []string // only their prefix or filters changed: applied at once
+	reorder  bool     // the order of the backends kept changed (= precedence)
+	profiles bool     // the [profile.NAME] tables changed: each session's view is decided anew
 
 	live         []string // [mux] keys applied at once
 	needsRestart []string // [mux] keys that take effect when mcp-mux restarts
@@ -60,7 +61,7 @@ type reloadPlan struct {
 
 // changes reports whether applying p changes anything.
 func (p reloadPlan) changes() bool {
-	return len(p.add)+len(p.remove)+len(p.restart)+len(p.expose)+len(p.live) > 0 || p.reorder
+	return len(p.add)+len(p.remove)+len(p.restart)+len(p.expose)+len(p.live) > 0 || p.reorder || p.profiles
 }
 
 // diffConfig compares two loaded configs: old, in effect, and next.
@@ -92,6 +93,7 @@ func diffConfig(old, next *config.File) reloadPlan {
 	}
 	oldKept := slices.DeleteFunc(slices.Clone(oldOrder), func(name string) bool { _, ok := newSpecs[name]; return !ok })
 	p.reorder = !slices.Equal(oldKept, kept)
+	p.profiles = !reflect.DeepEqual(old.Profiles, next.Profiles)
 
 	ov, nv := reflect.ValueOf(old.Mux), reflect.ValueOf(next.Mux)
 	for i := range ov.NumField() {
@@ -197,6 +199,7 @@ func (m *Mux) Reload() error {
 	for _, w := range next.Warnings {
 		m.log.Warn(w.String())
 	}
+	next = onlyProfile(next, m.launch) // the launch's profile's backends only (profile.go)
 	m.keepRunning(m.conf.Load().cfg, next)
 	logBroken(m.log, next)
 	plan := diffConfig(m.conf.Load().cfg, next)
@@ -313,7 +316,7 @@ func (m *Mux) applyReload(next *config.File, p reloadPlan) {
 	}
 	// Off the lists at once; the new ones join as each is ready.
 	m.cat.rebuild(m)
-	if len(p.remove)+len(p.restart)+len(p.expose) > 0 || p.reorder {
+	if len(p.remove)+len(p.restart)+len(p.expose) > 0 || p.reorder || p.profiles {
 		m.lists.mark(allKinds)
 	} else if slices.Contains(p.live, "tool_list") || slices.Contains(p.live, "tool_list_max") {
 		m.lists.mark(kindTools) // each session's list decided anew (toolsearch.go)
@@ -332,7 +335,7 @@ func (m *Mux) applyReload(next *config.File, p reloadPlan) {
 	}
 	m.builtinChanged(uriBackends)
 	m.log.Info("config reloaded", "path", next.Path, "generation", gen,
-		"added", p.add, "removed", p.remove, "restarted", p.restart, "exposure_changed", p.expose, "reordered", p.reorder, "settings", p.live)
+		"added", p.add, "removed", p.remove, "restarted", p.restart, "exposure_changed", p.expose, "reordered", p.reorder, "profiles_changed", p.profiles, "settings", p.live)
 }
 
 // setExposure gives a running member the prefix and filters of spec. The

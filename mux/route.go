@@ -50,7 +50,7 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (mcp.Result,
 	case toolCall, toolCallReadOnly:
 		return m.callWrapped(ctx, r) // wrappers.go
 	}
-	e, err := m.tool(p.Name)
+	e, err := m.tool(m.viewOf(sessionFrom(ctx)), p.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -76,11 +76,11 @@ func argumentsObject(args json.RawMessage) bool {
 }
 
 // tool is the catalog's tool the agent calls name, or the error for a name
-// it lacks.
-func (m *Mux) tool(name string) (exposed[mcp.Tool], error) {
-	e, ok := m.cat.get().tools.lookup(name)
+// it lacks; v is the agent's view (profile.go).
+func (m *Mux) tool(v *view, name string) (exposed[mcp.Tool], error) {
+	e, ok := v.of(m.cat.get()).tools.lookup(name)
 	if !ok {
-		return e, m.unknownName("tool", name)
+		return e, m.unknownName(v, "tool", name)
 	}
 	return e, nil
 }
@@ -88,9 +88,10 @@ func (m *Mux) tool(name string) (exposed[mcp.Tool], error) {
 func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (mcp.Result, error) {
 	m.waitStarted(ctx)
 	p := r.Params
-	e, ok := m.cat.get().prompts.lookup(p.Name)
+	v := m.viewOf(sessionFrom(ctx))
+	e, ok := v.of(m.cat.get()).prompts.lookup(p.Name)
 	if !ok {
-		return nil, m.unknownName("prompt", p.Name)
+		return nil, m.unknownName(v, "prompt", p.Name)
 	}
 	original, _ := json.Marshal(e.original)
 	var args json.RawMessage
@@ -109,12 +110,13 @@ func (m *Mux) getPrompt(ctx context.Context, r *mcp.GetPromptRequest) (mcp.Resul
 // lists it exactly, matches it with a template, or returned it in a tool
 // result. Config order decides between every kind of match, so a later
 // backend cannot take an earlier one's URI by listing it. URIs are never
-// rewritten; mux's own scheme is never routed to a backend.
-func (m *Mux) owner(uri string) (*member, bool) {
+// rewritten; mux's own scheme is never routed to a backend. Only the
+// backends of the agent's view v are looked at.
+func (m *Mux) owner(v *view, uri string) (*member, bool) {
 	if hasBuiltinScheme(uri) {
 		return nil, false
 	}
-	for _, mem := range m.members() {
+	for _, mem := range v.members(m.members()) {
 		if mem.claims(uri) {
 			return mem, true
 		}
@@ -124,12 +126,12 @@ func (m *Mux) owner(uri string) (*member, bool) {
 
 // route is where a read (or subscription) of uri goes: the backend that
 // owns it, and the URI there, which differs for a ui:// URI in a
-// backend's own form (uialias.go).
-func (m *Mux) route(uri string) (*member, string, bool) {
+// backend's own form (uialias.go). v is the agent's view (profile.go).
+func (m *Mux) route(v *view, uri string) (*member, string, bool) {
 	if t, ok := m.cat.get().ui.target[uri]; ok {
-		return t.mem, t.uri, true
+		return t.mem, t.uri, v.has(t.mem)
 	}
-	mem, ok := m.owner(uri)
+	mem, ok := m.owner(v, uri)
 	return mem, uri, ok
 }
 
@@ -149,11 +151,12 @@ func (m *Mux) readResource(ctx context.Context, r *mcp.ReadResourceRequest) (mcp
 	if p.URI == "" {
 		return nil, errMissingURI
 	}
-	if res, ok := m.readBuiltin(m.sessionID(r.Session), p.URI); ok {
+	v := m.viewOf(sessionFrom(ctx))
+	if res, ok := m.readBuiltin(m.sessionID(r.Session), v, p.URI); ok {
 		return res, nil
 	}
 	m.waitStarted(ctx)
-	mem, backendURI, ok := m.route(p.URI)
+	mem, backendURI, ok := m.route(v, p.URI)
 	if !ok {
 		return nil, resourceNotFoundFor(r.Session, p.URI)
 	}
@@ -204,15 +207,16 @@ func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.Comple
 	}
 	ref := *p.Ref
 	var mem *member
+	v := m.viewOf(sessionFrom(ctx))
 	switch ref.Type {
 	case "ref/prompt":
-		e, ok := m.cat.get().prompts.lookup(ref.Name)
+		e, ok := v.of(m.cat.get()).prompts.lookup(ref.Name)
 		if !ok {
-			return nil, m.unknownName("prompt", ref.Name)
+			return nil, m.unknownName(v, "prompt", ref.Name)
 		}
 		mem, ref.Name = e.mem, e.original
 	case "ref/resource":
-		for _, e := range m.cat.get().templates {
+		for _, e := range v.of(m.cat.get()).templates {
 			if e.item.URITemplate == ref.URI {
 				mem = e.mem
 				break
@@ -220,7 +224,7 @@ func (m *Mux) complete(ctx context.Context, r *mcp.CompleteRequest) (*mcp.Comple
 		}
 		if mem == nil {
 			var ok bool
-			if mem, ok = m.owner(ref.URI); !ok {
+			if mem, ok = m.owner(v, ref.URI); !ok {
 				return nil, resourceNotFoundFor(r.Session, ref.URI)
 			}
 		}

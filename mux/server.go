@@ -72,6 +72,7 @@ func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			s.lastActive.Store(time.Now().UnixNano())
 			if x := req.GetExtra(); x != nil && x.Header != nil {
 				s.askToolList(x.Header.Get(ToolListHeader))
+				s.askProfile(x.Header.Get(ProfileHeader)) // checked by the HTTP handler (profile.go)
 			}
 		}
 		switch r := req.(type) {
@@ -166,16 +167,22 @@ func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 		if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil && p.ClientInfo != nil {
 			client = p.ClientInfo.Name
 		}
+		view := func() *view { // the session's profile's (profile.go)
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+				return m.viewOf(m.session(ss))
+			}
+			return nil
+		}
 		switch r := res.(type) {
 		case *mcp.InitializeResult:
-			r.Instructions = m.waitInstructions(ctx, client)
+			r.Instructions = m.waitInstructions(ctx, view(), client)
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
 				s := m.session(ss)
 				s.announced.Store(true)
 				m.logSession(s, "started")
 			}
 		case *mcp.DiscoverResult: // the current era's initialize
-			r.Instructions = m.waitInstructions(ctx, client)
+			r.Instructions = m.waitInstructions(ctx, view(), client)
 		}
 		return res, err
 	}

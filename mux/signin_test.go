@@ -41,7 +41,7 @@ func TestBackendThatNeedsALoginWaitsForIt(t *testing.T) {
 	if st := m.Status()[1]; st.SignIn != "needs login" || st.Restarts != 0 {
 		t.Errorf("web: %+v", st)
 	}
-	if instr := m.instructions(); !strings.Contains(instr, "backend \"web\" is not running: it needs a sign-in; the user runs `mcp-mux login web`") {
+	if instr := m.instructions(nil); !strings.Contains(instr, "backend \"web\" is not running: it needs a sign-in; the user runs `mcp-mux login web`") {
 		t.Errorf("instructions:\n%s", instr)
 	}
 

@@ -34,7 +34,7 @@ func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 		return m.subscribeResult(sid, uri, err)
 	}
 	m.waitStarted(ctx)
-	mem, backendURI, ok := m.route(uri)
+	mem, backendURI, ok := m.route(m.viewOf(m.session(req.Session)), uri)
 	if !ok {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("resource %q is not available from any backend", uri)}
 	}

@@ -103,8 +103,7 @@ func (s *session) askToolList(v string) {
 
 // toolListMode is the list s gets: config.ToolListAll or ToolListSearch.
 func (m *Mux) toolListMode(s *session) string {
-	set := m.settings()
-	mode := set.ToolList
+	mode, max := m.toolListOf(s) // [mux]'s, or its profile's (profile.go)
 	if s != nil {
 		if v := s.toolList.Load(); v != nil {
 			mode = *v
@@ -115,7 +114,7 @@ func (m *Mux) toolListMode(s *session) string {
 		return mode
 	}
 	t := traitsOf(s)
-	n := len(m.cat.get().tools.items)
+	n := len(m.catalogFor(s).tools.items)
 	switch {
 	case t.searches:
 		return config.ToolListAll
@@ -124,7 +123,7 @@ func (m *Mux) toolListMode(s *session) string {
 			return config.ToolListSearch
 		}
 		return config.ToolListAll
-	case n > set.ToolListMax:
+	case n > max:
 		return config.ToolListSearch
 	}
 	return config.ToolListAll
@@ -226,7 +225,7 @@ func (w *workingSet) wasShown(name string) bool {
 // the working set, search_tools, then the wrappers for an agent that may
 // not list again (wrappers.go).
 func (m *Mux) searchSurface(s *session) (mcp.Result, error) {
-	cat := m.cat.get()
+	cat := m.catalogFor(s)
 	var items []*mcp.Tool
 	var raw []json.RawMessage
 	listed := map[string]bool{}
@@ -449,11 +448,12 @@ func (m *Mux) searchTools(ctx context.Context, s *session, args json.RawMessage)
 		a.Limit = 20
 	}
 	t := m.index()
-	late := m.lateBackends()
+	v := m.viewOf(s) // only what the agent's profile has (profile.go)
+	late := m.lateBackends(v)
 	if strings.TrimSpace(a.Query) == "" {
-		return m.searchMiss(m.cat.get(), "search_tools needs a query: words that say what the tool should do", late), nil
+		return m.searchMiss(m.catalogFor(s), "search_tools needs a query: words that say what the tool should do", late), nil
 	}
-	items, now := t.cat.tools.items, m.cat.get()
+	items, now := t.cat.tools.items, m.catalogFor(s)
 	hits := t.ix.Search(a.Query, a.Limit, func(i int) bool {
 		e := items[i]
 		if a.Backend != "" && e.mem.spec.Name != a.Backend || pinned(e) {
@@ -513,10 +513,10 @@ func (m *Mux) searchMiss(cat *catalog, why string, late []string) *mcp.CallToolR
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: out}}}
 }
 
-// lateBackends are the backends still starting.
-func (m *Mux) lateBackends() []string {
+// lateBackends are the backends of the view v still starting.
+func (m *Mux) lateBackends(v *view) []string {
 	var out []string
-	for _, mem := range m.members() {
+	for _, mem := range v.members(m.members()) {
 		mem.mu.Lock()
 		state := mem.state
 		mem.mu.Unlock()

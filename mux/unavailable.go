@@ -98,10 +98,13 @@ func oneLine(s string) string {
 // lacks. A name a backend that is down offered is that backend's
 // (-32603, naming it: the agent may retry later); any other is unknown
 // (-32602), and if it has the prefix of a backend that is down or
-// disabled, the error says which, why and the fix.
-func (m *Mux) unknownName(kind, name string) error {
-	for _, mem := range m.members() {
-		if mem.serving() || !m.offersVisible(mem, kind, name) {
+// disabled, the error says which, why and the fix. Only the backends and
+// tools of the agent's view v count: what it hides gets the answer of what
+// does not exist.
+func (m *Mux) unknownName(v *view, kind, name string) error {
+	members := v.members(m.members())
+	for _, mem := range members {
+		if mem.serving() || !m.offersVisible(mem, kind, name) || (kind == "tool" && !v.hasTool(mem, name)) {
 			continue
 		}
 		if _, err := mem.backend(); err != nil {
@@ -112,7 +115,7 @@ func (m *Mux) unknownName(kind, name string) error {
 	sep := m.settings().ToolSeparator
 	prefixes := map[string]bool{}
 	var unprefixed []string
-	for _, mem := range m.members() {
+	for _, mem := range members {
 		mem.mu.Lock()
 		prefix, ready := mem.prefix, mem.state == stateReady && mem.b != nil
 		o := mem.outageLocked()
@@ -129,7 +132,7 @@ func (m *Mux) unknownName(kind, name string) error {
 	cfg := m.conf.Load().cfg
 	for _, spec := range cfg.Backends {
 		prefix := spec.EffectivePrefix()
-		if spec.Disabled && prefix != "" && !prefixes[prefix] && strings.HasPrefix(name, prefix+sep) {
+		if spec.Disabled && prefix != "" && !prefixes[prefix] && !hiddenFromView(v, spec.Name) && strings.HasPrefix(name, prefix+sep) {
 			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + ": " + disabledOutage(spec, cfg.Path).with("prefix "+prefix+sep)}
 		}
 	}

@@ -107,7 +107,7 @@ func (m *Mux) callWrapped(ctx context.Context, r *mcp.CallToolRequest) (mcp.Resu
 		return nil, err
 	}
 	name := inner.Params.Name
-	e, err := m.tool(name)
+	e, err := m.tool(m.viewOf(sessionFrom(ctx)), name)
 	if err != nil {
 		return nil, err // as a call by its name would get
 	}

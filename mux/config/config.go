@@ -46,6 +46,7 @@ type File struct {
 	Path     string    `toml:"-"`       // the file it was loaded from
 	Mux      Settings  `toml:"mux"`     // [mux]
 	Backends []Backend `toml:"backend"` // [[backend]], order = precedence
+	Profiles []Profile `toml:"-"`       // [profile.NAME], in file order (profile.go)
 	// Warnings are what is not wrong enough to refuse the file but
 	// probably not what was meant (e.g. a bare $NAME that is not
 	// expanded): check prints them, serve logs them.
@@ -424,6 +425,7 @@ func (p *parser) parse(data []byte) (cfg *File) {
 	cfg = &File{Path: p.file}
 	var muxPresent map[string]bool
 	var specs []backendEntry
+	var profiles []Profile
 	for _, k := range p.sortedKeys(nil, top) {
 		kp := keyPath{}.child(k)
 		v := top[k]
@@ -442,12 +444,16 @@ func (p *parser) parse(data []byte) (cfg *File) {
 		case "backend":
 			specs = p.decodeBackends(kp, v)
 			p.entries = specs
+		case "profile":
+			profiles = p.decodeProfiles(kp, v)
 		default:
-			p.unknownKey(kp, k, []string{"mux", "backend"}, topHint)
+			p.unknownKey(kp, k, []string{"mux", "backend", "profile"}, topHint)
 		}
 	}
 	p.validateMux(&cfg.Mux, muxPresent)
 	cfg.Backends, cfg.Warnings = p.validateBackends(specs, &cfg.Mux)
+	cfg.Profiles = profiles
+	cfg.Warnings = append(cfg.Warnings, p.validateProfiles(profiles, cfg.Backends)...)
 	return cfg
 }
 
@@ -504,6 +510,7 @@ func (p *parser) lenient(cfg *File) {
 	broken := map[int][]problem{}
 	var global []problem
 	for _, pr := range problems {
+		p.breakProfile(cfg, pr)
 		if len(pr.path) > 0 {
 			if m := backendSegRe.FindStringSubmatch(pr.path[0]); m != nil {
 				if i, err := strconv.Atoi(m[1]); err == nil {

@@ -1,0 +1,286 @@
+package mux
+
+// Profiles ([profile.NAME], mux/config/profile.go): each agent session
+// may see a view of the merged catalog, some backends and some of their
+// tools, instead of all of it. The catalog stays one, shared: a view is a
+// filter applied per session where the agent lists, and where a name or
+// URI it sends is resolved (route.go, passthrough.go, toolsearch.go,
+// listresources.go, instructions.go, builtin.go), so that what is outside
+// it gets the very answer of what does not exist.
+//
+// A session's profile is the one it asked for (the launch's --profile
+// for stdio, /mcp/NAME or the Mcp-Mux-Profile header over HTTP), else the
+// first whose clients match its clientInfo name, else none: everything.
+// A stdio mcp-mux launched with --profile runs only that profile's
+// backends (onlyProfile): the others never start.
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/mcp-mux/mcp-mux/mux/config"
+)
+
+// ProfileHeader is how an HTTP agent asks for a profile; the path
+// /mcp/NAME does the same for a client that can set only its URL.
+const ProfileHeader = "Mcp-Mux-Profile"
+
+// Option changes how New builds the mux.
+type Option func(*Mux)
+
+// WithProfile makes name the profile of every session (mcp-mux --profile
+// NAME, over stdio): only its backends run, and only its tools are seen.
+func WithProfile(name string) Option {
+	return func(m *Mux) { m.launch = name }
+}
+
+// UnknownProfileError is the error for a profile the config lacks, naming
+// those it has.
+func UnknownProfileError(cfg *config.File, name string) error {
+	names := cfg.ProfileNames()
+	if len(names) == 0 {
+		return fmt.Errorf("unknown profile %q: %s has no [profile.NAME] sections", name, cfg.Path)
+	}
+	return fmt.Errorf("unknown profile %q: the profiles of %s are %s", name, cfg.Path, strings.Join(names, ", "))
+}
+
+// onlyProfile is cfg with only the backends of the profile called name
+// (none if cfg lacks it): what a stdio mcp-mux launched with --profile
+// runs.
+func onlyProfile(cfg *config.File, name string) *config.File {
+	if name == "" {
+		return cfg
+	}
+	cp := *cfg
+	p, ok := cfg.Profile(name)
+	cp.Backends = nil
+	for _, b := range cfg.Backends {
+		if ok && p.HasBackend(b.Name) {
+			cp.Backends = append(cp.Backends, b)
+		}
+	}
+	return &cp
+}
+
+// view is one profile as sessions see it; a nil *view is everything.
+type view struct {
+	p *config.Profile
+	// cat is the catalog filtered for the view, and the catalog it was
+	// made of: made again when that is not the catalog now.
+	cat atomic.Pointer[viewCatalog]
+}
+
+type viewCatalog struct{ base, view *catalog }
+
+// views are the views of one config in effect.
+type views struct {
+	conf   *loadedConfig
+	byName map[string]*view
+	none   *view // a profile the config does not have (any more): nothing
+}
+
+// views are the views of the config in effect, made once per config.
+func (m *Mux) views() *views {
+	lc := m.conf.Load()
+	if vs := m.profileViews.Load(); vs != nil && vs.conf == lc {
+		return vs
+	}
+	vs := &views{conf: lc, byName: map[string]*view{}, none: &view{p: &config.Profile{Broken: "not in the config"}}}
+	for i := range lc.cfg.Profiles {
+		p := &lc.cfg.Profiles[i]
+		vs.byName[p.Name] = &view{p: p}
+	}
+	m.profileViews.Store(vs)
+	return vs
+}
+
+// askProfile records the profile the agent of s asked for: the first it
+// names is its profile for the whole session.
+func (s *session) askProfile(name string) {
+	if name = strings.TrimSpace(name); name != "" {
+		s.profile.CompareAndSwap(nil, &name)
+	}
+}
+
+// viewOf is the view s sees: nil for everything.
+func (m *Mux) viewOf(s *session) *view {
+	vs := m.views()
+	name := m.launch
+	if s != nil {
+		if asked := s.profile.Load(); asked != nil {
+			name = *asked
+		}
+	}
+	if name != "" {
+		if v, ok := vs.byName[name]; ok {
+			return v
+		}
+		return vs.none
+	}
+	if s == nil || len(vs.byName) == 0 {
+		return nil
+	}
+	if p := s.initParams(); p != nil && p.ClientInfo != nil {
+		if pr, ok := vs.conf.cfg.ProfileForClient(p.ClientInfo.Name); ok {
+			return vs.byName[pr.Name]
+		}
+	}
+	return nil
+}
+
+// profileName is the name of v's profile, "" for everything.
+func (v *view) profileName() string {
+	if v == nil {
+		return ""
+	}
+	return v.p.Name
+}
+
+// has reports whether mem is in the view.
+func (v *view) has(mem *member) bool {
+	return v == nil || v.p.HasBackend(mem.spec.Name)
+}
+
+// hasTool reports whether the tool exposed is in the view.
+func (v *view) hasTool(mem *member, exposed string) bool {
+	return v == nil || v.p.HasTool(mem.spec.Name, exposed)
+}
+
+// members are those of members in the view.
+func (v *view) members(members []*member) []*member {
+	if v == nil {
+		return members
+	}
+	out := make([]*member, 0, len(members))
+	for _, mem := range members {
+		if v.has(mem) {
+			out = append(out, mem)
+		}
+	}
+	return out
+}
+
+// catalogFor is the merged catalog as s sees it.
+func (m *Mux) catalogFor(s *session) *catalog {
+	return m.viewOf(s).of(m.cat.get())
+}
+
+// of is base as the view sees it: its backends' tools (those its globs
+// admit), prompts and templates.
+func (v *view) of(base *catalog) *catalog {
+	if v == nil {
+		return base
+	}
+	if c := v.cat.Load(); c != nil && c.base == base {
+		return c.view
+	}
+	c := &catalog{collisions: base.collisions, cache: base.cache, ui: base.ui}
+	for _, e := range base.tools.items {
+		if v.hasTool(e.mem, e.item.Name) {
+			c.tools.add(e.item.Name, e)
+		}
+	}
+	for _, e := range base.prompts.items {
+		if v.has(e.mem) {
+			c.prompts.add(e.item.Name, e)
+		}
+	}
+	for _, e := range base.templates {
+		if v.has(e.mem) {
+			c.templates = append(c.templates, e)
+		}
+	}
+	v.cat.Store(&viewCatalog{base, c})
+	return c
+}
+
+// toolListOf is the [mux] tool_list and tool_list_max for s: its
+// profile's where it sets them.
+func (m *Mux) toolListOf(s *session) (mode string, max int) {
+	set := m.settings()
+	mode, max = set.ToolList, set.ToolListMax
+	if v := m.viewOf(s); v != nil {
+		if v.p.ToolList != "" {
+			mode = v.p.ToolList
+		}
+		if v.p.ToolListMax > 0 {
+			max = v.p.ToolListMax
+		}
+	}
+	return mode, max
+}
+
+// profileAsked takes the profile an HTTP request asks for, by its path
+// (/mcp/NAME) or header, into the header, where the session reads it
+// (receive). A profile the config lacks is a 404 that names those it has;
+// it reports false then, having answered.
+func (m *Mux) profileAsked(w http.ResponseWriter, r *http.Request) bool {
+	name, inPath := strings.CutPrefix(r.URL.Path, HTTPPath+"/")
+	if inPath {
+		r.Header.Set(ProfileHeader, name)
+	} else {
+		name = strings.TrimSpace(r.Header.Get(ProfileHeader))
+	}
+	if !inPath && name == "" {
+		return true
+	}
+	cfg := m.conf.Load().cfg
+	if _, ok := cfg.Profile(name); !ok || strings.Contains(name, "/") {
+		http.Error(w, "Not Found: "+UnknownProfileError(cfg, name).Error()+"; /mcp serves every backend", http.StatusNotFound)
+		return false
+	}
+	return true
+}
+
+// hiddenFromView reports whether the backend called name is outside v.
+func hiddenFromView(v *view, name string) bool {
+	return v != nil && !v.p.HasBackend(name)
+}
+
+// viewStatus is st with only the backends of v.
+func viewStatus(v *view, st []BackendStatus) []BackendStatus {
+	if v == nil {
+		return st
+	}
+	return slices.DeleteFunc(st, func(b BackendStatus) bool { return hiddenFromView(v, b.Name) })
+}
+
+// profileWarnings is what `check --connect` says of the profiles once
+// every backend has started: a tools or exclude_tools pattern that matches
+// none of the tools its backends offer (when they all are serving).
+func (m *Mux) profileWarnings() []string {
+	var out []string
+	cfg := m.conf.Load().cfg
+	cat := m.cat.get()
+	for i := range cfg.Profiles {
+		p := &cfg.Profiles[i]
+		v := &view{p: p}
+		known := true
+		for _, mem := range v.members(m.members()) {
+			known = known && mem.serving()
+		}
+		if !known || p.Broken != "" {
+			continue // its lists are unknown: nothing can be said
+		}
+		var names []string
+		for _, e := range cat.tools.items {
+			if v.has(e.mem) {
+				names = append(names, e.item.Name)
+			}
+		}
+		for _, f := range []struct {
+			key      string
+			patterns []string
+		}{{"tools", p.Tools}, {"exclude_tools", p.ExcludeTools}} {
+			for j, pat := range f.patterns {
+				if !globMatchesSome(pat, names) {
+					out = append(out, fmt.Sprintf("%s: pattern %q matches none of the %d tools of its backends (globs match the names the agent sees, with the prefix: \"github__*issue*\")", p.PatternAt(cfg.Path, f.key, j), pat, len(names)))
+				}
+			}
+		}
+	}
+	return out
+}
