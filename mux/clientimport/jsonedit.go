@@ -264,6 +264,17 @@ func marshalIndented(v any, indent, unit string) string {
 	return out.String()
 }
 
+// marshalCompact writes v as JSON on one line, with a space after each
+// colon and comma, as people write it.
+func marshalCompact(v any) string {
+	flat := marshalIndented(v, "", "")
+	flat = strings.ReplaceAll(flat, "\n", " ")
+	flat = strings.ReplaceAll(flat, "[ ", "[")
+	flat = strings.ReplaceAll(flat, " ]", "]")
+	flat = strings.ReplaceAll(flat, "{ ", "{")
+	return strings.ReplaceAll(flat, " }", "}")
+}
+
 // replaceMembers is the splice that removes the members of object obj
 // whose key is in remove, and puts the member key: entry where the first
 // of them was, indented as its siblings are. Everything else inside obj
@@ -287,6 +298,9 @@ func replaceMembers(data []byte, obj *jvalue, remove map[string]bool, key string
 	memberIndent, unit := indentUnit(data, obj)
 	keyJSON, _ := json.Marshal(key)
 	text := string(keyJSON) + ": " + marshalIndented(entry, memberIndent, unit)
+	if _, alone := lineIndent(data, obj.members[first].keyStart); !alone {
+		text = string(keyJSON) + ": " + marshalCompact(entry) // an object on one line stays on one
+	}
 	n := len(obj.members)
 	trailing := obj.members[n-1].comma >= 0
 	inner := obj.start + 1
@@ -303,8 +317,18 @@ func replaceMembers(data []byte, obj *jvalue, remove map[string]bool, key string
 				start = bytes.LastIndexByte(data[:start], '\n') + 1
 				end = skipLineRest(data, end)
 			} else {
-				for end < obj.end-1 && (data[end] == ' ' || data[end] == '\t') {
-					end++
+				// On a line with others: the blanks after it go, or,
+				// when it is last, those before it.
+				e := end
+				for e < obj.end-1 && (data[e] == ' ' || data[e] == '\t') {
+					e++
+				}
+				if e < obj.end-1 {
+					end = e
+				} else {
+					for start > pos && (data[start-1] == ' ' || data[start-1] == '\t') {
+						start--
+					}
 				}
 			}
 			b.Write(data[pos:max(pos, start)])
@@ -329,13 +353,24 @@ func replaceMembers(data []byte, obj *jvalue, remove map[string]bool, key string
 	return splice{start: inner, end: obj.end - 1, text: b.String()}, true
 }
 
-// skipLineRest passes, from pos, blanks and a // comment to the end of the
+// skipLineRest passes, from pos, blanks and comments to the end of the
 // line, and the line break: the rest of a line that a removed member
 // stood on. A line with more on it is left from pos on.
 func skipLineRest(data []byte, pos int) int {
 	i := pos
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r') {
-		i++
+	for {
+		for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r') {
+			i++
+		}
+		if i+1 < len(data) && data[i] == '/' && data[i+1] == '*' {
+			end := bytes.Index(data[i+2:], []byte("*/"))
+			if end < 0 || bytes.IndexByte(data[i+2:i+2+end], '\n') >= 0 {
+				return pos // a comment of more lines is not this line's
+			}
+			i += 2 + end + 2
+			continue
+		}
+		break
 	}
 	if i+1 < len(data) && data[i] == '/' && data[i+1] == '/' {
 		for i < len(data) && data[i] != '\n' {

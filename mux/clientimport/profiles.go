@@ -183,12 +183,19 @@ func setProfileBackends(data []byte, name string, backends []string) ([]byte, er
 		if !in || m == nil {
 			continue
 		}
-		var one struct{ Backends []string }
-		if _, err := toml.Decode(text, &one); err != nil {
-			return nil, fmt.Errorf("its backends list is not on one line")
+		// The list ends at the first "]" up to which the line parses;
+		// what follows (a comment) stays.
+		for j := range len(text) {
+			var one struct{ Backends []string }
+			if text[j] != ']' {
+				continue
+			}
+			if _, err := toml.Decode(text[:j+1], &one); err == nil {
+				lines[i] = []byte(m[1] + "backends = " + tomlArray(backends) + string(line[j+1:]))
+				return bytes.Join(lines, nil), nil
+			}
 		}
-		lines[i] = []byte(m[1] + "backends = " + tomlArray(backends) + string(line[len(text):]))
-		return bytes.Join(lines, nil), nil
+		return nil, fmt.Errorf("its backends list is not on one line")
 	}
 	return nil, fmt.Errorf("its backends line was not found under [profile.%s]", name)
 }
