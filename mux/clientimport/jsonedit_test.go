@@ -182,7 +182,9 @@ func TestAddToConfigAddsProfilesOnce(t *testing.T) {
 	if string(out) != want || len(said) != 2 {
 		t.Errorf("got %q\n%s", said, out)
 	}
-	var doc struct{ Profile map[string]struct{ Backends, Clients []string } }
+	var doc struct {
+		Profile map[string]struct{ Backends, Clients []string }
+	}
 	if _, err := toml.Decode(string(out), &doc); err != nil || len(doc.Profile["vscode"].Backends) != 1 {
 		t.Errorf("%v %+v", err, doc)
 	}
