@@ -32,6 +32,8 @@ func importCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the config to `FILE` (default: stdout)"},
 			&cli.BoolFlag{Name: "force", Usage: "overwrite the --output file if it exists"},
+			&cli.BoolFlag{Name: "apply", Usage: "also move the clients over: add their servers to the config (--output, default: " + displayUserConfigPath() + ") with a profile per client, and replace them in each client's file with one mcp-mux entry, saving each file changed beside it"},
+			&cli.BoolFlag{Name: "undo", Usage: "put back the files the last --apply changed"},
 		},
 		Action: importAction,
 	}
@@ -57,7 +59,14 @@ func displayUserConfigPath() string {
 
 func importAction(c *cli.Context) error {
 	stderr := c.App.ErrWriter
-	var files []*clientimport.File
+	if c.Bool("undo") {
+		if c.Bool("apply") || c.NArg() > 0 || c.String("output") != "" {
+			return cli.Exit("mcp-mux import: --undo takes no file, --apply or --output: it puts back what the last --apply changed", 1)
+		}
+		fmt.Fprintln(stderr, "mcp-mux import --undo:")
+		return importUndo(stderr)
+	}
+	var read []*readFile
 	var settingsDirs []string // where else Claude Code's settings may be: the current directory, as for .mcp.json
 	if c.NArg() > 0 {
 		for _, path := range c.Args().Slice() {
@@ -65,7 +74,7 @@ func importAction(c *cli.Context) error {
 			if err != nil {
 				return cli.Exit("mcp-mux import: "+err.Error(), 1)
 			}
-			files = append(files, f)
+			read = append(read, f)
 		}
 	} else {
 		wd, _ := os.Getwd()
@@ -80,21 +89,30 @@ func importAction(c *cli.Context) error {
 			}
 			f, err := readClientFile(loc.Path)
 			if err != nil {
+				// --apply leaves such a file alone too.
 				fmt.Fprintf(stderr, "  not read   %s\n", err)
 				continue
 			}
 			fmt.Fprintf(stderr, "  read       %s (%s): %d server%s\n", loc.Path, f.Client, len(f.Servers), plural(len(f.Servers)))
-			files = append(files, f)
+			read = append(read, f)
 		}
 	}
 	total := 0
-	for _, f := range files {
+	for _, f := range read {
 		total += len(f.Servers)
+	}
+	if c.Bool("apply") {
+		// A second run finds only mcp-mux's own entries: nothing to do.
+		return importApply(c, read, settingsDirs)
 	}
 	if total == 0 {
 		return cli.Exit("mcp-mux import: no MCP servers found; pass a client's config file as an argument", 1)
 	}
 
+	files := make([]*clientimport.File, len(read))
+	for i, f := range read {
+		files[i] = f.File
+	}
 	res := clientimport.Render(files)
 	out := c.String("output")
 	if out != "" {
@@ -116,7 +134,7 @@ func importAction(c *cli.Context) error {
 	return nil
 }
 
-func readClientFile(path string) (*clientimport.File, error) {
+func readClientFile(path string) (*readFile, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -126,7 +144,11 @@ func readClientFile(path string) (*clientimport.File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	home, _ := os.UserHomeDir()
-	return clientimport.Read(path, data, clientimport.Options{Home: home})
+	f, err := clientimport.Read(path, data, clientimport.Options{Home: home})
+	if err != nil {
+		return nil, err
+	}
+	return &readFile{File: f, data: data}, nil
 }
 
 // writeNewFile writes data to path, creating its directory, with mode 0600

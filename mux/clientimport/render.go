@@ -46,7 +46,11 @@ type source struct {
 }
 
 // Render writes the servers of files as one mcp-mux config.
-func Render(files []*File) *Result {
+func Render(files []*File) *Result { return RenderBeside(files, nil) }
+
+// RenderBeside is Render for a config added to one whose backends are
+// named taken: no backend gets one of those names.
+func RenderBeside(files []*File, taken []string) *Result {
 	res := &Result{}
 	w := &tomlWriter{}
 	type def struct {
@@ -61,6 +65,9 @@ func Render(files []*File) *Result {
 	}
 	var entries []*entry
 	used := map[string]bool{}
+	for _, n := range taken {
+		used[n] = true
+	}
 	seen := map[string]*entry{}
 	for _, f := range files {
 		for i := range f.Servers {
@@ -232,6 +239,17 @@ func Render(files []*File) *Result {
 	}
 	res.TOML = []byte(w.b.String())
 	return res
+}
+
+// BackendOf is the backend that server s of file f became, "" if none
+// (it is kept commented out, or was not rendered).
+func (r *Result) BackendOf(f *File, s *Server) string {
+	for _, d := range r.sources {
+		if d.file == f && d.srv == s && s.Unusable == "" {
+			return d.backend
+		}
+	}
+	return ""
 }
 
 // headerSecretExample shows how the header name of backend would refer to

@@ -1,0 +1,160 @@
+package clientimport
+
+// What `import --apply` changes in the clients' own files: each servers
+// object moved to mcp-mux loses those servers and gets one mcp-mux entry
+// in their place (jsonedit.go keeps every other byte), and Claude Code's
+// settings get the permission rules that import proposes.
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// IsMuxEntry reports whether s is mcp-mux's own entry, as --apply writes
+// it: it is never imported (mcp-mux would run itself), and --apply writes
+// it anew where it is.
+func IsMuxEntry(s *Server, name string) bool {
+	base := strings.ToLower(filepath.Base(strings.ReplaceAll(s.Command, `\`, "/")))
+	return s.Name == name && strings.TrimSuffix(base, ".exe") == "mcp-mux"
+}
+
+// StaysWhy says why s stays in its client's file rather than move to
+// mcp-mux, "" when it moves.
+func StaysWhy(s *Server) string {
+	switch {
+	case s.Unusable != "":
+		return "mcp-mux cannot run it as written (" + s.Unusable + ")"
+	case s.ProjectGone:
+		return "its project directory no longer exists"
+	}
+	return ""
+}
+
+// ScopeOf is the project that server s of f is for: "" for the user's own.
+func ScopeOf(f *File, s *Server) string {
+	if s.Project != "" {
+		return s.Project
+	}
+	return f.Project
+}
+
+// ProfileFor names the profile that gets the servers of client for
+// project ("" for the user's own servers), and the clientInfo names
+// (globs) that get it by default: only a client's user-level profile has
+// them, as two profiles claiming one agent is a mistake; a project's is
+// asked for by its launch line.
+func ProfileFor(client, project string) (name string, clients []string) {
+	switch client {
+	case ClientClaudeDesktop:
+		name, clients = "claude-desktop", []string{"claude-ai"}
+	case ClientClaudeCode:
+		name, clients = "claude-code", []string{"claude-code"}
+	case ClientCursor:
+		name, clients = "cursor", []string{"cursor*"}
+	case ClientVSCode:
+		// "Visual Studio Code - Insiders" too.
+		name, clients = "vscode", []string{"Visual Studio Code*"}
+	default:
+		return "", nil
+	}
+	if project == "" {
+		return name, clients
+	}
+	base := strings.Trim(nameBadRe.ReplaceAllString(filepath.Base(project), "-"), "-")
+	if base == "" {
+		base = "project"
+	}
+	return name + "-" + base, nil
+}
+
+// ServersEdit is what becomes of one servers object of a client's file:
+// the servers named Remove (and an older mcp-mux entry) leave it, and
+// Entry, mcp-mux's, takes the place of the first of them.
+type ServersEdit struct {
+	Remove []string
+	Entry  any
+}
+
+// RewriteServers is f's file (data, as read) with edits made, keyed by
+// the project of ~/.claude.json whose servers they are ("" for the
+// servers at the top of the file), and name mcp-mux's entry's name.
+func RewriteServers(f *File, data []byte, edits map[string]ServersEdit, name string) ([]byte, error) {
+	root, err := scanJSONC(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	var splices []splice
+	for _, project := range slices.Sorted(maps.Keys(edits)) {
+		e := edits[project]
+		path := []string{"mcpServers"}
+		switch {
+		case project != "":
+			path = []string{"projects", project, "mcpServers"}
+		case f.Client == ClientVSCode && root.get("servers") == nil:
+			path = []string{"mcp", "servers"} // settings.json
+		case f.Client == ClientVSCode:
+			path = []string{"servers"}
+		}
+		obj := root.lookup(path...)
+		if obj == nil || obj.kind != '{' {
+			return nil, fmt.Errorf("%s: %s is not an object", f.Path, strings.Join(path, "."))
+		}
+		remove := map[string]bool{name: true}
+		for _, r := range e.Remove {
+			remove[r] = true
+		}
+		if sp, ok := replaceMembers(data, obj, remove, name, e.Entry); ok {
+			splices = append(splices, sp)
+		}
+	}
+	return applySplices(data, splices), nil
+}
+
+// AddPermissionRules is a Claude Code settings file (data, as read from
+// path) with the new rules of carried added to the end of their lists,
+// each once and only when the list lacks it; and the rules added.
+func AddPermissionRules(path string, data []byte, carried []CarriedRule) ([]byte, []PermissionRule, error) {
+	root, err := scanJSONC(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	perms := root.get("permissions")
+	var splices []splice
+	var added []PermissionRule
+	for _, list := range PermissionLists {
+		arr := perms.get(list)
+		if arr == nil || arr.kind != '[' {
+			continue
+		}
+		have := map[string]bool{}
+		for _, m := range arr.members {
+			var s string
+			if json.Unmarshal(data[m.val.start:m.val.end], &s) == nil {
+				have[s] = true
+			}
+		}
+		var items []string
+		for _, c := range carried {
+			if c.List != list {
+				continue
+			}
+			for _, n := range c.New {
+				if have[n] {
+					continue
+				}
+				have[n] = true
+				q, _ := json.Marshal(n)
+				items = append(items, string(q))
+				added = append(added, PermissionRule{List: list, Rule: n})
+			}
+		}
+		if len(items) > 0 {
+			splices = append(splices, appendElements(data, arr, items))
+		}
+	}
+	return applySplices(data, splices), added, nil
+}
