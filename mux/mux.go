@@ -98,6 +98,8 @@ type Mux struct {
 	catalogs *catalogmem.Store
 	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
 	agentMetas agentMetas
+	// obs is the metrics and the audit log (observe.go).
+	obs observer
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
@@ -169,6 +171,7 @@ func (s *session) isEnded() bool {
 // connection, else through the go-sdk from the session's own queue. It
 // never blocks.
 func (m *Mux) deliver(s *session, method string, params mcp.Params) {
+	m.notified(method)
 	if c := s.conn.Load(); c != nil {
 		if err := c.notify(method, params); err != nil {
 			m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
@@ -189,6 +192,7 @@ func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 // where a client that opened no other stream expects it.
 func (m *Mux) deliverFor(ctx context.Context, s *session, method string, params mcp.Params) {
 	if hs := streamFrom(ctx); hs != nil { // a request on the HTTP fast path (httpfast.go)
+		m.notified(method)
 		hs.notify(method, params)
 		return
 	}
@@ -196,6 +200,7 @@ func (m *Mux) deliverFor(ctx context.Context, s *session, method string, params 
 		m.deliver(s, method, params)
 		return
 	}
+	m.notified(method)
 	m.enqueue(s, method, params, func(sctx context.Context) error {
 		_, err := m.send(valuesOf{sctx, ctx}, method, &mcp.ServerRequest[mcp.Params]{Session: s.ss, Params: params})
 		return err
@@ -248,6 +253,7 @@ func New(cfg *config.File, logger *log.Logger, version string) *Mux {
 		backoffBase: defaultBackoff,
 	}
 	m.conf.Store(&loadedConfig{cfg: cfg, generation: 1, loaded: time.Now()})
+	m.startObserving(&cfg.Mux)
 	r := &roster{byName: map[string]*member{}}
 	for _, spec := range cfg.Backends {
 		if spec.Disabled {
