@@ -76,7 +76,8 @@ func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 	b, err := mem.backendForUseNoting(ctx, m.startProgress(ctx, mem, in.meta)) // started if it was not running (lazy.go)
 	if err != nil {
 		err = toAgentError(mem, err)
-		m.observed(ctx, mem, &in, nil, err)
+		failed := in // a copy: &in would move in to the heap for every request
+		m.observed(ctx, mem, &failed, nil, err)
 		return zero, err
 	}
 	if s := sessionFrom(ctx); s != nil && s.isModern() && !b.Modern() && multiRound(in.method) {
