@@ -171,8 +171,8 @@ func (s *session) isEnded() bool {
 // connection, else through the go-sdk from the session's own queue. It
 // never blocks.
 func (m *Mux) deliver(s *session, method string, params mcp.Params) {
-	m.notified(method)
 	if c := s.conn.Load(); c != nil {
+		m.notified(method)
 		if err := c.notify(method, params); err != nil {
 			m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
 		}
@@ -181,6 +181,7 @@ func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 	if s.ss == nil {
 		return // a stateless request's: nothing to send it on but its own stream
 	}
+	m.notified(method)
 	m.enqueue(s, method, params, func(ctx context.Context) error {
 		_, err := m.send(ctx, method, &mcp.ServerRequest[mcp.Params]{Session: s.ss, Params: params})
 		return err
