@@ -51,6 +51,10 @@ type inbound struct {
 	method string
 	target string // the tool or prompt name, or the URI: what a requestState of mux's is bound to
 	round  *round // the answers and requestState of a retry (rounds.go), if it is one
+	// For what mux records of it (observe.go): when forward began, and
+	// the arguments of a tool or prompt as the agent sent them.
+	start time.Time
+	args  json.RawMessage
 }
 
 // forward runs one agent request at mem's backend: call sends it, with the
@@ -59,6 +63,7 @@ type inbound struct {
 func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta, r *round) (R, error)) (R, error) {
 	var zero R
+	in.start = time.Now()
 	if in.round != nil {
 		pc, err := m.parked.claim(in)
 		if err != nil {
@@ -70,7 +75,10 @@ func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 	}
 	b, err := mem.backendForUseNoting(ctx, m.startProgress(ctx, mem, in.meta)) // started if it was not running (lazy.go)
 	if err != nil {
-		return zero, toAgentError(mem, err)
+		err = toAgentError(mem, err)
+		failed := in // a copy: &in would move in to the heap for every request
+		m.observed(ctx, mem, &failed, nil, err)
+		return zero, err
 	}
 	if s := sessionFrom(ctx); s != nil && s.isModern() && !b.Modern() && multiRound(in.method) {
 		// The backend may ask the agent for input while it serves the
@@ -94,10 +102,11 @@ func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 
 // run is forward's pipeline at b, for a request parked as pc or not.
 func run[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend, in inbound, pc *parkedCall,
-	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta, r *round) (R, error)) (R, error) {
+	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta, r *round) (R, error)) (res R, err error) {
 	var zero R
 	ctx, d, cancel := m.withDeadline(ctx, mem)
 	defer cancel()
+	defer func() { m.observed(ctx, mem, &in, rawResult(res), err) }() // before cancel: its cause is the timeout's
 	if pc != nil {
 		pc.mu.Lock()
 		pc.d = d
@@ -114,7 +123,7 @@ func run[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend, i
 	meta, done := mem.awaitProgress(ctx, in.meta, s, d)
 	defer done()
 	meta = m.backendMeta(b, s, meta)
-	res, err := call(ctx, b, meta, in.round)
+	res, err = call(ctx, b, meta, in.round)
 	// A backend of the current era that needs input a handshake-era agent
 	// cannot be asked for in a result: mux asks the agent itself.
 	for n := 0; err == nil && s != nil && !s.isModern(); n++ {
@@ -140,6 +149,12 @@ func run[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend, i
 	}
 	m.settle(ctx, b)
 	return res, nil
+}
+
+// rawResult is res if it is the backend's result as bytes, else nil.
+func rawResult[R any](res R) json.RawMessage {
+	raw, _ := any(res).(json.RawMessage)
+	return raw
 }
 
 // notFoundInEra is err, a backend's error for a read, with the code of
@@ -208,6 +223,11 @@ func (m *Mux) backendMeta(b *backends.Backend, s *session, meta mcp.Meta) mcp.Me
 // decoded into in.meta (then the backend gets it as sent: see
 // passThrough.plainMeta), fields the rest of the backend's params.
 func forwardBytes(ctx context.Context, m *Mux, mem *member, in inbound, rawMeta json.RawMessage, fields []param) (json.RawMessage, error) {
+	for _, f := range fields {
+		if f.key == "arguments" {
+			in.args = f.value // for the audit log's names of them
+		}
+	}
 	return forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, fwd mcp.Meta, rd *round) (json.RawMessage, error) {
 		sendMeta := rawMeta
 		if in.meta != nil || len(fwd) > 0 {

@@ -93,6 +93,7 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 		writeTimeout = DefaultHTTPWriteTimeout
 	}
 	mux := http.NewServeMux()
+	mux.Handle(MetricsPath, m.metricsHandler(o.Token)) // observe.go
 	serve := func(w http.ResponseWriter, r *http.Request) {
 		w, r, done := boundWrites(w, r, writeTimeout)
 		defer done()

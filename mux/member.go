@@ -101,6 +101,8 @@ type member struct {
 	use          chan struct{} // a request wants it started (cap 1)
 	lastUse      atomic.Int64  // when a request last wanted it (unix ns)
 	idleChecks   atomic.Int64  // idle_stop checks made (a test waits for them)
+
+	series memberSeries // its request metrics by method (observe.go)
 }
 
 // memberCatalog is one backend's lists, as last fetched.

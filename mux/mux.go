@@ -102,6 +102,8 @@ type Mux struct {
 	// profileViews the views of the config in effect (profile.go).
 	launch       string
 	profileViews atomic.Pointer[views]
+	// obs is the metrics and the audit log (observe.go).
+	obs observer
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
@@ -176,6 +178,7 @@ func (s *session) isEnded() bool {
 // never blocks.
 func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 	if c := s.conn.Load(); c != nil {
+		m.notified(method)
 		if err := c.notify(method, params); err != nil {
 			m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
 		}
@@ -184,6 +187,7 @@ func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 	if s.ss == nil {
 		return // a stateless request's: nothing to send it on but its own stream
 	}
+	m.notified(method)
 	m.enqueue(s, method, params, func(ctx context.Context) error {
 		_, err := m.send(ctx, method, &mcp.ServerRequest[mcp.Params]{Session: s.ss, Params: params})
 		return err
@@ -195,6 +199,7 @@ func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 // where a client that opened no other stream expects it.
 func (m *Mux) deliverFor(ctx context.Context, s *session, method string, params mcp.Params) {
 	if hs := streamFrom(ctx); hs != nil { // a request on the HTTP fast path (httpfast.go)
+		m.notified(method)
 		hs.notify(method, params)
 		return
 	}
@@ -202,6 +207,7 @@ func (m *Mux) deliverFor(ctx context.Context, s *session, method string, params 
 		m.deliver(s, method, params)
 		return
 	}
+	m.notified(method)
 	m.enqueue(s, method, params, func(sctx context.Context) error {
 		_, err := m.send(valuesOf{sctx, ctx}, method, &mcp.ServerRequest[mcp.Params]{Session: s.ss, Params: params})
 		return err
@@ -260,6 +266,7 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 		backoffBase: defaultBackoff,
 	}
 	m.conf.Store(&loadedConfig{cfg: cfg, generation: 1, loaded: time.Now()})
+	m.startObserving(&cfg.Mux)
 	r := &roster{byName: map[string]*member{}}
 	for _, spec := range cfg.Backends {
 		if spec.Disabled {

@@ -43,6 +43,8 @@ var liveSettings = map[string]bool{
 	"tool_list_max":   true,
 	"start":           true, // for the backends started from then on
 	"idle_stop":       true, // read at each backend's next check
+	"audit_log":       true, // the new file is opened (observe.go)
+	"audit_arguments": true,
 }
 
 // reloadPlan is what a reload changes, backends by name and [mux] settings
@@ -314,6 +316,7 @@ func (m *Mux) applyReload(next *config.File, p reloadPlan) {
 	for _, name := range p.remove {
 		m.dropSubscriptions(name)
 	}
+	m.reloadObserving(&eff.Mux, p)
 	// Off the lists at once; the new ones join as each is ready.
 	m.cat.rebuild(m)
 	if len(p.remove)+len(p.restart)+len(p.expose) > 0 || p.reorder || p.profiles {

@@ -46,6 +46,9 @@ func (m *Mux) shutdown(grace time.Duration, leave bool) {
 		return
 	}
 	m.closed = true
+	// Last, when every request is over (or, leaving, at once): the audit
+	// log's lines are written, and the metrics listener stops.
+	defer m.stopObserving()
 	var sessions []*mcp.ServerSession
 	for ss := range m.sessions {
 		sessions = append(sessions, ss)

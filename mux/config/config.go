@@ -82,6 +82,14 @@ type Settings struct {
 	HTTPListen      string   `toml:"http_listen"`       // default "": stdio only
 	HTTPToken       string   `toml:"http_token"`        // default "": none (loopback only)
 	HTTPSessionIdle Duration `toml:"http_session_idle"` // default 30m
+	// What mcp-mux records for whoever runs it: the address a stdio
+	// mcp-mux serves /metrics on (serve --http serves them on its own
+	// listener; a non-loopback address needs http_token, and then
+	// requires it), and the audit log of tool calls, prompts and reads
+	// (argument names only, unless audit_arguments).
+	MetricsListen  string `toml:"metrics_listen"`  // default "": none
+	AuditLog       string `toml:"audit_log"`       // default "": none
+	AuditArguments bool   `toml:"audit_arguments"` // default false: names only
 	// The tool list each agent session gets: "all" (every tool), "search"
 	// (the pinned tools, then search_tools and call_tool) or "auto" (by
 	// what the agent is, and tool_list_max).

@@ -15,7 +15,7 @@ import (
 // its install directory), so a path relative to the working directory would
 // mean something different under each agent. Every relative path in the
 // file is therefore relative to the directory of the file itself: log_file,
-// cwd, and a command that contains a path separator (relative to cwd when
+// audit_log, cwd, and a command that contains a path separator (relative to cwd when
 // cwd is set, as the child would see it; cwd itself starts at the config
 // file's directory). They are made absolute when the file is loaded, after
 // a leading "~" is expanded (forgive.go).
@@ -100,7 +100,14 @@ func (p *parser) resolveCommand(command, cwd string) (string, string) {
 // checkLogFile resolves s.LogFile and reports a log file that cannot be
 // opened or is stdout, which carries the protocol.
 func (p *parser) checkLogFile(k keyPath, s *Settings) {
-	given := s.LogFile
+	p.checkOutputFile(k, &s.LogFile, "logs there would corrupt it (remove log_file to log to stderr)")
+}
+
+// checkOutputFile resolves *file, a file mcp-mux writes, and reports one
+// that cannot be opened or is stdout, which carries the protocol (why
+// says what writing there would do, and the fix).
+func (p *parser) checkOutputFile(k keyPath, file *string, why string) {
+	given := *file
 	if msg := swallowedBackslash(given); msg != "" {
 		p.add(k, "%s", msg)
 		return
@@ -110,9 +117,9 @@ func (p *parser) checkLogFile(k keyPath, s *Settings) {
 		return
 	}
 	path, note := p.resolvePath(expanded)
-	s.LogFile = path
+	*file = path
 	if IsStdoutName(path) {
-		p.add(k, "%q%s is mcp-mux's stdout, which carries the MCP protocol: logs there would corrupt it (remove log_file to log to stderr)", given, note)
+		p.add(k, "%q%s is mcp-mux's stdout, which carries the MCP protocol: %s", given, note, why)
 		return
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {

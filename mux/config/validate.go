@@ -75,6 +75,9 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 	if s.LogFile != "" {
 		p.checkLogFile(mk("log_file"), s)
 	}
+	if s.AuditLog != "" {
+		p.checkOutputFile(mk("audit_log"), &s.AuditLog, "audit lines there would corrupt it (write the audit log to a file)")
+	}
 
 	if present["tool_separator"] && s.ToolSeparator == "" {
 		p.add(mk("tool_separator"), "must not be empty (remove the key to use the default %q)", DefaultToolSeparator)
@@ -141,6 +144,35 @@ func (p *parser) validateHTTP(s *Settings, present map[string]bool, mk func(stri
 			p.add(mk("http_listen"), "%s", err.Error())
 		}
 	}
+	if s.MetricsListen != "" {
+		if err := CheckMetricsAddr(s.MetricsListen, s.HTTPToken); err != nil && !present["http_token"] {
+			p.add(mk("metrics_listen"), "%s", err.Error())
+		}
+	}
+}
+
+// CheckMetricsAddr refuses to serve /metrics on a non-loopback address
+// without a token: the backends' names and traffic are not for anyone who
+// can reach it.
+func CheckMetricsAddr(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("metrics address %q: %w (want HOST:PORT, e.g. 127.0.0.1:9464)", addr, err)
+	}
+	if token == "" && !IsLoopbackHost(host) {
+		return fmt.Errorf("metrics address %q is not loopback: anyone who can reach it could read your backends' names and traffic; set [mux] http_token = \"${MCP_MUX_TOKEN}\" (scrapers send it as Authorization: Bearer), or listen on 127.0.0.1", addr)
+	}
+	return nil
+}
+
+// ServeMetricsCheck is whether f's metrics may be served on
+// metrics_listen: never with a token the file asks for but that did not
+// resolve, and never on a non-loopback address without a token.
+func (f *File) ServeMetricsCheck() error {
+	if slices.Contains(f.Invalid, "http_token") {
+		return fmt.Errorf("not serving metrics on %s: the config asks for http_token but it is not usable", f.Mux.MetricsListen)
+	}
+	return CheckMetricsAddr(f.Mux.MetricsListen, f.Mux.HTTPToken)
 }
 
 // ServeHTTPCheck is whether f may be served over HTTP on addr: never with

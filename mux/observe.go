@@ -1,0 +1,300 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-mux/mcp-mux/backends/wire"
+	"github.com/mcp-mux/mcp-mux/mux/audit"
+	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/telemetry"
+)
+
+// What mux records of the requests it forwards, for whoever runs it: the
+// metrics at /metrics (mux/telemetry) and the audit log (mux/audit). Every
+// forwarded request, whichever door it came by, ends in run (forward.go),
+// or in forward when its backend could not be had: both call observed,
+// the one place a request is recorded.
+//
+// MetricsPath is where the metrics are served: on the HTTP listener
+// (behind its token) and on [mux] metrics_listen.
+const MetricsPath = "/metrics"
+
+// observer is the mux's metrics and audit log, and the metrics listener
+// of a stdio mcp-mux.
+type observer struct {
+	metrics *telemetry.Metrics
+	audit   atomic.Pointer[audit.Log] // nil: no audit_log
+
+	mu      sync.Mutex
+	stopped bool
+	servers []func() // each stops a metrics listener and waits for it
+}
+
+// startObserving makes m's metrics and opens the audit log of cfg.
+func (m *Mux) startObserving(cfg *config.Settings) {
+	m.obs.metrics = telemetry.New(m.metricsState)
+	m.openAudit(cfg)
+}
+
+// stopObserving stops the metrics listeners and closes the audit log,
+// writing what it still holds: mux is ending.
+func (m *Mux) stopObserving() {
+	o := &m.obs
+	o.mu.Lock()
+	o.stopped = true
+	servers := o.servers
+	o.servers = nil
+	o.mu.Unlock()
+	for _, stop := range servers {
+		stop()
+	}
+	if l := o.audit.Swap(nil); l != nil {
+		l.Close()
+	}
+	m.obs.metrics.CountAuditDropped(nil)
+}
+
+// openAudit makes cfg's audit_log the one written (none if it is ""),
+// closing the one before, if any. A log that cannot be opened is logged,
+// and the calls go on unaudited.
+func (m *Mux) openAudit(cfg *config.Settings) {
+	var l *audit.Log
+	if cfg.AuditLog != "" {
+		var err error
+		if l, err = audit.Open(cfg.AuditLog, cfg.AuditArguments, m.log); err != nil {
+			m.log.Error("audit log not written: it cannot be opened", "err", err)
+			l = nil
+		}
+	}
+	m.obs.mu.Lock()
+	if m.obs.stopped {
+		m.obs.mu.Unlock()
+		if l != nil {
+			l.Close()
+		}
+		return
+	}
+	old := m.obs.audit.Swap(l)
+	if l != nil {
+		m.obs.metrics.CountAuditDropped(l.Dropped)
+	} else {
+		m.obs.metrics.CountAuditDropped(nil)
+	}
+	m.obs.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+// reloadObserving applies a reload to what mux records: a backend that
+// is gone loses its series, and a changed audit_log (or audit_arguments)
+// is opened anew.
+func (m *Mux) reloadObserving(eff *config.Settings, p reloadPlan) {
+	for _, name := range p.remove {
+		m.obs.metrics.Forget(name)
+	}
+	if slices.Contains(p.live, "audit_log") || slices.Contains(p.live, "audit_arguments") {
+		m.openAudit(eff)
+	}
+}
+
+// The methods a forwarded request may be: a fixed set, so that each
+// member keeps its series in an array.
+const (
+	methodToolsCall = iota
+	methodResourcesRead
+	methodPromptsGet
+	methodComplete
+	methodSubscribe
+	methodOther
+	nMethods
+)
+
+func methodIndex(method string) int {
+	switch method {
+	case "tools/call":
+		return methodToolsCall
+	case "resources/read":
+		return methodResourcesRead
+	case "prompts/get":
+		return methodPromptsGet
+	case "completion/complete":
+		return methodComplete
+	case "resources/subscribe":
+		return methodSubscribe
+	}
+	return methodOther
+}
+
+// memberSeries is a member's request metrics by method, resolved on first
+// use.
+type memberSeries [nMethods]atomic.Pointer[telemetry.Series]
+
+// seriesOf is mem's series of method, or nil for a member a reload
+// stopped (its series are deleted: resolving them would make them anew).
+func (m *Mux) seriesOf(mem *member, method string) *telemetry.Series {
+	i := methodIndex(method)
+	if s := mem.series[i].Load(); s != nil {
+		return s
+	}
+	if mem.ctx.Err() != nil {
+		return nil
+	}
+	name := method
+	if i == methodOther {
+		name = "other"
+	}
+	s := m.obs.metrics.Series(mem.spec.Name, name)
+	mem.series[i].Store(s)
+	return s
+}
+
+// observed records one request forwarded to mem that ended with res (the
+// backend's result as it sent it, if it was bytes) or err, in ctx (whose
+// cause tells mux's timeout from the agent's cancellation).
+func (m *Mux) observed(ctx context.Context, mem *member, in *inbound, res json.RawMessage, err error) {
+	d := time.Since(in.start)
+	o := outcomeOf(ctx, in.method, res, err)
+	if s := m.seriesOf(mem, in.method); s != nil {
+		s.Observe(o, d)
+	}
+	if l := m.obs.audit.Load(); l != nil && audited(in.method) {
+		m.auditLine(ctx, l, mem, in, d, o)
+	}
+}
+
+// outcomeOf is how a request ended: its error, or for a tool call a result
+// that is a tool's error.
+func outcomeOf(ctx context.Context, method string, res json.RawMessage, err error) telemetry.Outcome {
+	switch {
+	case err == nil && method == "tools/call" && isToolError(res):
+		return telemetry.ToolError
+	case err == nil:
+		return telemetry.OK
+	case context.Cause(ctx) == errTimedOut:
+		return telemetry.Timeout
+	case ctx.Err() != nil:
+		return telemetry.Cancelled
+	}
+	return telemetry.Error
+}
+
+// isToolError reports whether res, a tools/call result as the backend
+// sent it, has isError true. Most results have no isError at all: only
+// those that name it are parsed.
+func isToolError(res json.RawMessage) bool {
+	if !bytes.Contains(res, []byte(`"isError"`)) {
+		return false
+	}
+	v, ok := wire.ObjectMember(res, "isError")
+	return ok && string(bytes.TrimSpace(v)) == "true"
+}
+
+// audited: the requests the audit log has a line for.
+func audited(method string) bool {
+	return method == "tools/call" || method == "prompts/get" || method == "resources/read"
+}
+
+// auditLine queues the audit line of one request.
+func (m *Mux) auditLine(ctx context.Context, l *audit.Log, mem *member, in *inbound, d time.Duration, o telemetry.Outcome) {
+	e := audit.Entry{Time: in.start, Backend: mem.spec.Name, Method: in.method, Target: in.target, Duration: d, Outcome: o.String()}
+	if s := sessionFrom(ctx); s != nil {
+		e.Session = s.id
+		if p := s.initParams(); p != nil && p.ClientInfo != nil {
+			e.Agent = p.ClientInfo.Name
+		}
+	}
+	if in.client != "" {
+		e.Agent = in.client
+	}
+	if members, ok := wire.ObjectMembers(in.args); ok && len(members) > 0 {
+		e.ArgNames = make([]string, 0, len(members))
+		for k := range members {
+			e.ArgNames = append(e.ArgNames, k)
+		}
+		slices.Sort(e.ArgNames)
+		if l.WithArgs() {
+			e.Args = bytes.Clone(in.args) // the request's bytes: not kept past it
+		}
+	}
+	l.Record(e)
+}
+
+// notified counts a notification sent to an agent.
+func (m *Mux) notified(method string) { m.obs.metrics.Notified(method) }
+
+// metricsState is what /metrics reads of the mux when it is scraped: each
+// backend's state and restarts, and the sessions by transport.
+func (m *Mux) metricsState() telemetry.State {
+	var st telemetry.State
+	for _, mem := range m.members() {
+		mem.mu.Lock()
+		b := telemetry.BackendState{Name: mem.spec.Name, Up: mem.state == stateReady, Restarts: mem.restarts}
+		mem.mu.Unlock()
+		st.Backends = append(st.Backends, b)
+	}
+	st.Sessions = map[string]int{}
+	m.mu.Lock()
+	for _, s := range m.sessions {
+		if s.conn.Load() != nil {
+			st.Sessions["stdio"]++
+		} else {
+			st.Sessions["http"]++
+		}
+	}
+	st.Sessions["http"] += len(m.stateless)
+	m.mu.Unlock()
+	return st
+}
+
+// metricsHandler serves /metrics behind the checks of the HTTP door: a
+// browser page's Origin, and the bearer token when there is one (the
+// backends' names and traffic are not for anyone who can reach the port).
+func (m *Mux) metricsHandler(token string) http.Handler {
+	h := m.obs.metrics.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !originAllowed(r) {
+			http.Error(w, "Forbidden: Origin not allowed", http.StatusForbidden)
+			return
+		}
+		if token != "" && !bearerOK(r, token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-mux"`)
+			http.Error(w, "Unauthorized: this mcp-mux requires Authorization: Bearer <http_token>", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ServeMetrics serves /metrics on ln (a stdio mcp-mux's [mux]
+// metrics_listen), requiring token if it is not "", until mux ends.
+func (m *Mux) ServeMetrics(ln net.Listener, token string) {
+	hm := http.NewServeMux()
+	hm.Handle(MetricsPath, m.metricsHandler(token))
+	srv := &http.Server{Handler: hm, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	m.obs.mu.Lock()
+	if m.obs.stopped {
+		m.obs.mu.Unlock()
+		ln.Close()
+		return
+	}
+	m.obs.servers = append(m.obs.servers, func() {
+		srv.Close()
+		<-done
+	})
+	m.obs.mu.Unlock()
+	go func() {
+		defer close(done)
+		srv.Serve(ln) // until stopObserving closes srv
+	}()
+	m.log.Info("serving metrics", "url", "http://"+ln.Addr().String()+MetricsPath, "token", token != "")
+}
