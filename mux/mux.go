@@ -29,6 +29,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/tracing"
 	"github.com/mcp-mux/mcp-mux/subs"
 )
 
@@ -98,6 +99,9 @@ type Mux struct {
 	catalogs *catalogmem.Store
 	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
 	agentMetas agentMetas
+	// tracer makes a span of every forwarded request; nil when tracing
+	// is off (traces.go).
+	tracer *tracing.Tracer
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
