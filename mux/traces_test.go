@@ -26,7 +26,7 @@ const (
 
 // startTracer is a tracer exporting to an OTLP receiver of the test's,
 // configured as mcp-mux's would be: by the environment.
-func startTracer(t *testing.T) (*tracing.Tracer, *testkit.OTLPReceiver) {
+func startTracer(t testing.TB) (*tracing.Tracer, *testkit.OTLPReceiver) {
 	t.Helper()
 	rcv := testkit.StartOTLPReceiver(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
@@ -40,7 +40,7 @@ func startTracer(t *testing.T) (*tracing.Tracer, *testkit.OTLPReceiver) {
 }
 
 // startTracedMux is startMux with tr tracing its requests (nil: none).
-func startTracedMux(t *testing.T, tr *tracing.Tracer, specs ...config.Backend) *Mux {
+func startTracedMux(t testing.TB, tr *tracing.Tracer, specs ...config.Backend) *Mux {
 	t.Helper()
 	m := New(testConfig(specs...), testLogger(t), "test")
 	m.catalogs = catalogmem.Open(filepath.Join(t.TempDir(), "catalogs.json"))
@@ -247,4 +247,16 @@ func TestTracingOffPassesTheAgentsTraceContextUnchanged(t *testing.T) {
 			})
 		}
 	}
+}
+
+// benchMux is the mux a benchmark measures: with MCP_MUX_BENCH_TRACING
+// set, tracing every call to an OTLP receiver of the benchmark's own
+// (run the benchmark with and without it, and compare: benchstat).
+func benchMux(b *testing.B, specs ...config.Backend) *Mux {
+	b.Helper()
+	if os.Getenv("MCP_MUX_BENCH_TRACING") == "" {
+		return startMux(b, specs...)
+	}
+	tr, _ := startTracer(b)
+	return startTracedMux(b, tr, specs...)
 }

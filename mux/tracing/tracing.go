@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -120,14 +121,20 @@ func routeErrors(logger *log.Logger) {
 	}
 	var warned atomic.Bool
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		// The exporter's errors name the endpoint's URL, which may have a
+		// password in it.
+		msg := userinfo.ReplaceAllString(err.Error(), "$1***@")
 		if warned.CompareAndSwap(false, true) {
-			logger.Warn("exporting traces failed (later failures are logged at debug level)", "err", err)
+			logger.Warn("exporting traces failed (later failures are logged at debug level)", "err", msg)
 			return
 		}
-		logger.Debug("exporting traces failed", "err", err)
+		logger.Debug("exporting traces failed", "err", msg)
 	}))
 	otel.SetLogger(logr.Discard())
 }
+
+// userinfo matches the user (and password) part of a URL.
+var userinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
 
 // Shutdown exports what is queued and stops the exporter, taking at most
 // timeout: mcp-mux's exit is not held up by a collector.
@@ -207,6 +214,11 @@ func (t *Tracer) Start(ctx context.Context, req Request, meta map[string]any) (*
 	for k, v := range meta {
 		out[k] = v
 	}
+	// The agent's tracestate goes on only with its trace (as the
+	// propagator parsed it): not with a new one, when its traceparent was
+	// not valid.
+	delete(out, KeyTraceparent)
+	delete(out, KeyTracestate)
 	propagator.Inject(ctx, out)
 	s := &Span{span: span, Traceparent: out.Get(KeyTraceparent), Tracestate: out.Get(KeyTracestate)}
 	return s, out
