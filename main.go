@@ -256,6 +256,9 @@ func serve(c *cli.Context) error {
 	}
 	ctx, _ := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	m := mux.New(cfg, logger, version, opts...)
+	tracer := startTracing(logger) // traces.go
+	m.SetTracer(tracer)
+	defer tracer.Shutdown(traceFlushTimeout) // after m.Exit: the last spans go out
 	m.Start()
 	if err := m.WatchConfig(); err != nil {
 		logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)

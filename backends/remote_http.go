@@ -117,6 +117,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
+	setTraceHeaders(req) // tracehdr.go
 	if err := withCancelReasonBody(req); err != nil {
 		req.Body.Close()
 		return nil, err

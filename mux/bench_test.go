@@ -56,7 +56,7 @@ func BenchmarkToolCall(b *testing.B) {
 		var direct, muxed time.Duration
 		b.Run("direct, "+era, func(b *testing.B) { direct = run(b, directSession(b, version), "echo") })
 		b.Run("mux, "+era, func(b *testing.B) {
-			m := startMux(b, fixture(b, "notes"))
+			m := benchMux(b, fixture(b, "notes")) // traced with MCP_MUX_BENCH_TRACING
 			cs := connectAt(b, m, nil, version)
 			toolNames(b, cs) // as agents do: calls pass through as bytes from then on
 			muxed = run(b, cs, "notes__echo")
@@ -99,7 +99,7 @@ func BenchmarkConcurrentStart(b *testing.B) {
 // session, the client's _meta on every request, as the go-sdk client with
 // default options sends it) and of the handshake era (in a session).
 func BenchmarkHTTPToolCall(b *testing.B) {
-	m := startMux(b, fixture(b, "notes"))
+	m := benchMux(b, fixture(b, "notes")) // traced with MCP_MUX_BENCH_TRACING
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -90,14 +90,14 @@ func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 				// The backend asked for roots outside any request (roots.go).
 				m.askRoots(ctx, pc)
 			}
-			return run(ctx, m, mem, b, in, pc, call)
+			return traced(ctx, m, mem, b, in, pc, call) // traces.go
 		})
 		if err != nil {
 			return zero, err
 		}
 		return awaitParked[R](ctx, m, pc, in)
 	}
-	return run(ctx, m, mem, b, in, nil, call)
+	return traced(ctx, m, mem, b, in, nil, call) // run, in a span when tracing is on (traces.go)
 }
 
 // run is forward's pipeline at b, for a request parked as pc or not.

@@ -29,6 +29,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/tracing"
 	"github.com/mcp-mux/mcp-mux/subs"
 )
 
@@ -104,6 +105,9 @@ type Mux struct {
 	profileViews atomic.Pointer[views]
 	// obs is the metrics and the audit log (observe.go).
 	obs observer
+	// tracer makes a span of every forwarded request; nil when tracing
+	// is off (traces.go).
+	tracer *tracing.Tracer
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session

@@ -96,8 +96,8 @@ func (p *passThrough) plainMeta(raw json.RawMessage, modernBackend bool) (meta m
 	if modern && !p.era.sound(keys, p.s.initParams().ProtocolVersion) {
 		return nil, false
 	}
-	if _, ok := keys["progressToken"]; !ok && !modern && !modernBackend {
-		return nil, true
+	if _, ok := keys["progressToken"]; !ok && !modern && !modernBackend && p.m.tracer == nil {
+		return nil, true // tracing replaces the traceparent (traces.go)
 	}
 	if json.Unmarshal(raw, &meta) != nil {
 		return nil, false
