@@ -74,6 +74,7 @@ func main() {
 			loginCommand(configFlag),
 			logoutCommand(configFlag),
 			secretCommand(),
+			statusCommand(),
 			{Name: "version", Usage: "print the version", Action: func(c *cli.Context) error {
 				fmt.Fprintln(os.Stdout, "mcp-mux", version)
 				return nil
@@ -246,6 +247,7 @@ func serve(c *cli.Context) error {
 	ctx, _ := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	m := mux.New(cfg, logger, version)
 	m.Start()
+	defer serveControl(m, logger)()
 	if err := m.WatchConfig(); err != nil {
 		logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)
 	}

@@ -98,6 +98,8 @@ type Mux struct {
 	catalogs *catalogmem.Store
 	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
 	agentMetas agentMetas
+	// stats counts the requests forwarded to each backend (stats.go).
+	stats callStats
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session
