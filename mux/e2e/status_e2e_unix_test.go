@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -116,5 +117,38 @@ func TestKilledMuxLeavesNoStaleEndpoint(t *testing.T) {
 	}
 	if _, err := os.Lstat(second); err == nil {
 		t.Errorf("status left %s, of a killed mcp-mux", second)
+	}
+}
+
+// TestStatusWatchOffATerminalPrintsPlainFrames: --watch with stdout not a
+// terminal prints the status again each second, plain, without escape
+// codes, until SIGINT ends it with exit 0.
+func TestStatusWatchOffATerminalPrintsPlainFrames(t *testing.T) {
+	statusDir(t)
+	runMux(t, testkit.WriteConfig(t, "", []string{"alpha", "-name", "alpha"}))
+	cmd := exec.Command(testkit.MuxBin(t), "status", "--watch")
+	out := &testkit.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	testkit.Eventually(t, 15*time.Second, "three frames with alpha", func() bool {
+		s := out.String()
+		return strings.Count(s, "\n--- ") >= 2 && strings.Count(s, "  alpha ") >= 3
+	})
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("status --watch ended by SIGINT: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("status --watch still running 10 s after SIGINT")
+	}
+	if strings.ContainsRune(out.String(), 0x1b) {
+		t.Errorf("escape codes off a terminal:\n%q", out.String())
 	}
 }
