@@ -1,21 +1,16 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode"
 
-	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/log"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/mcp-mux/mcp-mux/mux"
 	"github.com/mcp-mux/mcp-mux/mux/control"
@@ -43,7 +38,7 @@ func statusCommand() *cli.Command {
 		Usage: "show every running mcp-mux of yours: its sessions, and each backend's state, restarts, last error, calls and latency",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON document"},
-			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "redraw about once a second until q or Ctrl-C (off a terminal: print it again each second)"},
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "redraw it in place each second until q or Ctrl-C (off a terminal: print it again each second)"},
 			&cli.IntFlag{Name: "pid", Usage: "only the mcp-mux of process `N`"},
 		},
 		Action: status,
@@ -175,85 +170,4 @@ func printable(s string) string {
 		s = string(r[:159]) + "…"
 	}
 	return s
-}
-
-// watchStatus redraws the status about once a second: in place on a
-// terminal (a bubbletea program: q, Esc or Ctrl-C quits), else printed
-// again each second, plain, until a signal ends it.
-func watchStatus(pid int) error {
-	if !term.IsTerminal(int(os.Stdout.Fd())) || !term.IsTerminal(int(os.Stdin.Fd())) {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			fmt.Fprintf(os.Stdout, "--- %s\n", time.Now().Format(time.TimeOnly))
-			docs, problems := collectStatus(pid)
-			for _, p := range problems {
-				fmt.Fprintln(os.Stderr, "mcp-mux: status: "+p)
-			}
-			writeStatus(os.Stdout, docs)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
-		}
-	}
-	_, err := tea.NewProgram(watchModel{pid: pid}).Run()
-	if err != nil {
-		return fmt.Errorf("status --watch: %w", err)
-	}
-	return nil
-}
-
-// watchModel is status --watch's screen: the last status and when it was
-// taken.
-type watchModel struct {
-	pid  int
-	text string
-	at   time.Time
-}
-
-// statusMsg is one round of asking every mcp-mux.
-type statusMsg struct {
-	text string
-	at   time.Time
-}
-
-type tickMsg struct{}
-
-func (w watchModel) fetch() tea.Msg {
-	docs, problems := collectStatus(w.pid)
-	var sb strings.Builder
-	writeStatus(&sb, docs)
-	for _, p := range problems {
-		sb.WriteString("! " + printable(p) + "\n")
-	}
-	return statusMsg{sb.String(), time.Now()}
-}
-
-func (w watchModel) Init() tea.Cmd { return w.fetch }
-
-func (w watchModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
-	switch msg := msg.(type) {
-	case tea.KeyMsg:
-		switch msg.String() {
-		case "q", "esc", "ctrl+c":
-			return w, tea.Quit
-		}
-	case statusMsg:
-		w.text, w.at = msg.text, msg.at
-		return w, tea.Tick(time.Second, func(time.Time) tea.Msg { return tickMsg{} })
-	case tickMsg:
-		return w, w.fetch
-	}
-	return w, nil
-}
-
-func (w watchModel) View() string {
-	if w.at.IsZero() {
-		return "asking every mcp-mux...\n"
-	}
-	return fmt.Sprintf("mcp-mux status at %s (every second; q quits)\n\n%s", w.at.Format(time.TimeOnly), w.text)
 }

@@ -11,7 +11,8 @@ import (
 
 // TestStatusWatchOnATerminalRedrawsUntilQ: on a terminal, --watch is a
 // screen redrawn about once a second (its clock line is written again),
-// showing the backends, and q ends it with exit 0.
+// showing the backends, that never queries the terminal; q ends it with
+// exit 0, leaving the last status printed.
 func TestStatusWatchOnATerminalRedrawsUntilQ(t *testing.T) {
 	statusDir(t)
 	runMux(t, testkit.WriteConfig(t, "", []string{"alpha", "-name", "alpha"}))
@@ -39,5 +40,16 @@ func TestStatusWatchOnATerminalRedrawsUntilQ(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("status --watch still running 10 s after q:\n%q", pty.written())
+	}
+	for _, q := range terminalQueries {
+		if strings.Contains(pty.written(), q) {
+			t.Errorf("status --watch wrote the terminal query %q:\n%q", q, pty.written())
+		}
+	}
+	// It left the alternate screen, and the last status is on the main one.
+	s := pty.written()
+	end := strings.LastIndex(s, "\x1b[?1049l")
+	if end < 0 || !strings.Contains(s[end:], "  alpha ") {
+		t.Errorf("after q, the last status is not left on the terminal:\n%q", s)
 	}
 }
