@@ -75,6 +75,7 @@ func main() {
 			loginCommand(configFlag),
 			logoutCommand(configFlag),
 			secretCommand(),
+			statusCommand(),
 			{Name: "version", Usage: "print the version", Action: func(c *cli.Context) error {
 				fmt.Fprintln(os.Stdout, "mcp-mux", version)
 				return nil
@@ -260,6 +261,7 @@ func serve(c *cli.Context) error {
 	m.SetTracer(tracer)
 	defer tracer.Shutdown(traceFlushTimeout) // after m.Exit: the last spans go out
 	m.Start()
+	defer serveControl(m, logger)()
 	if err := m.WatchConfig(); err != nil {
 		logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)
 	}

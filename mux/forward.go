@@ -61,9 +61,10 @@ type inbound struct {
 // context bounded as above, the _meta to send (backendMeta), and the round
 // of input answers to add, if any.
 func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
-	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta, r *round) (R, error)) (R, error) {
+	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta, r *round) (R, error)) (_ R, err error) {
 	var zero R
 	in.start = time.Now()
+	defer m.stats.observe(mem.spec.Name, in.start, &err) // for mcp-mux status (stats.go), however it ends
 	if in.round != nil {
 		pc, err := m.parked.claim(in)
 		if err != nil {

@@ -108,6 +108,8 @@ type Mux struct {
 	// tracer makes a span of every forwarded request; nil when tracing
 	// is off (traces.go).
 	tracer *tracing.Tracer
+	// stats counts the requests forwarded to each backend (stats.go).
+	stats callStats
 
 	mu       sync.Mutex
 	sessions map[*mcp.ServerSession]*session

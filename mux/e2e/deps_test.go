@@ -58,6 +58,12 @@ var depRules = []depRule{
 	{"mux/clientimport", func(d depInfo) (bool, string) {
 		return ours(d.path) != "mux", "mux/clientimport does not import mux"
 	}},
+	// The control endpoint is read by `mcp-mux status`, which must not
+	// need the server to find and ask the running ones.
+	{"mux/control", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/control", "mux/control imports nothing of ours"
+	}},
 	{"subs", func(d depInfo) (bool, string) {
 		rel := ours(d.path)
 		return rel == "" || rel == "subs", "subs imports nothing of ours"

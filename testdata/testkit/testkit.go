@@ -61,6 +61,9 @@ func Main(m *testing.M) {
 	// state directory.
 	os.Setenv("MCP_MUX_SECRET_STORE", "file")
 	os.Setenv("MCP_MUX_STATE_DIR", filepath.Join(d, "state"))
+	// The control endpoints of the mcp-mux processes tests start: never
+	// among the user's, where `mcp-mux status` would show them.
+	os.Setenv("MCP_MUX_CONTROL_DIR", filepath.Join(d, "control"))
 	if runtime.GOOS == "windows" {
 		os.Setenv("LOCALAPPDATA", filepath.Join(d, "cache")) // os.UserCacheDir there
 	}
