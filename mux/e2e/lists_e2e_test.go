@@ -41,7 +41,7 @@ func walkResources(t *testing.T, cs *mcp.ClientSession) []*mcp.ListResourcesResu
 func TestResourcesListIsTheSameOverStdioAndHTTP(t *testing.T) {
 	web := testkit.StartRemoteFixture(t, "-http", "-name", "web", "-resources", "3", "-cache-ttl-ms", "700",
 		"-list-uris", "fixture://local/res/2,other://web/x")
-	cfg := testkit.WriteRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n\n"+
+	cfg := testkit.WriteRawConfig(t, "[mux]\nshutdown_grace = \"1s\"\n# Every backend in the first list, however loaded the machine.\nfirst_list_wait = \"60s\"\n\n"+
 		fmt.Sprintf("[[backend]]\nname = \"local\"\ncommand = %q\nargs = [\"-name\", \"local\", \"-resources\", \"5\", \"-page-size\", \"2\", \"-null-entries\", \"-cache-ttl-ms\", \"300\", \"-cache-scope\", \"private\"]\n\n", testkit.FixtureBin(t))+
 		remoteBackend("web", web, ""))
 
