@@ -32,6 +32,7 @@ import (
 type readFile struct {
 	*clientimport.File
 	data []byte
+	own  []clientimport.Server // its entries that launch mcp-mux, out of Servers
 }
 
 // moved is a server that --apply moves to mcp-mux.
@@ -90,9 +91,6 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 		m.Servers = nil
 		for i := range f.Servers {
 			s := f.Servers[i]
-			if clientimport.IsMuxEntry(&s, muxServerName) {
-				continue
-			}
 			if why := clientimport.StaysWhy(&s); why != "" {
 				notes = append(notes, fmt.Sprintf("kept       %q in %s: %s", s.Name, f.Path, why))
 				continue

@@ -9,17 +9,46 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 )
 
-// IsMuxEntry reports whether s is mcp-mux's own entry, as --apply writes
-// it: it is never imported (mcp-mux would run itself), and --apply writes
-// it anew where it is.
-func IsMuxEntry(s *Server, name string) bool {
+// IsMuxEntry reports whether s launches mcp-mux: its command is exe (the
+// running mcp-mux, its symlinks resolved), found as the client would find
+// it (a bare name on PATH, a link followed), or is named mcp-mux. Such an
+// entry (mcp-mux's own, as --apply writes it) is never imported: mcp-mux
+// would run itself.
+func IsMuxEntry(s *Server, exe string) bool {
+	if s.Remote() || s.Command == "" {
+		return false
+	}
 	base := strings.ToLower(filepath.Base(strings.ReplaceAll(s.Command, `\`, "/")))
-	return s.Name == name && strings.TrimSuffix(base, ".exe") == "mcp-mux"
+	if strings.TrimSuffix(base, ".exe") == "mcp-mux" {
+		return true
+	}
+	if exe == "" {
+		return false
+	}
+	cmd := s.Command
+	if !strings.ContainsAny(cmd, `/\`) {
+		p, err := exec.LookPath(cmd)
+		if err != nil {
+			return false
+		}
+		cmd = p
+	}
+	if p, err := filepath.EvalSymlinks(cmd); err == nil {
+		cmd = p
+	}
+	if samePath(cmd, exe) {
+		return true
+	}
+	a, err1 := os.Stat(cmd)
+	b, err2 := os.Stat(exe)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
 // StaysWhy says why s stays in its client's file rather than move to

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -25,6 +26,7 @@ import (
 // testdata/import/apply where the clients keep them, and a project.
 type applyHome struct {
 	home, project, cfgDir string
+	bin                   string // the mcp-mux binary it runs, not named mcp-mux
 	env                   []string
 	files                 map[string]string // what → path
 	orig                  map[string][]byte
@@ -46,6 +48,20 @@ func newApplyHome(t *testing.T) *applyHome {
 		h.cfgDir = filepath.Join(h.home, "Library", "Application Support")
 	}
 	h.env = append(h.env, "PATH="+os.Getenv("PATH"))
+	// Installed under another name, as by `go build -o mm`: its own
+	// entries must still be known by its path.
+	exe := ""
+	if runtime.GOOS == "windows" {
+		exe = ".exe"
+	}
+	h.bin = filepath.Join(t.TempDir(), "mm"+exe)
+	bin, err := os.ReadFile(testkit.MuxBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h.bin, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	quoted := func(s string) []byte {
 		b, _ := json.Marshal(s)
 		return b[1 : len(b)-1]
@@ -82,27 +98,35 @@ func (h *applyHome) config() string {
 
 func (h *applyHome) run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	stdout, stderr, code := runEnv(t, h.project, h.env, args...)
+	stdout, stderr, code := runBinEnv(t, h.bin, h.project, h.env, args...)
 	if leaks(stdout+stderr, "ghp_16C7e42F292c6912E7710c838347Ae178B4a") {
 		t.Errorf("mcp-mux %v shows a secret:\n%s%s", args, stdout, stderr)
 	}
 	return stdout + stderr, code
 }
 
-// snapshot is every file's bytes and modification time.
+// snapshot is every file's bytes and modification time (the config's
+// and --undo's record of the last --apply too), and their backups.
 func (h *applyHome) snapshot(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for what, p := range h.files {
+	state := func(p string) string {
 		data, err := os.ReadFile(p)
 		fi, err2 := os.Stat(p)
 		if err != nil || err2 != nil {
-			t.Fatalf("%s: %v %v", what, err, err2)
+			return fmt.Sprint(err, err2)
 		}
-		out[what] = string(data) + "\x00" + fi.ModTime().String()
+		return string(data) + "\x00" + fi.ModTime().String()
 	}
-	cfg, _ := os.ReadFile(h.config())
-	out["config"] = string(cfg)
+	for what, p := range h.files {
+		out[what] = state(p)
+		backups, _ := filepath.Glob(p + ".mcp-mux-backup-*")
+		out[what+" backups"] = strings.Join(backups, " ")
+	}
+	out["config"] = state(h.config())
+	backups, _ := filepath.Glob(h.config() + ".mcp-mux-backup-*")
+	out["config backups"] = strings.Join(backups, " ")
+	out["undo record"] = state(filepath.Join(filepath.Dir(h.config()), "import-undo.json"))
 	return out
 }
 
@@ -134,7 +158,7 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--apply: exit %d\n%s", code, out)
 	}
-	exe, _ := filepath.EvalSymlinks(testkit.MuxBin(t))
+	exe, _ := filepath.EvalSymlinks(h.bin)
 	cfg := h.config()
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	read := func(what string) []byte {
@@ -281,17 +305,23 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 		t.Errorf("--apply output:\n%s", out)
 	}
 
-	// Again: nothing to do, nothing touched.
+	// Again: nothing to do, nothing touched. The entries --apply wrote
+	// launch this mcp-mux: they are its own, never imported.
 	snap := h.snapshot(t)
 	time.Sleep(10 * time.Millisecond)
 	out, code = h.run(t, "import", "--apply")
-	if code != 0 || !strings.Contains(out, "nothing to move") {
+	if code != 0 || !strings.Contains(out, "nothing to move") || !strings.Contains(out, `skipped    "mcp-mux" in `+h.files["cursor"]+": mcp-mux's own entry") {
 		t.Errorf("second --apply: exit %d\n%s", code, out)
 	}
 	for what, v := range h.snapshot(t) {
 		if v != snap[what] {
-			t.Errorf("second --apply changed %s", what)
+			t.Errorf("second --apply changed %s:\n%s\nwas\n%s\noutput:\n%s", what, v, snap[what], out)
 		}
+	}
+	// Nor by plain import, which prints a config.
+	stdout, stderr, code := runBinEnv(t, h.bin, h.project, h.env, "import")
+	if code != 0 || strings.Contains(stdout, `name = "mcp-mux`) || !strings.Contains(stderr, `skipped    "mcp-mux" in `+h.files["vscode"]+": mcp-mux's own entry") {
+		t.Errorf("import after --apply: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 
 	// --undo: every byte and mode back, the config it created gone.
