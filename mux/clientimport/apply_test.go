@@ -53,3 +53,27 @@ func TestIsMuxEntryKnowsTheRunningMcpMuxByItsPath(t *testing.T) {
 		}
 	}
 }
+
+// TestEntryForNamesAClaudeCodeProjectsEntryApart: in Claude Code a
+// project's entry is named after the project, apart from the user's and
+// from the project's other servers; elsewhere it is mcp-mux's one name.
+func TestEntryForNamesAClaudeCodeProjectsEntryApart(t *testing.T) {
+	none := func(string) bool { return false }
+	taken := func(n string) bool { return n == "mcp-mux-my-app" || n == "mcp-mux-my-app-2" }
+	for _, c := range []struct {
+		client, project string
+		taken           func(string) bool
+		want            string
+	}{
+		{ClientClaudeCode, "", none, "mcp-mux"},
+		{ClientClaudeCode, "/home/u/src/my app", none, "mcp-mux-my-app"},
+		{ClientClaudeCode, "/home/u/src/my app", taken, "mcp-mux-my-app-3"},
+		{ClientClaudeCode, "/", none, "mcp-mux-project"},
+		{ClientCursor, "/home/u/src/my app", none, "mcp-mux"},
+		{ClientVSCode, "/home/u/src/my app", none, "mcp-mux"},
+	} {
+		if got := EntryFor(c.client, c.project, "mcp-mux", c.taken); got != c.want {
+			t.Errorf("%s, %q: %q, want %q", c.client, c.project, got, c.want)
+		}
+	}
+}

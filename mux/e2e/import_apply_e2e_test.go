@@ -86,6 +86,7 @@ func newApplyHome(t *testing.T) *applyHome {
 	put("cursor", "cursor.json", filepath.Join(h.home, ".cursor", "mcp.json"), 0o640)
 	put("vscode", "vscode.json", filepath.Join(h.cfgDir, "Code", "User", "mcp.json"), 0o644)
 	put("settings", "settings.json", filepath.Join(h.home, ".claude", "settings.json"), 0o644)
+	put("project settings", "project_settings.local.json", filepath.Join(h.project, ".claude", "settings.local.json"), 0o644)
 	return h
 }
 
@@ -148,10 +149,13 @@ func muxEntry(t *testing.T, path string, data []byte) clientimport.Server {
 
 // TestImportApplyMovesEachClientAndUndoPutsThemBack: --apply on Claude
 // Desktop's config, ~/.claude.json (the user's and a project's servers),
-// a project's .mcp.json, Cursor's and VS Code's JSONC files and Claude
-// Code's settings changes only the servers (and adds the rules), keeps
-// every other byte, saves each file with its mode, writes one profile per
-// client; a second run changes nothing; --undo puts every byte back.
+// Cursor's and VS Code's JSONC files and Claude Code's settings changes
+// only the servers (and adds the rules), keeps every other byte, saves
+// each file with its mode, writes one profile per client; a project's
+// .mcp.json, shared, is left as it is; in Claude Code, the project's
+// servers get an entry of their own beside the user's, as Claude Code
+// runs both there; a second run changes nothing; --undo puts every byte
+// back.
 func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 	h := newApplyHome(t)
 	out, code := h.run(t, "import", "--apply")
@@ -217,31 +221,41 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 		t.Errorf("the project's other keys changed:\n%s", claude)
 	}
 	splicedOnly(t, "~/.claude.json", h.orig["claude"], claude, "\"mcpServers\": {\n", "\n      },\n      \"enabledMcpjsonServers\"")
-	profileOf := func(raw json.RawMessage) string {
-		var servers map[string]struct{ Args []string }
-		json.Unmarshal(raw, &servers)
-		if len(servers) != 1 || len(servers["mcp-mux"].Args) != 4 {
-			t.Errorf("servers after --apply: %s", raw)
-			return ""
-		}
-		return servers["mcp-mux"].Args[3]
+	// The user's servers: mcp-mux with the user's profile; the project's
+	// (local scope): their own entry and profile, as Claude Code runs the
+	// user's servers in the project too, and one server per name.
+	wantUser := "{\n    \"mcp-mux\": {\n      \"command\": " + q(exe) + ",\n      \"args\": [\n        \"-c\",\n        " + q(cfg) + ",\n        \"--profile\",\n        \"claude-code\"\n      ]\n    }\n  }"
+	if got := string(after["mcpServers"]); got != wantUser {
+		t.Errorf("~/.claude.json's mcpServers:\n%s\nwant\n%s", got, wantUser)
 	}
-	if p := profileOf(after["mcpServers"]); p != "claude-code" {
-		t.Errorf("the user's entry asks for %q", p)
-	}
-	if p := profileOf(projects[h.project]["mcpServers"]); p != "claude-code-my-app" {
-		t.Errorf("the project's entry asks for %q", p)
-	}
-	if p := profileOf(json.RawMessage(muxJSON(t, read("mcp.json")))); p != "claude-code-my-app" {
-		t.Errorf(".mcp.json's entry asks for %q", p)
+	wantLocal := "{\n        \"mcp-mux-my-app\": {\n          \"command\": " + q(exe) + ",\n          \"args\": [\n            \"-c\",\n            " + q(cfg) + ",\n            \"--profile\",\n            \"claude-code-my-app\"\n          ]\n        }\n      }"
+	if got := string(projects[h.project]["mcpServers"]); got != wantLocal {
+		t.Errorf("~/.claude.json's project mcpServers:\n%s\nwant\n%s", got, wantLocal)
 	}
 
-	// Claude Code's rules, carried over in the list they are in.
+	// The project's .mcp.json is shared with the project's other users:
+	// this machine's paths stay out of it.
+	if got := read("mcp.json"); !bytes.Equal(got, h.orig["mcp.json"]) {
+		t.Errorf(".mcp.json changed:\n%s", got)
+	}
+	if !strings.Contains(out, "left alone "+h.files["mcp.json"]+": a project's .mcp.json is shared with the project's other users") {
+		t.Errorf("--apply does not say why it left .mcp.json alone:\n%s", out)
+	}
+
+	// Claude Code's rules, carried over in the list they are in, to the
+	// entry that runs each server; those of .mcp.json's servers, which
+	// still run directly, stay as they are.
 	wantSettings := strings.Replace(string(h.orig["settings"]), `      "mcp__mem"`, `      "mcp__mem",
       "mcp__mcp-mux__notes__list",
       "mcp__mcp-mux__mem__*"`, 1)
 	if got := string(read("settings")); got != wantSettings {
 		t.Errorf("settings.json:\n%s\nwant\n%s", got, wantSettings)
+	}
+	wantLocalSettings := strings.Replace(strings.Replace(string(h.orig["project settings"]), `      "mcp__lint__check"`, `      "mcp__lint__check",
+      "mcp__mcp-mux-my-app__db__*"`, 1), `      "mcp__notes__delete"`, `      "mcp__notes__delete",
+      "mcp__mcp-mux__notes__delete"`, 1)
+	if got := string(read("project settings")); got != wantLocalSettings {
+		t.Errorf("the project's settings.local.json:\n%s\nwant\n%s", got, wantLocalSettings)
 	}
 
 	// The config: every server once, a profile per client and project.
@@ -260,13 +274,13 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 	for _, b := range doc.Backend {
 		names = append(names, b.Name)
 	}
-	if want := []string{"notes", "tasks", "mem", "db", "lint", "browser", "search", "fixture", "docs"}; !slices.Equal(names, want) {
+	if want := []string{"notes", "tasks", "mem", "db", "browser", "search", "fixture", "docs"}; !slices.Equal(names, want) {
 		t.Errorf("backends %q, want %q", names, want)
 	}
 	wantProfiles := map[string][2][]string{
 		"claude-desktop":     {{"notes", "tasks"}, {"claude-ai"}},
 		"claude-code":        {{"notes", "mem"}, {"claude-code"}},
-		"claude-code-my-app": {{"notes", "mem", "db", "lint"}, nil},
+		"claude-code-my-app": {{"db"}, nil},
 		"cursor":             {{"browser", "search"}, {"cursor*"}},
 		"vscode":             {{"fixture", "docs"}, {"Visual Studio Code*"}},
 	}
@@ -285,6 +299,12 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 	// Each file saved beside it as it was, with its mode.
 	for what, path := range h.files {
 		backups, _ := filepath.Glob(path + ".mcp-mux-backup-*")
+		if what == "mcp.json" {
+			if len(backups) != 0 || strings.Contains(out, "changed    "+path) {
+				t.Errorf("%s: backups %q\n%s", what, backups, out)
+			}
+			continue
+		}
 		if len(backups) != 1 {
 			t.Errorf("%s: backups %q", what, backups)
 			continue
@@ -335,6 +355,9 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 		if !bytes.Equal(data, h.orig[what]) || (runtime.GOOS != "windows" && fi.Mode().Perm() != h.modes[what]) {
 			t.Errorf("%s after --undo (mode %v):\n%s", what, fi.Mode(), data)
 		}
+		if what == "mcp.json" {
+			continue
+		}
 		if !strings.Contains(out, "restored   "+path+" from "+path+".mcp-mux-backup-") {
 			t.Errorf("--undo does not say it restored %s:\n%s", path, out)
 		}
@@ -345,16 +368,6 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 	if out, code := h.run(t, "import", "--undo"); code != 1 || !strings.Contains(out, "nothing to undo") {
 		t.Errorf("second --undo: exit %d\n%s", code, out)
 	}
-}
-
-// muxJSON is the mcpServers object of a JSON file.
-func muxJSON(t *testing.T, data []byte) []byte {
-	t.Helper()
-	var f struct{ McpServers json.RawMessage }
-	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatalf("%v\n%s", err, data)
-	}
-	return f.McpServers
 }
 
 // splicedOnly checks that got is orig up to the end of its first before
