@@ -32,6 +32,7 @@ import (
 type readFile struct {
 	*clientimport.File
 	data []byte
+	own  []clientimport.Server // its entries that launch mcp-mux, out of Servers
 }
 
 // moved is a server that --apply moves to mcp-mux.
@@ -86,13 +87,16 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 			notes = append(notes, fmt.Sprintf("left alone %s: not a file of a client mcp-mux knows", f.Path))
 			continue
 		}
+		if isSharedFile(f.File) {
+			if len(f.Servers) > 0 {
+				notes = append(notes, fmt.Sprintf("left alone %s: a project's .mcp.json is shared with the project's other users (it is checked in with the project): left as is; its servers keep running directly", f.Path))
+			}
+			continue
+		}
 		m := *f.File
 		m.Servers = nil
 		for i := range f.Servers {
 			s := f.Servers[i]
-			if clientimport.IsMuxEntry(&s, muxServerName) {
-				continue
-			}
 			if why := clientimport.StaysWhy(&s); why != "" {
 				notes = append(notes, fmt.Sprintf("kept       %q in %s: %s", s.Name, f.Path, why))
 				continue
@@ -110,7 +114,7 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 		for _, n := range notes {
 			fmt.Fprintln(stderr, "  "+n)
 		}
-		fmt.Fprintln(stderr, "\nmcp-mux import --apply: nothing to move: each client runs mcp-mux alone, or only servers mcp-mux cannot run; nothing was changed.")
+		fmt.Fprintln(stderr, "\nmcp-mux import --apply: nothing to move: the clients' files hold only mcp-mux's own entries and servers that stay where they are; nothing was changed.")
 		return nil
 	}
 
@@ -149,10 +153,14 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 		}
 	}
 
-	// One profile per client and project; a project's has the user's
-	// servers too, as its mcp-mux entry stands in for the user's there.
+	// One profile per client and project. Claude Code runs the user's
+	// entry in every project beside a project's own (named apart, see
+	// EntryFor), so a project's profile there has only the project's
+	// servers; elsewhere a project's entry stands in for the user's, and
+	// its profile has the user's servers too.
 	exe := muxExecutable()
 	names := map[scopeKey]string{}
+	entries := map[scopeKey]string{}
 	taken := map[string]bool{}
 	var order []scopeKey
 	for _, m := range all {
@@ -167,6 +175,9 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 		}
 		taken[name] = true
 		names[k] = name
+		entries[k] = clientimport.EntryFor(k.client, k.project, muxServerName, func(n string) bool {
+			return n == muxServerName || claudeCodeServerIn(files, all, k.project, n)
+		})
 		order = append(order, k)
 	}
 	var profiles []clientimport.Profile
@@ -197,13 +208,18 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 				}
 			}
 		}
-		if k.project != "" {
+		withUser := k.project != "" && k.client != clientimport.ClientClaudeCode
+		if withUser {
 			add(k.client, "")
 		}
 		add(k.client, k.project)
-		p.About = fmt.Sprintf("%s's servers, from %s", k.client, strings.Join(paths, " and "))
-		if k.project != "" {
+		switch {
+		case withUser:
 			p.About = fmt.Sprintf("%s's servers for the project %s (and the user's), from %s", k.client, k.project, strings.Join(paths, " and "))
+		case k.project != "":
+			p.About = fmt.Sprintf("%s's servers for the project %s, from %s (its entry %s runs there beside the user's, %s)", k.client, k.project, strings.Join(paths, " and "), entries[k], muxServerName)
+		default:
+			p.About = fmt.Sprintf("%s's servers, from %s", k.client, strings.Join(paths, " and "))
 		}
 		profiles = append(profiles, p)
 	}
@@ -229,7 +245,8 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 		plan = append(plan, plannedWrite{path: cfgPath, old: old, new: newCfg, what: what})
 	}
 
-	// Each client's file: its servers out, mcp-mux's entry in.
+	// Each client's file: its servers out, mcp-mux's entry in (an older
+	// entry of mcp-mux's there, by that name or mcp-mux, out too).
 	for _, f := range files {
 		edits := map[string]clientimport.ServersEdit{}
 		var said []string
@@ -239,15 +256,24 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 			}
 			e := edits[m.srv.Project]
 			if e.Entry == nil {
-				name := names[scopeKey{f.Client, m.scope}]
+				k := scopeKey{f.Client, m.scope}
+				name := names[k]
 				reg := registration{Command: exe, Args: []string{"-c", cfgPath, "--profile", name}}
 				if f.Client == clientimport.ClientVSCode {
 					reg.Type = "stdio"
 				}
-				e.Entry = reg
+				e.Entry, e.Name = reg, entries[k]
+				for _, o := range f.own {
+					if o.Project == m.srv.Project && (o.Name == e.Name || o.Name == muxServerName) {
+						e.Remove = append(e.Remove, o.Name)
+					}
+				}
 				where := ""
+				if e.Name != muxServerName {
+					where = fmt.Sprintf(" as %q", e.Name)
+				}
 				if m.srv.Project != "" {
-					where = " (project " + m.srv.Project + ")"
+					where += " (project " + m.srv.Project + ")"
 				}
 				said = append(said, fmt.Sprintf("mcp-mux --profile %s%s in place of", name, where))
 			}
@@ -258,7 +284,7 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 		if len(edits) == 0 {
 			continue
 		}
-		out, err := clientimport.RewriteServers(f.File, f.data, edits, muxServerName)
+		out, err := clientimport.RewriteServers(f.File, f.data, edits)
 		if err != nil {
 			notes = append(notes, "left alone "+err.Error())
 			continue
@@ -268,12 +294,13 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 		}
 	}
 
-	// Claude Code's permission rules, carried over in the files they are in.
+	// Claude Code's permission rules, carried over in the files they are
+	// in, to the entry that runs each server.
 	var cc []clientimport.ClaudeCodeServer
 	var ccFiles []*clientimport.File
 	for _, m := range all {
 		if m.file.Client == clientimport.ClientClaudeCode {
-			cc = append(cc, clientimport.ClaudeCodeServer{Name: m.srv.Name, Project: m.scope, Backend: m.backend})
+			cc = append(cc, clientimport.ClaudeCodeServer{Name: m.srv.Name, Project: m.scope, Backend: m.backend, Mux: entries[scopeKey{m.file.Client, m.scope}]})
 		}
 	}
 	for _, f := range files {
@@ -350,6 +377,37 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 	}
 	fmt.Fprintf(stderr, "\nRestart the clients to use mcp-mux. mcp-mux import --undo puts these files back as they were.\n")
 	return nil
+}
+
+// isSharedFile reports whether f is shared with others, so --apply must
+// not write this machine's paths in it: a project's .mcp.json, which is
+// checked in with the project and run by Claude Code on its other users'
+// machines.
+func isSharedFile(f *clientimport.File) bool {
+	return f.Client == clientimport.ClientClaudeCode && f.Project != ""
+}
+
+// claudeCodeServerIn reports whether Claude Code runs a server named name
+// in project after --apply: one of the user's or the project's (in
+// ~/.claude.json or its .mcp.json) that does not move to mcp-mux.
+func claudeCodeServerIn(files []*readFile, all []moved, project, name string) bool {
+	for _, f := range files {
+		if f.Client != clientimport.ClientClaudeCode {
+			continue
+		}
+		for i := range f.Servers {
+			s := &f.Servers[i]
+			if s.Name != name || (clientimport.ScopeOf(f.File, s) != "" && clientimport.ScopeOf(f.File, s) != project) {
+				continue
+			}
+			if !slices.ContainsFunc(all, func(m moved) bool {
+				return m.file == f && m.srv.Name == s.Name && m.srv.Project == s.Project
+			}) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // appendNew appends to list each of add it does not hold.

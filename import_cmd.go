@@ -97,15 +97,20 @@ func importAction(c *cli.Context) error {
 			read = append(read, f)
 		}
 	}
-	total := 0
+	setAsideMuxEntries(stderr, read, muxExecutable())
+	total, own := 0, 0
 	for _, f := range read {
 		total += len(f.Servers)
+		own += len(f.own)
 	}
 	if c.Bool("apply") {
 		// A second run finds only mcp-mux's own entries: nothing to do.
 		return importApply(c, read, settingsDirs)
 	}
 	if total == 0 {
+		if own > 0 {
+			return cli.Exit("mcp-mux import: no MCP servers found besides mcp-mux's own entries; pass a client's config file as an argument", 1)
+		}
 		return cli.Exit("mcp-mux import: no MCP servers found; pass a client's config file as an argument", 1)
 	}
 
@@ -149,6 +154,28 @@ func readClientFile(path string) (*readFile, error) {
 		return nil, err
 	}
 	return &readFile{File: f, data: data}, nil
+}
+
+// setAsideMuxEntries moves the entries of the files that launch mcp-mux
+// (exe, or a program named mcp-mux) out of their Servers, saying so: such
+// an entry is mcp-mux's own, and imported it would run mcp-mux in itself.
+func setAsideMuxEntries(w io.Writer, files []*readFile, exe string) {
+	for _, f := range files {
+		var keep []clientimport.Server
+		for _, s := range f.Servers {
+			if !clientimport.IsMuxEntry(&s, exe) {
+				keep = append(keep, s)
+				continue
+			}
+			f.own = append(f.own, s)
+			where := ""
+			if s.Project != "" {
+				where = " (project " + s.Project + ")"
+			}
+			fmt.Fprintf(w, "  skipped    %q in %s%s: mcp-mux's own entry (it runs mcp-mux), not imported\n", s.Name, f.Path, where)
+		}
+		f.Servers = keep
+	}
 }
 
 // writeNewFile writes data to path, creating its directory, with mode 0600

@@ -9,17 +9,46 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 )
 
-// IsMuxEntry reports whether s is mcp-mux's own entry, as --apply writes
-// it: it is never imported (mcp-mux would run itself), and --apply writes
-// it anew where it is.
-func IsMuxEntry(s *Server, name string) bool {
+// IsMuxEntry reports whether s launches mcp-mux: its command is exe (the
+// running mcp-mux, its symlinks resolved), found as the client would find
+// it (a bare name on PATH, a link followed), or is named mcp-mux. Such an
+// entry (mcp-mux's own, as --apply writes it) is never imported: mcp-mux
+// would run itself.
+func IsMuxEntry(s *Server, exe string) bool {
+	if s.Remote() || s.Command == "" {
+		return false
+	}
 	base := strings.ToLower(filepath.Base(strings.ReplaceAll(s.Command, `\`, "/")))
-	return s.Name == name && strings.TrimSuffix(base, ".exe") == "mcp-mux"
+	if strings.TrimSuffix(base, ".exe") == "mcp-mux" {
+		return true
+	}
+	if exe == "" {
+		return false
+	}
+	cmd := s.Command
+	if !strings.ContainsAny(cmd, `/\`) {
+		p, err := exec.LookPath(cmd)
+		if err != nil {
+			return false
+		}
+		cmd = p
+	}
+	if p, err := filepath.EvalSymlinks(cmd); err == nil {
+		cmd = p
+	}
+	if samePath(cmd, exe) {
+		return true
+	}
+	a, err1 := os.Stat(cmd)
+	b, err2 := os.Stat(exe)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
 }
 
 // StaysWhy says why s stays in its client's file rather than move to
@@ -64,25 +93,51 @@ func ProfileFor(client, project string) (name string, clients []string) {
 	if project == "" {
 		return name, clients
 	}
+	return name + "-" + projectBase(project), nil
+}
+
+// projectBase is the base name of a project's directory, as a name.
+func projectBase(project string) string {
 	base := strings.Trim(nameBadRe.ReplaceAllString(filepath.Base(project), "-"), "-")
 	if base == "" {
 		base = "project"
 	}
-	return name + "-" + base, nil
+	return base
+}
+
+// EntryFor names mcp-mux's entry among the servers of client for project
+// ("" for the user's own), as mux is its name among the user's: Claude
+// Code runs one server per name, a project's (local scope) in place of
+// the user's of that name, and the user's servers run in every project
+// too. So a project's entry there has a name of its own (and a profile of
+// only that project's servers) beside the user's: mcp-mux-BASENAME, or
+// with -2, -3... when taken(name) says the project has a server so
+// named. Elsewhere the entry is mux.
+func EntryFor(client, project, mux string, taken func(string) bool) string {
+	if client != ClientClaudeCode || project == "" {
+		return mux
+	}
+	base := mux + "-" + projectBase(project)
+	name := base
+	for n := 2; taken(name); n++ {
+		name = fmt.Sprintf("%s-%d", base, n)
+	}
+	return name
 }
 
 // ServersEdit is what becomes of one servers object of a client's file:
-// the servers named Remove (and an older mcp-mux entry) leave it, and
-// Entry, mcp-mux's, takes the place of the first of them.
+// the servers named Remove (mcp-mux's older entries among them) leave it,
+// and Entry, mcp-mux's, named Name, takes the place of the first of them.
 type ServersEdit struct {
+	Name   string
 	Remove []string
 	Entry  any
 }
 
 // RewriteServers is f's file (data, as read) with edits made, keyed by
 // the project of ~/.claude.json whose servers they are ("" for the
-// servers at the top of the file), and name mcp-mux's entry's name.
-func RewriteServers(f *File, data []byte, edits map[string]ServersEdit, name string) ([]byte, error) {
+// servers at the top of the file).
+func RewriteServers(f *File, data []byte, edits map[string]ServersEdit) ([]byte, error) {
 	root, err := scanJSONC(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
@@ -103,11 +158,11 @@ func RewriteServers(f *File, data []byte, edits map[string]ServersEdit, name str
 		if obj == nil || obj.kind != '{' {
 			return nil, fmt.Errorf("%s: %s is not an object", f.Path, strings.Join(path, "."))
 		}
-		remove := map[string]bool{name: true}
+		remove := map[string]bool{e.Name: true}
 		for _, r := range e.Remove {
 			remove[r] = true
 		}
-		if sp, ok := replaceMembers(data, obj, remove, name, e.Entry); ok {
+		if sp, ok := replaceMembers(data, obj, remove, e.Name, e.Entry); ok {
 			splices = append(splices, sp)
 		}
 	}

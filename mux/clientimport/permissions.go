@@ -107,6 +107,7 @@ type ClaudeCodeServer struct {
 	Name    string // as written in the file
 	Project string // the project it belongs to, "" for the user's own
 	Backend string
+	Mux     string // mcp-mux's entry that serves it ("": the one CarryOver is given)
 }
 
 // ClaudeCodeServers are the Claude Code servers of files that res imports
@@ -144,8 +145,8 @@ type CarriedRule struct {
 
 // CarryOver maps the rules of a settings file of project ("" for the
 // user's: they apply in every project) that name one of servers to what
-// they become when mcp-mux, registered in Claude Code as mux, serves the
-// servers' backends. Rules for other servers, rules with a parenthesized
+// they become when mcp-mux, registered in Claude Code as mux (or as a
+// server's own Mux), serves the servers' backends. Rules for other servers, rules with a parenthesized
 // specifier (which Claude Code ignores for MCP tools) and globs in the
 // server's place are left out.
 func CarryOver(rules []PermissionRule, project string, servers []ClaudeCodeServer, mux string) []CarriedRule {
@@ -183,7 +184,11 @@ func CarryOver(rules []PermissionRule, project string, servers []ClaudeCodeServe
 		}
 		c := CarriedRule{PermissionRule: r}
 		for _, s := range match {
-			n := MuxToolRule(mux, s.Backend, tool)
+			m := mux
+			if s.Mux != "" {
+				m = s.Mux
+			}
+			n := MuxToolRule(m, s.Backend, tool)
 			if !slices.Contains(c.New, n) {
 				c.New = append(c.New, n)
 			}

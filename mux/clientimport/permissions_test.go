@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -37,7 +38,7 @@ func TestImportCarriesClaudeCodePermissionRulesOver(t *testing.T) {
 	res := Render([]*File{desktop, f})
 	servers := ClaudeCodeServers(res)
 	// In the order of the backends (JSON objects' keys are sorted here).
-	want := []ClaudeCodeServer{{"My Tasks", "", "My-Tasks"}, {"gh", "", "gh"}, {"gh2", other, "gh"}, {"mem", "", "mem"}, {"mem", proj, "mem-2"}}
+	want := []ClaudeCodeServer{{"My Tasks", "", "My-Tasks", ""}, {"gh", "", "gh", ""}, {"gh2", other, "gh", ""}, {"mem", "", "mem", ""}, {"mem", proj, "mem-2", ""}}
 	if !reflect.DeepEqual(servers, want) {
 		t.Fatalf("servers %+v\nwant %+v", servers, want)
 	}
@@ -85,6 +86,16 @@ func TestImportCarriesClaudeCodePermissionRulesOver(t *testing.T) {
 	}
 	if got := flat(CarryOver(rules[:1], other, servers, "mcp-mux")); !reflect.DeepEqual(got, []carried{{"allow", "mcp__mem__create_entities", []string{"mcp__mcp-mux__mem__create_entities"}}}) {
 		t.Errorf("another project's rule: %q", got)
+	}
+	// A project's servers served by an entry of their own, as --apply
+	// registers them in Claude Code: its rules name that entry.
+	own := slices.Clone(servers)
+	own[4].Mux = "mcp-mux-proj"
+	if got := flat(CarryOver(rules[:1], "", own, "mcp-mux")); !reflect.DeepEqual(got, []carried{{"allow", "mcp__mem__create_entities", []string{"mcp__mcp-mux__mem__create_entities", "mcp__mcp-mux-proj__mem-2__create_entities"}}}) {
+		t.Errorf("user's rule, the project's server on its own entry: %q", got)
+	}
+	if got := flat(CarryOver(rules[:1], proj, own, "mcp-mux")); !reflect.DeepEqual(got, []carried{{"allow", "mcp__mem__create_entities", []string{"mcp__mcp-mux-proj__mem-2__create_entities"}}}) {
+		t.Errorf("project's rule, its server on its own entry: %q", got)
 	}
 
 	if got := ClaudeCodeSettings(home, []*File{desktop, f}, "/cwd"); !reflect.DeepEqual(got, []string{

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -25,6 +26,7 @@ import (
 // testdata/import/apply where the clients keep them, and a project.
 type applyHome struct {
 	home, project, cfgDir string
+	bin                   string // the mcp-mux binary it runs, not named mcp-mux
 	env                   []string
 	files                 map[string]string // what → path
 	orig                  map[string][]byte
@@ -46,6 +48,20 @@ func newApplyHome(t *testing.T) *applyHome {
 		h.cfgDir = filepath.Join(h.home, "Library", "Application Support")
 	}
 	h.env = append(h.env, "PATH="+os.Getenv("PATH"))
+	// Installed under another name, as by `go build -o mm`: its own
+	// entries must still be known by its path.
+	exe := ""
+	if runtime.GOOS == "windows" {
+		exe = ".exe"
+	}
+	h.bin = filepath.Join(t.TempDir(), "mm"+exe)
+	bin, err := os.ReadFile(testkit.MuxBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h.bin, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	quoted := func(s string) []byte {
 		b, _ := json.Marshal(s)
 		return b[1 : len(b)-1]
@@ -70,6 +86,7 @@ func newApplyHome(t *testing.T) *applyHome {
 	put("cursor", "cursor.json", filepath.Join(h.home, ".cursor", "mcp.json"), 0o640)
 	put("vscode", "vscode.json", filepath.Join(h.cfgDir, "Code", "User", "mcp.json"), 0o644)
 	put("settings", "settings.json", filepath.Join(h.home, ".claude", "settings.json"), 0o644)
+	put("project settings", "project_settings.local.json", filepath.Join(h.project, ".claude", "settings.local.json"), 0o644)
 	return h
 }
 
@@ -82,27 +99,35 @@ func (h *applyHome) config() string {
 
 func (h *applyHome) run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	stdout, stderr, code := runEnv(t, h.project, h.env, args...)
+	stdout, stderr, code := runBinEnv(t, h.bin, h.project, h.env, args...)
 	if leaks(stdout+stderr, "ghp_16C7e42F292c6912E7710c838347Ae178B4a") {
 		t.Errorf("mcp-mux %v shows a secret:\n%s%s", args, stdout, stderr)
 	}
 	return stdout + stderr, code
 }
 
-// snapshot is every file's bytes and modification time.
+// snapshot is every file's bytes and modification time (the config's
+// and --undo's record of the last --apply too), and their backups.
 func (h *applyHome) snapshot(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for what, p := range h.files {
+	state := func(p string) string {
 		data, err := os.ReadFile(p)
 		fi, err2 := os.Stat(p)
 		if err != nil || err2 != nil {
-			t.Fatalf("%s: %v %v", what, err, err2)
+			return fmt.Sprint(err, err2)
 		}
-		out[what] = string(data) + "\x00" + fi.ModTime().String()
+		return string(data) + "\x00" + fi.ModTime().String()
 	}
-	cfg, _ := os.ReadFile(h.config())
-	out["config"] = string(cfg)
+	for what, p := range h.files {
+		out[what] = state(p)
+		backups, _ := filepath.Glob(p + ".mcp-mux-backup-*")
+		out[what+" backups"] = strings.Join(backups, " ")
+	}
+	out["config"] = state(h.config())
+	backups, _ := filepath.Glob(h.config() + ".mcp-mux-backup-*")
+	out["config backups"] = strings.Join(backups, " ")
+	out["undo record"] = state(filepath.Join(filepath.Dir(h.config()), "import-undo.json"))
 	return out
 }
 
@@ -124,17 +149,20 @@ func muxEntry(t *testing.T, path string, data []byte) clientimport.Server {
 
 // TestImportApplyMovesEachClientAndUndoPutsThemBack: --apply on Claude
 // Desktop's config, ~/.claude.json (the user's and a project's servers),
-// a project's .mcp.json, Cursor's and VS Code's JSONC files and Claude
-// Code's settings changes only the servers (and adds the rules), keeps
-// every other byte, saves each file with its mode, writes one profile per
-// client; a second run changes nothing; --undo puts every byte back.
+// Cursor's and VS Code's JSONC files and Claude Code's settings changes
+// only the servers (and adds the rules), keeps every other byte, saves
+// each file with its mode, writes one profile per client; a project's
+// .mcp.json, shared, is left as it is; in Claude Code, the project's
+// servers get an entry of their own beside the user's, as Claude Code
+// runs both there; a second run changes nothing; --undo puts every byte
+// back.
 func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 	h := newApplyHome(t)
 	out, code := h.run(t, "import", "--apply")
 	if code != 0 {
 		t.Fatalf("--apply: exit %d\n%s", code, out)
 	}
-	exe, _ := filepath.EvalSymlinks(testkit.MuxBin(t))
+	exe, _ := filepath.EvalSymlinks(h.bin)
 	cfg := h.config()
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	read := func(what string) []byte {
@@ -193,31 +221,41 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 		t.Errorf("the project's other keys changed:\n%s", claude)
 	}
 	splicedOnly(t, "~/.claude.json", h.orig["claude"], claude, "\"mcpServers\": {\n", "\n      },\n      \"enabledMcpjsonServers\"")
-	profileOf := func(raw json.RawMessage) string {
-		var servers map[string]struct{ Args []string }
-		json.Unmarshal(raw, &servers)
-		if len(servers) != 1 || len(servers["mcp-mux"].Args) != 4 {
-			t.Errorf("servers after --apply: %s", raw)
-			return ""
-		}
-		return servers["mcp-mux"].Args[3]
+	// The user's servers: mcp-mux with the user's profile; the project's
+	// (local scope): their own entry and profile, as Claude Code runs the
+	// user's servers in the project too, and one server per name.
+	wantUser := "{\n    \"mcp-mux\": {\n      \"command\": " + q(exe) + ",\n      \"args\": [\n        \"-c\",\n        " + q(cfg) + ",\n        \"--profile\",\n        \"claude-code\"\n      ]\n    }\n  }"
+	if got := string(after["mcpServers"]); got != wantUser {
+		t.Errorf("~/.claude.json's mcpServers:\n%s\nwant\n%s", got, wantUser)
 	}
-	if p := profileOf(after["mcpServers"]); p != "claude-code" {
-		t.Errorf("the user's entry asks for %q", p)
-	}
-	if p := profileOf(projects[h.project]["mcpServers"]); p != "claude-code-my-app" {
-		t.Errorf("the project's entry asks for %q", p)
-	}
-	if p := profileOf(json.RawMessage(muxJSON(t, read("mcp.json")))); p != "claude-code-my-app" {
-		t.Errorf(".mcp.json's entry asks for %q", p)
+	wantLocal := "{\n        \"mcp-mux-my-app\": {\n          \"command\": " + q(exe) + ",\n          \"args\": [\n            \"-c\",\n            " + q(cfg) + ",\n            \"--profile\",\n            \"claude-code-my-app\"\n          ]\n        }\n      }"
+	if got := string(projects[h.project]["mcpServers"]); got != wantLocal {
+		t.Errorf("~/.claude.json's project mcpServers:\n%s\nwant\n%s", got, wantLocal)
 	}
 
-	// Claude Code's rules, carried over in the list they are in.
+	// The project's .mcp.json is shared with the project's other users:
+	// this machine's paths stay out of it.
+	if got := read("mcp.json"); !bytes.Equal(got, h.orig["mcp.json"]) {
+		t.Errorf(".mcp.json changed:\n%s", got)
+	}
+	if !strings.Contains(out, "left alone "+h.files["mcp.json"]+": a project's .mcp.json is shared with the project's other users") {
+		t.Errorf("--apply does not say why it left .mcp.json alone:\n%s", out)
+	}
+
+	// Claude Code's rules, carried over in the list they are in, to the
+	// entry that runs each server; those of .mcp.json's servers, which
+	// still run directly, stay as they are.
 	wantSettings := strings.Replace(string(h.orig["settings"]), `      "mcp__mem"`, `      "mcp__mem",
       "mcp__mcp-mux__notes__list",
       "mcp__mcp-mux__mem__*"`, 1)
 	if got := string(read("settings")); got != wantSettings {
 		t.Errorf("settings.json:\n%s\nwant\n%s", got, wantSettings)
+	}
+	wantLocalSettings := strings.Replace(strings.Replace(string(h.orig["project settings"]), `      "mcp__lint__check"`, `      "mcp__lint__check",
+      "mcp__mcp-mux-my-app__db__*"`, 1), `      "mcp__notes__delete"`, `      "mcp__notes__delete",
+      "mcp__mcp-mux__notes__delete"`, 1)
+	if got := string(read("project settings")); got != wantLocalSettings {
+		t.Errorf("the project's settings.local.json:\n%s\nwant\n%s", got, wantLocalSettings)
 	}
 
 	// The config: every server once, a profile per client and project.
@@ -236,13 +274,13 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 	for _, b := range doc.Backend {
 		names = append(names, b.Name)
 	}
-	if want := []string{"notes", "tasks", "mem", "db", "lint", "browser", "search", "fixture", "docs"}; !slices.Equal(names, want) {
+	if want := []string{"notes", "tasks", "mem", "db", "browser", "search", "fixture", "docs"}; !slices.Equal(names, want) {
 		t.Errorf("backends %q, want %q", names, want)
 	}
 	wantProfiles := map[string][2][]string{
 		"claude-desktop":     {{"notes", "tasks"}, {"claude-ai"}},
 		"claude-code":        {{"notes", "mem"}, {"claude-code"}},
-		"claude-code-my-app": {{"notes", "mem", "db", "lint"}, nil},
+		"claude-code-my-app": {{"db"}, nil},
 		"cursor":             {{"browser", "search"}, {"cursor*"}},
 		"vscode":             {{"fixture", "docs"}, {"Visual Studio Code*"}},
 	}
@@ -261,6 +299,12 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 	// Each file saved beside it as it was, with its mode.
 	for what, path := range h.files {
 		backups, _ := filepath.Glob(path + ".mcp-mux-backup-*")
+		if what == "mcp.json" {
+			if len(backups) != 0 || strings.Contains(out, "changed    "+path) {
+				t.Errorf("%s: backups %q\n%s", what, backups, out)
+			}
+			continue
+		}
 		if len(backups) != 1 {
 			t.Errorf("%s: backups %q", what, backups)
 			continue
@@ -281,17 +325,23 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 		t.Errorf("--apply output:\n%s", out)
 	}
 
-	// Again: nothing to do, nothing touched.
+	// Again: nothing to do, nothing touched. The entries --apply wrote
+	// launch this mcp-mux: they are its own, never imported.
 	snap := h.snapshot(t)
 	time.Sleep(10 * time.Millisecond)
 	out, code = h.run(t, "import", "--apply")
-	if code != 0 || !strings.Contains(out, "nothing to move") {
+	if code != 0 || !strings.Contains(out, "nothing to move") || !strings.Contains(out, `skipped    "mcp-mux" in `+h.files["cursor"]+": mcp-mux's own entry") {
 		t.Errorf("second --apply: exit %d\n%s", code, out)
 	}
 	for what, v := range h.snapshot(t) {
 		if v != snap[what] {
-			t.Errorf("second --apply changed %s", what)
+			t.Errorf("second --apply changed %s:\n%s\nwas\n%s\noutput:\n%s", what, v, snap[what], out)
 		}
+	}
+	// Nor by plain import, which prints a config.
+	stdout, stderr, code := runBinEnv(t, h.bin, h.project, h.env, "import")
+	if code != 0 || strings.Contains(stdout, `name = "mcp-mux`) || !strings.Contains(stderr, `skipped    "mcp-mux" in `+h.files["vscode"]+": mcp-mux's own entry") {
+		t.Errorf("import after --apply: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 
 	// --undo: every byte and mode back, the config it created gone.
@@ -305,6 +355,9 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 		if !bytes.Equal(data, h.orig[what]) || (runtime.GOOS != "windows" && fi.Mode().Perm() != h.modes[what]) {
 			t.Errorf("%s after --undo (mode %v):\n%s", what, fi.Mode(), data)
 		}
+		if what == "mcp.json" {
+			continue
+		}
 		if !strings.Contains(out, "restored   "+path+" from "+path+".mcp-mux-backup-") {
 			t.Errorf("--undo does not say it restored %s:\n%s", path, out)
 		}
@@ -315,16 +368,6 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 	if out, code := h.run(t, "import", "--undo"); code != 1 || !strings.Contains(out, "nothing to undo") {
 		t.Errorf("second --undo: exit %d\n%s", code, out)
 	}
-}
-
-// muxJSON is the mcpServers object of a JSON file.
-func muxJSON(t *testing.T, data []byte) []byte {
-	t.Helper()
-	var f struct{ McpServers json.RawMessage }
-	if err := json.Unmarshal(data, &f); err != nil {
-		t.Fatalf("%v\n%s", err, data)
-	}
-	return f.McpServers
 }
 
 // splicedOnly checks that got is orig up to the end of its first before

@@ -77,7 +77,13 @@ func importSampleWith(t *testing.T, dir, rel, project string, addrs map[string]s
 // runEnv runs mcp-mux with args in dir with env (nil: the test's own).
 func runEnv(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(testkit.MuxBin(t), args...)
+	return runBinEnv(t, testkit.MuxBin(t), dir, env, args...)
+}
+
+// runBinEnv is runEnv with the mcp-mux binary at bin.
+func runBinEnv(t *testing.T, bin, dir string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Dir, cmd.Env = dir, env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
