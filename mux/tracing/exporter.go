@@ -126,19 +126,20 @@ func exporterConfigFromEnv(getenv func(string) string, warn func(msg string, kv 
 	cfg.URL = u
 
 	if h, from := otlpVar(getenv, "HEADERS"); h != "" {
-		for pair := range strings.SplitSeq(h, ",") {
+		// A bad entry is named by its place only: it may be a token.
+		for i, pair := range strings.Split(h, ",") {
 			if strings.TrimSpace(pair) == "" {
 				continue
 			}
 			k, v, ok := strings.Cut(pair, "=")
 			k = strings.TrimSpace(k)
 			if !ok || !validHeaderKey(k) {
-				warn("ignoring an entry of "+from+" that is not key=value", "key", k)
+				warn("ignoring an entry of "+from+" that is not name=value", "entry", i+1)
 				continue
 			}
 			val, err := url.PathUnescape(v)
 			if err != nil {
-				warn("ignoring a header of "+from+" whose value is not URL-encoded", "key", k)
+				warn("ignoring a header of "+from+" whose value is not URL-encoded", "entry", i+1, "name", k)
 				continue
 			}
 			cfg.Header.Set(k, strings.TrimSpace(val))
@@ -284,7 +285,7 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 			return fmt.Errorf("%w (%w)", err, errShutdown)
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, context.Cause(ctx))
+			return fmt.Errorf("%w (%s: the export's %v are up)", err, attempts(attempt), e.timeout)
 		}
 		if e.report != nil && e.reporting.CompareAndSwap(false, true) {
 			e.report(fmt.Errorf("%w (retrying)", err))
@@ -294,7 +295,7 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 			backoff = min(2*backoff, maxBackoff)
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			return fmt.Errorf("%w (gave up after %d attempts: the next would be past the export's deadline)", err, attempt)
+			return fmt.Errorf("%w (%s: the next would be past the export's deadline)", err, attempts(attempt))
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -304,9 +305,16 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 			if e.stop.Err() != nil {
 				return fmt.Errorf("%w (%w)", err, errShutdown)
 			}
-			return fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, context.Cause(ctx))
+			return fmt.Errorf("%w (%s: the export's %v are up)", err, attempts(attempt), e.timeout)
 		}
 	}
+}
+
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return strconv.Itoa(n) + " attempts"
 }
 
 var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) }}
