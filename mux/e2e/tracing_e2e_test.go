@@ -196,3 +196,32 @@ func TestUnreachableCollectorNeitherSlowsRequestsNorExit(t *testing.T) {
 		})
 	}
 }
+
+// A protocol mcp-mux does not speak (OTLP over gRPC here) turns tracing
+// off with a warning saying why, rather than send the collector what it
+// cannot read; serving goes on, the agent's trace context passing
+// through unchanged as with tracing off.
+func TestUnsupportedOTLPProtocolTurnsTracingOffWithAWarning(t *testing.T) {
+	rcv := testkit.StartOTLPReceiver(t)
+	local := strings.Replace(stdioBackend(t, "local"), `"local"]`, `"local", "-mrtr"]`, 1) // -mrtr: the meta tool
+	r := runMuxEnv(t, testkit.WriteRawConfig(t, local), "OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "OTEL_BSP_SCHEDULE_DELAY=10")
+	var got struct {
+		Meta map[string]any `json:"meta"`
+	}
+	callJSON(t, r.cs, "local__meta", nil, mcp.Meta{"traceparent": agentTP, "tracestate": agentTS}, &got)
+	if got.Meta["traceparent"] != agentTP || got.Meta["tracestate"] != agentTS {
+		t.Errorf("the backend's _meta %v, want the agent's trace context unchanged", got.Meta)
+	}
+	r.stdin.Close()
+	select {
+	case <-r.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("mcp-mux still running 10 s after stdin EOF\nstderr:\n%s", r.stderr)
+	}
+	if s := r.stderr.String(); !strings.Contains(s, "tracing is off") || !strings.Contains(s, `OTEL_EXPORTER_OTLP_PROTOCOL is \"grpc\"`) || strings.Contains(s, "tracing on") {
+		t.Errorf("stderr does not say tracing is off for the protocol:\n%s", s)
+	}
+	if n := rcv.Attempts(); n != 0 {
+		t.Errorf("%d requests reached the collector, want none", n)
+	}
+}

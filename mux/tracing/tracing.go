@@ -2,8 +2,9 @@
 // request forwarded to a backend, a child of the agent's span when its
 // _meta carries W3C trace context (traceparent, tracestate: SEP-414), and
 // the trace context passed on to the backend naming mux's span as parent.
-// Spans go out over OTLP/HTTP with the OpenTelemetry SDK, configured by
-// its standard environment variables.
+// Spans are made and batched by the OpenTelemetry SDK and go out over
+// OTLP/HTTP (protobuf) by an exporter of this package's (exporter.go),
+// configured by the standard OTEL_EXPORTER_OTLP_* environment variables.
 //
 // Tracing is on only when an OTLP endpoint is set: otherwise FromEnv
 // returns nil, and mux does nothing of this per request (one nil check),
@@ -27,7 +28,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -49,10 +49,12 @@ const BackendKey = attribute.Key("mcp_mux.backend")
 type Tracer struct {
 	tp     *sdktrace.TracerProvider
 	tracer trace.Tracer
+	exp    *exporter // nil in tests with an exporter of their own
 }
 
 // exportTimeout bounds one export with its retries, unless
-// OTEL_EXPORTER_OTLP_TIMEOUT (or its traces form) says otherwise: a
+// OTEL_EXPORTER_OTLP_TIMEOUT (or its traces form) says otherwise (the
+// specification's default, 10 s, is long for a batch held up): a
 // collector that does not answer costs a batch, never a request (spans
 // reach the exporter from the batch processor's goroutine only).
 const exportTimeout = 5 * time.Second
@@ -72,26 +74,25 @@ func Enabled(getenv func(string) string) bool {
 }
 
 // FromEnv is the tracer the environment asks for, or nil when tracing is
-// off (see Enabled). The exporter reads the rest of its configuration
-// (endpoint, headers, timeout, compression, TLS) from the OTEL_EXPORTER_OTLP_*
-// variables itself, the resource OTEL_SERVICE_NAME and
-// OTEL_RESOURCE_ATTRIBUTES. The SDK's errors go to logger, never to
-// stdout (the protocol's, when serving over stdio).
+// off (see Enabled). The exporter's configuration (endpoint, protocol,
+// headers, timeout, compression, TLS) is the OTEL_EXPORTER_OTLP_*
+// variables' (exporterConfigFromEnv): one it cannot follow, such as a
+// protocol other than http/protobuf, is an error, and no tracer. The
+// resource is OTEL_SERVICE_NAME's and OTEL_RESOURCE_ATTRIBUTES'. The
+// SDK's errors go to logger, never to stdout (the protocol's, when
+// serving over stdio).
 func FromEnv(getenv func(string) string, version string, logger *log.Logger) (*Tracer, error) {
 	if !Enabled(getenv) {
 		return nil, nil
 	}
-	routeErrors(logger)
-	var opts []otlptracehttp.Option
-	if getenv("OTEL_EXPORTER_OTLP_TIMEOUT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") == "" {
-		opts = append(opts, otlptracehttp.WithTimeout(exportTimeout))
-	}
-	// New makes no connection: an unreachable collector is found out by
-	// the first export, in the batch processor's goroutine.
-	exp, err := otlptracehttp.New(context.Background(), opts...)
+	cfg, err := exporterConfigFromEnv(getenv, func(msg string, kv ...any) { logger.Warn(msg, kv...) })
 	if err != nil {
-		return nil, fmt.Errorf("making the OTLP trace exporter: %w", err)
+		return nil, err
 	}
+	routeErrors(logger)
+	// The exporter makes no connection yet: an unreachable collector is
+	// found out by the first export, in the batch processor's goroutine.
+	exp := newExporter(cfg, version, otel.Handle)
 	res, err := resource.New(context.Background(),
 		resource.WithAttributes(semconv.ServiceName("mcp-mux"), semconv.ServiceVersion(version)),
 		resource.WithTelemetrySDK(),
@@ -105,7 +106,7 @@ func FromEnv(getenv func(string) string, version string, logger *log.Logger) (*T
 	// never waits for it. Its other settings and the sampler
 	// (OTEL_TRACES_SAMPLER) come from the environment as well.
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(exp))
-	return &Tracer{tp: tp, tracer: tp.Tracer("github.com/mcp-mux/mcp-mux", trace.WithInstrumentationVersion(version))}, nil
+	return &Tracer{tp: tp, tracer: tp.Tracer("github.com/mcp-mux/mcp-mux", trace.WithInstrumentationVersion(version)), exp: exp}, nil
 }
 
 // errorsRouted: the SDK's global error handler and logger are set once.
@@ -137,7 +138,8 @@ func routeErrors(logger *log.Logger) {
 var userinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
 
 // Shutdown exports what is queued and stops the exporter, taking at most
-// timeout: mcp-mux's exit is not held up by a collector.
+// timeout: mcp-mux's exit is not held up by a collector. An export still
+// in flight then (a collector that is slow, or down and retried) is ended.
 func (t *Tracer) Shutdown(timeout time.Duration) {
 	if t == nil {
 		return
@@ -145,6 +147,9 @@ func (t *Tracer) Shutdown(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_ = t.tp.Shutdown(ctx)
+	if t.exp != nil {
+		_ = t.exp.Shutdown(ctx)
+	}
 }
 
 // Request is what a span says of one forwarded request.

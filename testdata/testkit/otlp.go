@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"compress/gzip"
 	"encoding/hex"
 	"io"
 	"net/http"
@@ -16,14 +17,32 @@ import (
 )
 
 // OTLPReceiver is an OTLP/HTTP trace collector for tests: it takes the
-// protobuf ExportTraceServiceRequests POSTed to /v1/traces and keeps
-// their spans. Set OTEL_EXPORTER_OTLP_ENDPOINT to URL.
+// protobuf ExportTraceServiceRequests POSTed to /v1/traces (gzipped or
+// not), decoding them with the generated OTLP types, and keeps their
+// spans. Set OTEL_EXPORTER_OTLP_ENDPOINT to URL.
 type OTLPReceiver struct {
 	URL string
 
 	mu       sync.Mutex
 	spans    []Span
 	services []string // each export's service.name
+	exports  []Export
+	attempts int
+	fail     []Failure // the answers to the next requests, first first
+}
+
+// Export is one request the receiver took: its headers and what the
+// generated types decode of its body.
+type Export struct {
+	Header  http.Header
+	Request *coltracepb.ExportTraceServiceRequest
+}
+
+// Failure is an error answer the receiver gives instead of taking a
+// request: Status, with a Retry-After header if RetryAfter is not "".
+type Failure struct {
+	Status     int
+	RetryAfter string
 }
 
 // Span is what a test looks at of an exported span: ids in hex, as
@@ -52,7 +71,29 @@ func (r *OTLPReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.NotFound(w, req)
 		return
 	}
-	body, err := io.ReadAll(req.Body)
+	r.mu.Lock()
+	r.attempts++
+	if len(r.fail) > 0 {
+		f := r.fail[0]
+		r.fail = r.fail[1:]
+		r.mu.Unlock()
+		if f.RetryAfter != "" {
+			w.Header().Set("Retry-After", f.RetryAfter)
+		}
+		http.Error(w, http.StatusText(f.Status), f.Status)
+		return
+	}
+	r.mu.Unlock()
+	var in io.Reader = req.Body
+	if req.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		in = zr
+	}
+	body, err := io.ReadAll(in)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -63,6 +104,7 @@ func (r *OTLPReceiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.mu.Lock()
+	r.exports = append(r.exports, Export{Header: req.Header.Clone(), Request: &export})
 	for _, rs := range export.ResourceSpans {
 		for _, kv := range rs.GetResource().GetAttributes() {
 			if kv.Key == "service.name" {
@@ -120,6 +162,28 @@ func (r *OTLPReceiver) Services() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.services...)
+}
+
+// Exports is the requests taken so far.
+func (r *OTLPReceiver) Exports() []Export {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Export(nil), r.exports...)
+}
+
+// Attempts is how many requests reached the receiver, taken or failed.
+func (r *OTLPReceiver) Attempts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.attempts
+}
+
+// FailNext makes the receiver answer its next requests with fs, one
+// each, before it takes requests again.
+func (r *OTLPReceiver) FailNext(fs ...Failure) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail = append(r.fail, fs...)
 }
 
 // SpanWithID is the received span with id spanID, if any.

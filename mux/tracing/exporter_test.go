@@ -1,0 +1,592 @@
+package tracing
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
+)
+
+// testExporter is an exporter to url (a receiver's, /v1/traces added),
+// as FromEnv would make it, with timeout for an export.
+func testExporter(t *testing.T, endpoint string, timeout time.Duration, report func(error)) *exporter {
+	t.Helper()
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_TIMEOUT": fmt.Sprint(timeout.Milliseconds())}
+	cfg, err := exporterConfigFromEnv(func(k string) string { return env[k] }, noWarn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newExporter(cfg, "test", report)
+	t.Cleanup(func() { e.Shutdown(context.Background()) })
+	return e
+}
+
+func noWarn(t *testing.T) func(string, ...any) {
+	return func(msg string, kv ...any) { t.Errorf("warned: %s %v", msg, kv) }
+}
+
+var (
+	traceA  = trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
+	traceB  = trace.TraceID{0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd, 0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c}
+	spanA   = trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}
+	spanB   = trace.SpanID{0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31}
+	spanC   = trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}
+	parentA = trace.SpanID{8, 7, 6, 5, 4, 3, 2, 1}
+	start   = time.Unix(1700000000, 123456789)
+)
+
+// testSpans are spans with every field the encoder writes set, in two
+// resources and, in the first, two scopes; and the request the official
+// types should decode from their export.
+func testSpans(t *testing.T) ([]sdktrace.ReadOnlySpan, *coltracepb.ExportTraceServiceRequest) {
+	t.Helper()
+	ts, err := trace.ParseTraceState("vendor=t61rcWkgMzE,other=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("ü", 9000) // a length of three varint bytes
+	res := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.41.0",
+		attribute.String("service.name", "mcp-mux"), attribute.String("service.version", "1.2.3"), attribute.Int("pid", 42))
+	res2 := resource.NewSchemaless(attribute.String("service.name", "other"))
+	scope := instrumentation.Scope{Name: "github.com/mcp-mux/mcp-mux", Version: "1.2.3", SchemaURL: "https://s/1", Attributes: attribute.NewSet(attribute.Bool("scoped", true))}
+	scope2 := instrumentation.Scope{Name: "second"}
+
+	stubs := tracetest.SpanStubs{
+		{
+			Name: "tools/call notes__echo",
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: traceA, SpanID: spanA, TraceFlags: trace.FlagsSampled, TraceState: ts,
+			}),
+			Parent:    trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceA, SpanID: parentA, TraceFlags: trace.FlagsSampled, Remote: true}),
+			SpanKind:  trace.SpanKindClient,
+			StartTime: start,
+			EndTime:   start.Add(1500 * time.Microsecond),
+			Attributes: []attribute.KeyValue{
+				attribute.String("mcp.method.name", "tools/call"),
+				attribute.String("empty", ""),
+				attribute.String("not.utf8", "a\xffb"),
+				attribute.String("long", long),
+				attribute.Bool("yes", true),
+				attribute.Bool("no", false),
+				attribute.Int64("int", -42),
+				attribute.Int64("zero", 0),
+				attribute.Float64("float", 2.5),
+				attribute.StringSlice("strings", []string{"a", "", "c"}),
+				attribute.BoolSlice("bools", []bool{true, false}),
+				attribute.Int64Slice("ints", []int64{1, -2}),
+				attribute.Float64Slice("floats", []float64{0.5}),
+				attribute.ByteSlice("bytes", []byte{0, 1, 2}),
+				attribute.Slice("mixed", attribute.StringValue("s"), attribute.IntValue(1)),
+				attribute.Map("map", attribute.String("k", "v")),
+			},
+			Events: []sdktrace.Event{
+				{Name: "exception", Time: start.Add(time.Millisecond), Attributes: []attribute.KeyValue{attribute.String("exception.message", "boom")}, DroppedAttributeCount: 2},
+				{Name: "bare", Time: start.Add(2 * time.Millisecond)},
+			},
+			Links: []sdktrace.Link{{
+				SpanContext:           trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceB, SpanID: spanB, TraceState: ts, Remote: true}),
+				Attributes:            []attribute.KeyValue{attribute.String("link", "l")},
+				DroppedAttributeCount: 1,
+			}},
+			Status:               sdktrace.Status{Code: codes.Error, Description: "backend said -32602: bad"},
+			DroppedAttributes:    3,
+			DroppedEvents:        4,
+			DroppedLinks:         5,
+			Resource:             res,
+			InstrumentationScope: scope,
+		},
+		{
+			Name:                 "second scope",
+			SpanContext:          trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceB, SpanID: spanB}),
+			SpanKind:             trace.SpanKindServer,
+			StartTime:            start,
+			EndTime:              start,
+			Status:               sdktrace.Status{Code: codes.Ok},
+			Resource:             res,
+			InstrumentationScope: scope2,
+		},
+		{
+			Name:        "second resource",
+			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceB, SpanID: spanC, TraceFlags: trace.FlagsSampled}),
+			Parent:      trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceB, SpanID: spanB}),
+			SpanKind:    trace.SpanKindInternal,
+			StartTime:   start,
+			EndTime:     start.Add(time.Second),
+			Resource:    res2,
+			// the same scope as the first span's, in another resource
+			InstrumentationScope: scope,
+		},
+	}
+
+	str := func(s string) *commonpb.AnyValue {
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: s}}
+	}
+	i64 := func(n int64) *commonpb.AnyValue {
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: n}}
+	}
+	boolean := func(b bool) *commonpb.AnyValue {
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: b}}
+	}
+	double := func(f float64) *commonpb.AnyValue {
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: f}}
+	}
+	array := func(vs ...*commonpb.AnyValue) *commonpb.AnyValue {
+		return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vs}}}
+	}
+	kv := func(k string, v *commonpb.AnyValue) *commonpb.KeyValue { return &commonpb.KeyValue{Key: k, Value: v} }
+	pbScope := &commonpb.InstrumentationScope{Name: "github.com/mcp-mux/mcp-mux", Version: "1.2.3", Attributes: []*commonpb.KeyValue{kv("scoped", boolean(true))}}
+	nano := func(t time.Time) uint64 { return uint64(t.UnixNano()) }
+	const hasIsRemote, isRemote = 0x100, 0x200
+
+	want := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{
+		{
+			Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{ // a set's order: by key
+				kv("pid", i64(42)), kv("service.name", str("mcp-mux")), kv("service.version", str("1.2.3")),
+			}},
+			SchemaUrl: "https://opentelemetry.io/schemas/1.41.0",
+			ScopeSpans: []*tracepb.ScopeSpans{
+				{
+					Scope:     pbScope,
+					SchemaUrl: "https://s/1",
+					Spans: []*tracepb.Span{{
+						TraceId:           traceA[:],
+						SpanId:            spanA[:],
+						TraceState:        "vendor=t61rcWkgMzE,other=1",
+						ParentSpanId:      parentA[:],
+						Flags:             0x01 | hasIsRemote | isRemote,
+						Name:              "tools/call notes__echo",
+						Kind:              tracepb.Span_SPAN_KIND_CLIENT,
+						StartTimeUnixNano: nano(start),
+						EndTimeUnixNano:   nano(start.Add(1500 * time.Microsecond)),
+						Attributes: []*commonpb.KeyValue{
+							kv("mcp.method.name", str("tools/call")),
+							kv("empty", str("")),
+							kv("not.utf8", str("a\uFFFDb")),
+							kv("long", str(long)),
+							kv("yes", boolean(true)),
+							kv("no", boolean(false)),
+							kv("int", i64(-42)),
+							kv("zero", i64(0)),
+							kv("float", double(2.5)),
+							kv("strings", array(str("a"), str(""), str("c"))),
+							kv("bools", array(boolean(true), boolean(false))),
+							kv("ints", array(i64(1), i64(-2))),
+							kv("floats", array(double(0.5))),
+							kv("bytes", &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: []byte{0, 1, 2}}}),
+							kv("mixed", array(str("s"), i64(1))),
+							kv("map", &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: []*commonpb.KeyValue{kv("k", str("v"))}}}}),
+						},
+						DroppedAttributesCount: 3,
+						Events: []*tracepb.Span_Event{
+							{TimeUnixNano: nano(start.Add(time.Millisecond)), Name: "exception", Attributes: []*commonpb.KeyValue{kv("exception.message", str("boom"))}, DroppedAttributesCount: 2},
+							{TimeUnixNano: nano(start.Add(2 * time.Millisecond)), Name: "bare"},
+						},
+						DroppedEventsCount: 4,
+						Links: []*tracepb.Span_Link{{
+							TraceId: traceB[:], SpanId: spanB[:], TraceState: "vendor=t61rcWkgMzE,other=1",
+							Attributes: []*commonpb.KeyValue{kv("link", str("l"))}, DroppedAttributesCount: 1,
+							Flags: hasIsRemote | isRemote,
+						}},
+						DroppedLinksCount: 5,
+						Status:            &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "backend said -32602: bad"},
+					}},
+				},
+				{
+					Scope: &commonpb.InstrumentationScope{Name: "second"},
+					Spans: []*tracepb.Span{{
+						TraceId: traceB[:], SpanId: spanB[:], Flags: hasIsRemote,
+						Name: "second scope", Kind: tracepb.Span_SPAN_KIND_SERVER,
+						StartTimeUnixNano: nano(start), EndTimeUnixNano: nano(start),
+						Status: &tracepb.Status{Code: tracepb.Status_STATUS_CODE_OK},
+					}},
+				},
+			},
+		},
+		{
+			Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{kv("service.name", str("other"))}},
+			ScopeSpans: []*tracepb.ScopeSpans{{
+				Scope:     pbScope,
+				SchemaUrl: "https://s/1",
+				Spans: []*tracepb.Span{{
+					TraceId: traceB[:], SpanId: spanC[:], ParentSpanId: spanB[:], Flags: 0x01 | hasIsRemote,
+					Name: "second resource", Kind: tracepb.Span_SPAN_KIND_INTERNAL,
+					StartTimeUnixNano: nano(start), EndTimeUnixNano: nano(start.Add(time.Second)),
+				}},
+			}},
+		},
+	}}
+	return stubs.Snapshots(), want
+}
+
+// Every field the encoder writes, as the official OTLP types decode it at
+// the receiver: attributes of each type (and an empty string, false, 0,
+// a string that is not UTF-8, one long enough for a 3-byte length),
+// events, links, status, kind, parent, trace state, flags, dropped
+// counts, resource and scope attributes and schema URLs, grouped by
+// resource then scope.
+func TestExportedSpansDecodeWithTheOfficialTypes(t *testing.T) {
+	rcv := testkit.StartOTLPReceiver(t)
+	spans, want := testSpans(t)
+	e := testExporter(t, rcv.URL, 5*time.Second, nil)
+	if err := e.ExportSpans(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	exports := rcv.Exports()
+	if len(exports) != 1 {
+		t.Fatalf("%d exports, want 1", len(exports))
+	}
+	if got := exports[0].Request; !proto.Equal(got, want) {
+		t.Errorf("the receiver decoded:\n%s\nwant:\n%s", prototext.Format(got), prototext.Format(want))
+	}
+	h := exports[0].Header
+	if h.Get("Content-Type") != "application/x-protobuf" || h.Get("User-Agent") != "mcp-mux/test" || h.Get("Content-Encoding") != "" {
+		t.Errorf("headers %v, want Content-Type application/x-protobuf, User-Agent mcp-mux/test, not compressed", h)
+	}
+}
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Nothing to export sends nothing.
+func TestExportOfNoSpansSendsNothing(t *testing.T) {
+	rcv := testkit.StartOTLPReceiver(t)
+	if err := testExporter(t, rcv.URL, time.Second, nil).ExportSpans(context.Background(), nil); err != nil || rcv.Attempts() != 0 {
+		t.Errorf("err %v, %d requests; want none", err, rcv.Attempts())
+	}
+}
+
+func TestExporterConfigFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		url  string
+		err  string // in the error, if one is wanted
+	}{
+		{"base URL", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, "http://c:4318/v1/traces", ""},
+		{"base URL with a slash", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4318/"}, "https://c:4318/v1/traces", ""},
+		{"base URL with a path", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c/otlp/"}, "https://c/otlp/v1/traces", ""},
+		{"traces URL as is", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/custom/path?x=1"}, "http://c:4318/custom/path?x=1", ""},
+		{"traces URL without a path", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318"}, "http://c:4318/", ""},
+		{"traces URL first", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://base", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces/t"}, "http://traces/t", ""},
+		{"not http", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "c:4318"}, "", "want an http:// or https:// URL"},
+		{"grpc", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "", `OTEL_EXPORTER_OTLP_PROTOCOL is "grpc"`},
+		{"json", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, "", `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL is "http/json"`},
+		{"traces protocol first", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, "http://c/v1/traces", ""},
+		{"missing CA file", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c", "OTEL_EXPORTER_OTLP_CERTIFICATE": "/nonexistent/ca.pem"}, "", "OTEL_EXPORTER_OTLP_CERTIFICATE"},
+		{"a client key without its certificate", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c", "OTEL_EXPORTER_OTLP_CLIENT_KEY": "/k.pem"}, "", "without OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := exporterConfigFromEnv(func(k string) string { return c.env[k] }, noWarn(t))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Errorf("error %v, want one saying %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || cfg.URL.String() != c.url {
+				t.Errorf("URL %v (err %v), want %s", cfg, err, c.url)
+			}
+		})
+	}
+}
+
+func TestExporterConfigHeadersTimeoutCompression(t *testing.T) {
+	env := map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT":    "http://c",
+		"OTEL_EXPORTER_OTLP_HEADERS":     "authorization=Basic%20czNjcmV0, x-tenant = a%2Cb ,bad header=x,Bearer czNjcmV0",
+		"OTEL_EXPORTER_OTLP_TIMEOUT":     "1500",
+		"OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+	}
+	var warnings []string
+	warn := func(msg string, kv ...any) { warnings = append(warnings, fmt.Sprint(msg, kv)) }
+	cfg, err := exporterConfigFromEnv(func(k string) string { return env[k] }, warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Header.Get("Authorization") != "Basic czNjcmV0" || cfg.Header.Get("X-Tenant") != "a,b" || len(cfg.Header) != 2 {
+		t.Errorf("headers %v, want authorization and x-tenant, URL-decoded", cfg.Header)
+	}
+	if len(warnings) != 2 || strings.Contains(strings.Join(warnings, " "), "czNjcmV0") {
+		t.Errorf("warnings %q, want one for each of the two bad entries, no value shown", warnings)
+	}
+	if cfg.Timeout != 1500*time.Millisecond || !cfg.Gzip {
+		t.Errorf("timeout %v gzip %v, want 1.5s and gzip", cfg.Timeout, cfg.Gzip)
+	}
+
+	// The traces forms win; a timeout left unset is ours, 5 s.
+	env = map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT":           "http://c",
+		"OTEL_EXPORTER_OTLP_HEADERS":            "a=1",
+		"OTEL_EXPORTER_OTLP_TRACES_HEADERS":     "b=2",
+		"OTEL_EXPORTER_OTLP_COMPRESSION":        "gzip",
+		"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "none",
+	}
+	cfg, err = exporterConfigFromEnv(func(k string) string { return env[k] }, noWarn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Header.Get("B") != "2" || cfg.Header.Get("A") != "" || cfg.Gzip || cfg.Timeout != exportTimeout {
+		t.Errorf("headers %v gzip %v timeout %v, want the traces forms' (b=2, none) and %v", cfg.Header, cfg.Gzip, cfg.Timeout, exportTimeout)
+	}
+}
+
+// envOf is getenv over env and, for the other variables, nothing: the
+// test's own OTEL_* environment does not count.
+func envOf(env map[string]string) func(string) string { return func(k string) string { return env[k] } }
+
+// quietLogger is a logger into buf.
+func quietLogger(buf *syncBuffer) *log.Logger {
+	return log.NewWithOptions(buf, log.Options{Level: log.DebugLevel})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Through FromEnv: the headers of OTEL_EXPORTER_OTLP_HEADERS reach the
+// collector, a gzipped body decodes, and the traces URL is used as is
+// (the base URL, which would be used otherwise, goes nowhere).
+func TestFromEnvSendsHeadersGzippedToTheTracesURL(t *testing.T) {
+	rcv := testkit.StartOTLPReceiver(t)
+	var logs syncBuffer
+	tr, err := FromEnv(envOf(map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT":        "http://127.0.0.1:1",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": rcv.URL + "/v1/traces",
+		"OTEL_EXPORTER_OTLP_HEADERS":         "authorization=Bearer%20s3cret,x-tenant=t1",
+		"OTEL_EXPORTER_OTLP_COMPRESSION":     "gzip",
+	}), "9.9.9", quietLogger(&logs))
+	if err != nil || tr == nil {
+		t.Fatalf("FromEnv: %v %v", tr, err)
+	}
+	span, _ := tr.Start(context.Background(), Request{Method: "tools/call", Backend: "fx", Target: "fx__echo"}, nil)
+	span.End(nil, nil)
+	tr.Shutdown(5 * time.Second) // flushes the queue
+	exports := rcv.Exports()
+	if len(exports) != 1 {
+		t.Fatalf("%d exports, want 1; log:\n%s", len(exports), logs.String())
+	}
+	h := exports[0].Header
+	if h.Get("Authorization") != "Bearer s3cret" || h.Get("X-Tenant") != "t1" || h.Get("Content-Encoding") != "gzip" || h.Get("User-Agent") != "mcp-mux/9.9.9" {
+		t.Errorf("headers %v, want the configured ones, gzip and mcp-mux's User-Agent", h)
+	}
+	rs := exports[0].Request.GetResourceSpans()
+	if len(rs) != 1 || len(rs[0].ScopeSpans) != 1 || len(rs[0].ScopeSpans[0].Spans) != 1 || rs[0].ScopeSpans[0].Spans[0].Name != "tools/call fx__echo" {
+		t.Fatalf("received %s", prototext.Format(exports[0].Request))
+	}
+	if sc := rs[0].ScopeSpans[0].Scope; sc.GetName() != "github.com/mcp-mux/mcp-mux" || sc.GetVersion() != "9.9.9" {
+		t.Errorf("scope %v, want mcp-mux's, its version", sc)
+	}
+	if strings.Contains(logs.String(), "s3cret") {
+		t.Errorf("the log shows a header's value:\n%s", logs.String())
+	}
+}
+
+// A protocol mcp-mux does not speak turns tracing off with the reason,
+// rather than send what the collector cannot read.
+func TestFromEnvWithAnUnsupportedProtocolIsAnError(t *testing.T) {
+	for _, p := range []string{"grpc", "http/json"} {
+		var logs syncBuffer
+		tr, err := FromEnv(envOf(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": p}), "t", quietLogger(&logs))
+		if tr != nil || err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "http/protobuf") {
+			t.Errorf("protocol %s: tracer %v, error %v; want none, and an error naming %s and http/protobuf", p, tr, err, p)
+		}
+	}
+}
+
+// A 503 is retried, and the spans arrive; Retry-After is waited for.
+func TestExportRetriesAnUnavailableCollector(t *testing.T) {
+	rcv := testkit.StartOTLPReceiver(t)
+	var reported []error
+	e := testExporter(t, rcv.URL, 5*time.Second, func(err error) { reported = append(reported, err) })
+	spans, _ := testSpans(t)
+
+	rcv.FailNext(testkit.Failure{Status: 503})
+	if err := e.ExportSpans(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	if rcv.Attempts() != 2 || len(rcv.Exports()) != 1 {
+		t.Errorf("%d attempts, %d exports; want 2 and 1", rcv.Attempts(), len(rcv.Exports()))
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "503") {
+		t.Errorf("reported %v, want the 503, once", reported)
+	}
+
+	rcv.FailNext(testkit.Failure{Status: 429, RetryAfter: "1"})
+	begin := time.Now()
+	if err := e.ExportSpans(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(begin); d < 900*time.Millisecond {
+		t.Errorf("retried after %v, want the 1 s of Retry-After", d)
+	}
+	if len(rcv.Exports()) != 2 {
+		t.Errorf("%d exports, want 2", len(rcv.Exports()))
+	}
+}
+
+// Other errors fail the batch at once; a Retry-After past the export's
+// deadline is not waited for.
+func TestExportGivesUp(t *testing.T) {
+	rcv := testkit.StartOTLPReceiver(t)
+	e := testExporter(t, rcv.URL, time.Second, nil)
+	spans, _ := testSpans(t)
+
+	rcv.FailNext(testkit.Failure{Status: 400})
+	err := e.ExportSpans(context.Background(), spans)
+	if err == nil || !strings.Contains(err.Error(), "400") || rcv.Attempts() != 1 {
+		t.Errorf("error %v after %d attempts, want a 400 after 1", err, rcv.Attempts())
+	}
+
+	rcv.FailNext(testkit.Failure{Status: 503, RetryAfter: "30"})
+	begin := time.Now()
+	err = e.ExportSpans(context.Background(), spans)
+	if err == nil || !strings.Contains(err.Error(), "deadline") || time.Since(begin) > 500*time.Millisecond {
+		t.Errorf("error %v after %v, want one at once, for the deadline", err, time.Since(begin))
+	}
+}
+
+// silentListener takes connections and never answers.
+func silentListener(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// closedPort is an address nothing listens on.
+func closedPort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
+}
+
+// A collector that is down or hangs costs an export its deadline at most,
+// retries included; the first failure is reported at once.
+func TestExportToAnUnreachableCollectorEndsByItsDeadline(t *testing.T) {
+	spans, _ := testSpans(t)
+	for name, endpoint := range map[string]string{"closed port": closedPort(t), "silent": silentListener(t)} {
+		t.Run(name, func(t *testing.T) {
+			reported := make(chan error, 1)
+			e := testExporter(t, endpoint, 700*time.Millisecond, func(err error) { reported <- err })
+			begin := time.Now()
+			err := e.ExportSpans(context.Background(), spans)
+			d := time.Since(begin)
+			if err == nil || d > 3*time.Second {
+				t.Errorf("error %v after %v, want one within the deadline (0.7 s)", err, d)
+			}
+			if name == "closed port" {
+				select {
+				case err := <-reported:
+					if !strings.Contains(err.Error(), "retrying") {
+						t.Errorf("reported %v", err)
+					}
+				default:
+					t.Error("the first failure was not reported")
+				}
+			}
+			t.Logf("%v after %v", err, d)
+		})
+	}
+}
+
+// Shutdown ends an export in flight, and the exporter takes no more.
+func TestShutdownEndsAnExportInFlight(t *testing.T) {
+	spans, _ := testSpans(t)
+	e := testExporter(t, silentListener(t), 30*time.Second, nil)
+	done := make(chan error, 1)
+	go func() { done <- e.ExportSpans(context.Background(), spans) }()
+	time.Sleep(200 * time.Millisecond)
+	e.Shutdown(context.Background())
+	select {
+	case err := <-done:
+		if !errors.Is(err, errShutdown) {
+			t.Errorf("export ended with %v, want %v", err, errShutdown)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the export goes on after Shutdown")
+	}
+	if err := e.ExportSpans(context.Background(), spans); !errors.Is(err, errShutdown) {
+		t.Errorf("export after Shutdown: %v, want %v", err, errShutdown)
+	}
+}
+
+// Errors name the collector's URL without its password.
+func TestExportErrorsNameTheURLWithoutAPassword(t *testing.T) {
+	u, _ := url.Parse(closedPort(t))
+	u.User = url.UserPassword("me", "s3cret")
+	spans, _ := testSpans(t)
+	err := testExporter(t, u.String(), 300*time.Millisecond, nil).ExportSpans(context.Background(), spans)
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), u.Host) {
+		t.Errorf("error %v, want one naming %s without the password", err, u.Host)
+	}
+}
+
+// A collector's partial success (spans it rejected) is an error.
+func TestPartialSuccessIsDecoded(t *testing.T) {
+	b := mustMarshal(t, &coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{RejectedSpans: 3, ErrorMessage: "too old"}})
+	if n, msg, ok := decodePartialSuccess(b); n != 3 || msg != "too old" || !ok {
+		t.Errorf("decoded %d %q %v", n, msg, ok)
+	}
+	if n, msg, ok := decodePartialSuccess(nil); n != 0 || msg != "" || !ok {
+		t.Errorf("empty response decoded %d %q %v", n, msg, ok)
+	}
+}
+
+func TestMain(m *testing.M) {
+	// The exporter's tests set their environment through getenv: the
+	// OTEL_* variables of whoever runs them must not reach FromEnv's.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			os.Unsetenv(k)
+		}
+	}
+	os.Exit(m.Run())
+}
