@@ -330,3 +330,40 @@ func TestAReloadAppliesProfileChangesToLiveSessions(t *testing.T) {
 		t.Errorf("after: %q, want two's tools only", slices.Sorted(maps.Keys(tools)))
 	}
 }
+
+// mcp-mux://backends read by a session of a profile shows its view's
+// backends and its own session only: not the other agents'.
+func TestTheBackendsResourceOfAProfileShowsOnlyItsOwnSession(t *testing.T) {
+	m := profileMux(t)
+	cursor := agentNamed(t, m, "Cursor", nil)
+	other := agentNamed(t, m, "some-agent", nil)
+	read := func(cs *mcp.ClientSession) (sessions []SessionStatus, backends []string) {
+		t.Helper()
+		res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: uriBackends})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Sessions []SessionStatus
+			Backends []struct{ Name string }
+		}
+		if err := json.Unmarshal([]byte(res.Contents[0].Text), &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range doc.Backends {
+			backends = append(backends, b.Name)
+		}
+		return doc.Sessions, backends
+	}
+	sessions, backends := read(cursor)
+	if len(sessions) != 1 || sessions[0].Client != "Cursor 1" {
+		t.Errorf("cursor's %s: sessions %+v, want its own only", uriBackends, sessions)
+	}
+	if !slices.Equal(backends, []string{"gh", "fs"}) {
+		t.Errorf("cursor's %s: backends %q, want gh and fs", uriBackends, backends)
+	}
+	sessions, backends = read(other)
+	if len(sessions) != 2 || !slices.Equal(backends, []string{"gh", "fs", "db"}) {
+		t.Errorf("%s of no profile: sessions %+v, backends %q; want both sessions and every backend", uriBackends, sessions, backends)
+	}
+}
