@@ -331,6 +331,28 @@ func TestAReloadAppliesProfileChangesToLiveSessions(t *testing.T) {
 	}
 }
 
+// The first list of a session waits for the backends of its view only: a
+// slow backend it cannot see does not delay it, whether the agent heeds
+// list_changed or not (claude-ai: its lists wait for every start).
+func TestTheFirstListWaitsOnlyForTheBackendsOfTheView(t *testing.T) {
+	cfg := testConfig(fixture(t, "fs"), fixture(t, "slow", "-start-delay", "8s"))
+	cfg.Mux.StartupTimeout.Duration = 30 * time.Second
+	cfg.Mux.FirstListWait.Duration = 30 * time.Second
+	cfg.Profiles = []config.Profile{{Name: "ro", Backends: []string{"fs"}, Clients: []string{"ro-agent", "claude-ai"}}}
+	m := startMuxConfig(t, cfg)
+	fs, _ := m.memberNamed("fs")
+	testkit.Eventually(t, 20*time.Second, "fs ready", fs.serving)
+	for _, agent := range []string{"ro-agent", "claude-ai"} {
+		cs := agentNamed(t, m, agent, nil)
+		if tools := listedTools(t, cs); tools["fs__echo"] == nil {
+			t.Errorf("%s: fs__echo not listed", agent)
+		}
+		if state, _ := stateOf(m, "slow"); state == stateReady {
+			t.Errorf("%s: its first list waited for slow, outside its view", agent)
+		}
+	}
+}
+
 // mcp-mux://backends read by a session of a profile shows its view's
 // backends and its own session only: not the other agents'.
 func TestTheBackendsResourceOfAProfileShowsOnlyItsOwnSession(t *testing.T) {
