@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,6 +329,115 @@ func TestAReloadAppliesProfileChangesToLiveSessions(t *testing.T) {
 	}
 	if tools := listedTools(t, cs); tools["two__echo"] == nil || tools["one__echo"] != nil {
 		t.Errorf("after: %q, want two's tools only", slices.Sorted(maps.Keys(tools)))
+	}
+}
+
+// A reload that takes a backend out of a session's view ends that
+// session's subscriptions to its resources: it gets no more updates of
+// what it can no longer read, the registry lets go of its hold, and the
+// backend is unsubscribed once nobody else holds the URI.
+func TestAReloadThatHidesABackendDropsTheSessionsSubscriptionsToIt(t *testing.T) {
+	path := t.TempDir() + "/mcp-mux.toml"
+	write := func(backends string) {
+		src := "[mux]\ntool_list = \"all\"\n" + backendTOML(t, "one") + backendTOML(t, "two") +
+			"[profile.p]\nbackends = [" + backends + "]\nclients = [\"agent-p\"]\n"
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`"one", "two"`)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMuxConfig(t, cfg)
+	up, uall := newUpdates(), newUpdates()
+	p := agentNamed(t, m, "agent-p", up.opts())
+	all := connect(t, m, uall.opts())
+	const shared, own, kept = "fixture://two/res/1", "fixture://two/res/2", "fixture://one/res/1"
+	subscribe(t, p, shared)
+	subscribe(t, p, own)
+	subscribe(t, p, kept)
+	subscribe(t, all, shared)
+	callText(t, all, "two__update", map[string]any{"uri": shared})
+	up.waitFor(t, shared, 1)
+	uall.waitFor(t, shared, 1)
+
+	write(`"one"`)
+	if err := m.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.subs.Count("two", shared); n != 1 {
+		t.Errorf("%s held %d times after the reload, want 1 (the session of every backend)", shared, n)
+	}
+	if n := m.subs.Count("two", own); n != 0 {
+		t.Errorf("%s held %d times after the reload, want 0", own, n)
+	}
+	stats := fixtureStats(t, all, "two__stats")
+	if stats.Unsubscribe[own] != 1 || stats.Unsubscribe[shared] != 0 {
+		t.Errorf("two was unsubscribed %d times from %s (held by p alone), %d from %s (held by another session too): want 1 and 0",
+			stats.Unsubscribe[own], own, stats.Unsubscribe[shared], shared)
+	}
+	for _, st := range m.Sessions() {
+		if st.Client != "agent-p 1" {
+			continue
+		}
+		for _, s := range m.subs.Session(st.ID) {
+			if s.Backend == "two" {
+				t.Errorf("p still holds %s of two", s.URI)
+			}
+		}
+	}
+	callText(t, all, "two__update", map[string]any{"uri": shared})
+	callText(t, all, "two__update", map[string]any{"uri": own})
+	uall.waitFor(t, shared, 2)
+	up.quiet(t, 300*time.Millisecond)
+	if n := up.count(shared) + up.count(own); n != 1 {
+		t.Errorf("p got %d updates of two's resources, want 1 (from before the reload)", n)
+	}
+	// What stays in its view keeps its subscription.
+	callText(t, all, "one__update", map[string]any{"uri": kept})
+	up.waitFor(t, kept, 1)
+
+	unsubscribe(t, all, shared)
+	if got := fixtureStats(t, all, "two__stats").Unsubscribe[shared]; got != 1 {
+		t.Errorf("two was unsubscribed %d times from %s once its last holder let go, want 1", got, shared)
+	}
+}
+
+// listChangedCounter counts the tools/list_changed a client receives.
+func listChangedCounter() (*mcp.ClientOptions, *atomic.Int32) {
+	var n atomic.Int32
+	return &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { n.Add(1) }}, &n
+}
+
+// A backend outside a session's view changing its list tells that session
+// nothing; one inside it does.
+func TestListChangedOfABackendOutsideTheViewIsNotSent(t *testing.T) {
+	m := profileMux(t)
+	cOpts, cursorN := listChangedCounter()
+	aOpts, allN := listChangedCounter()
+	cursor := agentNamed(t, m, "cursor", cOpts)
+	all := agentNamed(t, m, "some-agent", aOpts)
+	listedTools(t, cursor)
+	listedTools(t, all)
+	c0, a0 := cursorN.Load(), allN.Load()
+
+	callText(t, all, "db__add_tool", map[string]any{"name": "newtool"})
+	testkit.Eventually(t, 10*time.Second, "tools/list_changed for db's new tool", func() bool { return allN.Load() > a0 })
+	if tools := listedTools(t, all); tools["db__newtool"] == nil {
+		t.Fatalf("db__newtool not listed to the session of every backend")
+	}
+	testkit.Quiet(300 * time.Millisecond) // absence is shown only by waiting
+	if n := cursorN.Load() - c0; n != 0 {
+		t.Errorf("cursor (gh, fs) got %d tools/list_changed for a change of db's tools", n)
+	}
+
+	c1 := cursorN.Load()
+	callText(t, all, "fs__add_tool", map[string]any{"name": "read_more"})
+	testkit.Eventually(t, 10*time.Second, "tools/list_changed to cursor for fs's new tool", func() bool { return cursorN.Load() > c1 })
+	if tools := listedTools(t, cursor); tools["fs__read_more"] == nil {
+		t.Errorf("fs__read_more not listed to cursor")
 	}
 }
 
