@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -497,5 +498,129 @@ func TestTheBackendsResourceOfAProfileShowsOnlyItsOwnSession(t *testing.T) {
 	sessions, backends = read(other)
 	if len(sessions) != 2 || !slices.Equal(backends, []string{"gh", "fs", "db"}) {
 		t.Errorf("%s of no profile: sessions %+v, backends %q; want both sessions and every backend", uriBackends, sessions, backends)
+	}
+}
+
+// Over HTTP, with remembered catalogs (start = "auto"), the agents of
+// profiles chosen by their clientInfo list, search, read, subscribe,
+// complete and call everything they can, and ask for what their profiles
+// hide: the backend outside every profile in use never starts.
+func TestABackendOutsideTheProfilesInUseNeverStartsOverHTTP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	cfg := testConfig(
+		fixture(t, "gh", "-tools", "list_issues", "-instructions", "GH-INSTRUCTIONS"),
+		fixture(t, "fs", "-tools", "read_file", "-instructions", "FS-INSTRUCTIONS"),
+		fixture(t, "db", "-tools", "query", "-instructions", "DB-INSTRUCTIONS"))
+	learn(t, cfg, path)
+	cfg.Mux.Start = config.StartAuto
+	tools := []string{"*__echo", "*__list_issues", "*__read_file"} // none that crashes or hangs
+	cfg.Profiles = []config.Profile{
+		{Name: "lister", Backends: []string{"gh", "fs"}, Tools: tools, Clients: []string{"cursor*"}},
+		{Name: "searcher", Backends: []string{"gh", "fs"}, Tools: tools, ToolList: config.ToolListSearch, Clients: []string{"windsurf*"}},
+	}
+	m := runWithMemory(t, cfg, path)
+	url := serveHTTP(t, m, HTTPOptions{})
+	connect := func(name, version string) *mcp.ClientSession {
+		t.Helper()
+		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
+		cs, err := c.Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	ctx := testkit.CtxT(t)
+	dbAtRest := func(after string) {
+		t.Helper()
+		if state, pid := stateOf(m, "db"); state != stateRemembered || pid != 0 {
+			t.Fatalf("db after %s: state %q pid %d, want remembered, never started", after, state, pid)
+		}
+	}
+	dbAtRest("the start")
+
+	lister := connect("Cursor", legacyEra) // the handshake era: initialize, resources/subscribe
+	if instr := lister.InitializeResult().Instructions; strings.Contains(instr, "DB-INSTRUCTIONS") || !strings.Contains(instr, "GH-INSTRUCTIONS") {
+		t.Errorf("lister's instructions: %q", instr)
+	}
+	listedNames := slices.Sorted(maps.Keys(listedTools(t, lister)))
+	if !slices.Equal(listedNames, []string{"fs__read_file", "gh__list_issues"}) {
+		t.Errorf("lister's tools: %q", listedNames)
+	}
+	promptNames(t, lister)
+	templateURIs(t, lister)
+	resources := listed(t, lister.Resources(ctx, nil), func(r *mcp.Resource) string { return r.URI })
+	dbAtRest("the lists")
+	for _, name := range listedNames {
+		callText(t, lister, name, map[string]any{"text": "x"})
+	}
+	for _, uri := range resources {
+		if strings.HasPrefix(uri, "fixture://") {
+			if _, err := lister.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil {
+				t.Errorf("read %s: %v", uri, err)
+			}
+		}
+	}
+	for _, uri := range []string{uriBackends, uriSubscriptions, uriInstructions + "gh", uriInstructions + "fs"} {
+		if _, err := lister.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil {
+			t.Errorf("read %s: %v", uri, err)
+		}
+	}
+	subscribe(t, lister, "fixture://gh/res/1")
+	if _, err := lister.GetPrompt(ctx, &mcp.GetPromptParams{Name: "fs__greet", Arguments: map[string]string{"name": "x"}}); err != nil {
+		t.Errorf("fs__greet: %v", err)
+	}
+	if _, err := lister.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "gh__greet"}, Argument: mcp.CompleteParamsArgument{Name: "name", Value: "a"}}); err != nil {
+		t.Errorf("completing gh__greet: %v", err)
+	}
+	// What the profile hides: each is refused without waking db.
+	if _, err := lister.CallTool(ctx, &mcp.CallToolParams{Name: "db__echo", Arguments: map[string]any{}}); err == nil {
+		t.Errorf("db__echo called")
+	}
+	if _, err := lister.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://db/res/1"}); err == nil {
+		t.Errorf("fixture://db/res/1 read")
+	}
+	if _, err := lister.ReadResource(ctx, &mcp.ReadResourceParams{URI: uriInstructions + "db"}); err == nil {
+		t.Errorf("%sdb read", uriInstructions)
+	}
+	if err := lister.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://db/res/1"}); err == nil {
+		t.Errorf("fixture://db/res/1 subscribed")
+	}
+	if _, err := lister.GetPrompt(ctx, &mcp.GetPromptParams{Name: "db__greet", Arguments: map[string]string{"name": "x"}}); err == nil {
+		t.Errorf("db__greet got")
+	}
+	if _, err := lister.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "db__greet"}, Argument: mcp.CompleteParamsArgument{Name: "name", Value: "a"}}); err == nil {
+		t.Errorf("db__greet completed")
+	}
+	dbAtRest("everything the lister can do")
+
+	searcher := connect("Windsurf", "") // the current era: subscriptions/listen
+	if surface := listedTools(t, searcher); surface[toolSearch] == nil {
+		t.Fatalf("searcher's tools: %q, want the search surface", slices.Sorted(maps.Keys(surface)))
+	}
+	var found []string
+	for _, q := range []map[string]any{{"query": "echo", "limit": 50}, {"query": "", "limit": 50}, {"query": "query", "backend": "db"}} {
+		names, _ := searchFor(t, searcher, q)
+		found = append(found, names...)
+	}
+	if len(found) == 0 {
+		t.Errorf("search found nothing")
+	}
+	for _, name := range found {
+		if strings.HasPrefix(name, "db__") {
+			t.Errorf("search found %s", name)
+		}
+		callText(t, searcher, name, map[string]any{"text": "x"}) // found: in its list now
+	}
+	if _, err := searcher.CallTool(ctx, &mcp.CallToolParams{Name: toolCall, Arguments: map[string]any{"name": "db__query", "arguments": map[string]any{}}}); err == nil {
+		t.Errorf("call_tool db__query: no error")
+	}
+	searcher.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://db/res/1"}) // its answer: the era's for what does not exist
+	subscribe(t, searcher, "fixture://fs/res/1")
+	dbAtRest("everything the searcher can do")
+	for _, name := range []string{"gh", "fs"} {
+		if state, _ := stateOf(m, name); state != stateReady {
+			t.Errorf("%s, used: %q", name, state)
+		}
 	}
 }
