@@ -3,6 +3,7 @@ package mux
 import (
 	"encoding/json"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -157,7 +158,13 @@ func (m *Mux) readBuiltin(sid string, v *view, uri string) (*mcp.ReadResourceRes
 		c := m.conf.Load()
 		// goroutines: a leak shows as a count that does not come back
 		// down once sessions and backends are gone.
-		out := map[string]any{"generation": c.generation, "loaded": c.loaded, "backends": viewStatus(v, m.Status()), "sessions": m.Sessions(), "goroutines": runtime.NumGoroutine()}
+		sessions := m.Sessions()
+		if v != nil {
+			// An agent of a profile sees its own session, none of the
+			// other agents' (which may be of other profiles).
+			sessions = slices.DeleteFunc(sessions, func(st SessionStatus) bool { return st.ID != sid })
+		}
+		out := map[string]any{"generation": c.generation, "loaded": c.loaded, "backends": viewStatus(v, m.Status()), "sessions": sessions, "goroutines": runtime.NumGoroutine()}
 		if v != nil {
 			out["profile"] = v.profileName()
 		}

@@ -30,9 +30,16 @@ type firstList struct {
 // An agent known to ignore list_changed (Claude Desktop) would never learn
 // of a late backend: its lists wait for every backend's first start, up to
 // startup_timeout.
+//
+// Only the backends of the session's view (profile.go) are waited for: one
+// it cannot see would delay its list for nothing. A wait that ends with
+// them all started does not end the first list's wait for the others, as
+// the list that went out lacks none of its own.
 func (m *Mux) waitStarted(ctx context.Context) {
-	if s := sessionFrom(ctx); s != nil && !traitsOf(s).listChanged {
-		m.waitEveryStart(ctx, m.settings().StartupTimeout.Duration)
+	s := sessionFrom(ctx)
+	v := m.viewOf(s)
+	if s != nil && !traitsOf(s).listChanged {
+		m.waitEveryStart(ctx, v, m.settings().StartupTimeout.Duration)
 	}
 	if m.first.over.Load() {
 		return
@@ -45,7 +52,7 @@ func (m *Mux) waitStarted(ctx context.Context) {
 	m.first.mu.Unlock()
 	timer := time.NewTimer(time.Until(end))
 	defer timer.Stop()
-	for _, mem := range m.members() {
+	for _, mem := range v.members(m.members()) {
 		select {
 		case <-mem.started:
 		case <-timer.C:
@@ -57,15 +64,17 @@ func (m *Mux) waitStarted(ctx context.Context) {
 			return
 		}
 	}
-	m.endFirstWait()
+	if v == nil {
+		m.endFirstWait()
+	}
 }
 
-// waitEveryStart waits until every backend's first start attempt has
-// finished, or for d at most.
-func (m *Mux) waitEveryStart(ctx context.Context, d time.Duration) {
+// waitEveryStart waits until the first start attempt of every backend of
+// view v has finished, or for d at most.
+func (m *Mux) waitEveryStart(ctx context.Context, v *view, d time.Duration) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	for _, mem := range m.members() {
+	for _, mem := range v.members(m.members()) {
 		select {
 		case <-mem.started:
 		case <-timer.C:

@@ -337,7 +337,7 @@ func (mem *member) refresh(ctx context.Context, k kinds, announce bool) {
 			mem.m.logResourceCollisions()
 		}
 		if announce {
-			mem.m.lists.mark(changed)
+			mem.m.lists.markBackend(mem.spec.Name, changed)
 		}
 		mem.m.builtinChanged(uriBackends)
 	}

@@ -20,24 +20,56 @@ const coalesceWindow = 50 * time.Millisecond
 // only the session's own goroutine waits on it.
 const notifyTimeout = 5 * time.Second
 
-// listNotifier sends tools/prompts/resources list_changed to every session,
-// coalesced: marks made while one is being sent, or within coalesceWindow
-// of it, go out together in the next one.
+// listNotifier sends tools/prompts/resources list_changed to the sessions
+// whose lists changed, coalesced: marks made while one is being sent, or
+// within coalesceWindow of it, go out together in the next one. A change
+// marked for a backend goes only to the sessions whose view (profile.go)
+// has it; one marked for a session, to it alone.
 type listNotifier struct {
-	m       *Mux
-	mu      sync.Mutex
-	pending kinds
-	wake    chan struct{}
+	m         *Mux
+	mu        sync.Mutex
+	pending   kinds // for every session
+	byBackend map[string]kinds
+	bySession map[*session]kinds
+	wake      chan struct{}
 }
 
 func newListNotifier(m *Mux) *listNotifier {
 	return &listNotifier{m: m, wake: make(chan struct{}, 1)}
 }
 
+// mark marks k changed for every session.
 func (n *listNotifier) mark(k kinds) {
 	n.mu.Lock()
 	n.pending |= k
 	n.mu.Unlock()
+	n.poke()
+}
+
+// markBackend marks k changed for the sessions that see the backend
+// called name.
+func (n *listNotifier) markBackend(name string, k kinds) {
+	n.mu.Lock()
+	if n.byBackend == nil {
+		n.byBackend = map[string]kinds{}
+	}
+	n.byBackend[name] |= k
+	n.mu.Unlock()
+	n.poke()
+}
+
+// markSession marks k changed for s alone.
+func (n *listNotifier) markSession(s *session, k kinds) {
+	n.mu.Lock()
+	if n.bySession == nil {
+		n.bySession = map[*session]kinds{}
+	}
+	n.bySession[s] |= k
+	n.mu.Unlock()
+	n.poke()
+}
+
+func (n *listNotifier) poke() {
 	select {
 	case n.wake <- struct{}{}:
 	default:
@@ -53,12 +85,21 @@ func (n *listNotifier) loop() {
 		case <-n.wake:
 		}
 		n.mu.Lock()
-		k := n.pending
-		n.pending = 0
+		all, byBackend, bySession := n.pending, n.byBackend, n.bySession
+		n.pending, n.byBackend, n.bySession = 0, nil, nil
 		n.mu.Unlock()
 		// deliver never blocks: an agent that does not read delays no
 		// other session's list_changed.
 		for _, sess := range m.liveSessions() {
+			k := all | bySession[sess]
+			if len(byBackend) > 0 {
+				v := m.viewOf(sess)
+				for name, bk := range byBackend {
+					if !hiddenFromView(v, name) {
+						k |= bk
+					}
+				}
+			}
 			if p := listChangedParams(sess, kindTools, &mcp.ToolListChangedParams{}); k&kindTools != 0 && p != nil {
 				m.deliver(sess, "notifications/tools/list_changed", p)
 			}

@@ -7,8 +7,10 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,5 +330,297 @@ func TestAReloadAppliesProfileChangesToLiveSessions(t *testing.T) {
 	}
 	if tools := listedTools(t, cs); tools["two__echo"] == nil || tools["one__echo"] != nil {
 		t.Errorf("after: %q, want two's tools only", slices.Sorted(maps.Keys(tools)))
+	}
+}
+
+// A reload that takes a backend out of a session's view ends that
+// session's subscriptions to its resources: it gets no more updates of
+// what it can no longer read, the registry lets go of its hold, and the
+// backend is unsubscribed once nobody else holds the URI.
+func TestAReloadThatHidesABackendDropsTheSessionsSubscriptionsToIt(t *testing.T) {
+	path := t.TempDir() + "/mcp-mux.toml"
+	write := func(backends string) {
+		src := "[mux]\ntool_list = \"all\"\n" + backendTOML(t, "one") + backendTOML(t, "two") +
+			"[profile.p]\nbackends = [" + backends + "]\nclients = [\"agent-p\"]\n"
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`"one", "two"`)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMuxConfig(t, cfg)
+	up, uall := newUpdates(), newUpdates()
+	p := agentNamed(t, m, "agent-p", up.opts())
+	all := connect(t, m, uall.opts())
+	const shared, own, kept = "fixture://two/res/1", "fixture://two/res/2", "fixture://one/res/1"
+	subscribe(t, p, shared)
+	subscribe(t, p, own)
+	subscribe(t, p, kept)
+	subscribe(t, all, shared)
+	callText(t, all, "two__update", map[string]any{"uri": shared})
+	up.waitFor(t, shared, 1)
+	uall.waitFor(t, shared, 1)
+
+	write(`"one"`)
+	if err := m.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.subs.Count("two", shared); n != 1 {
+		t.Errorf("%s held %d times after the reload, want 1 (the session of every backend)", shared, n)
+	}
+	if n := m.subs.Count("two", own); n != 0 {
+		t.Errorf("%s held %d times after the reload, want 0", own, n)
+	}
+	stats := fixtureStats(t, all, "two__stats")
+	if stats.Unsubscribe[own] != 1 || stats.Unsubscribe[shared] != 0 {
+		t.Errorf("two was unsubscribed %d times from %s (held by p alone), %d from %s (held by another session too): want 1 and 0",
+			stats.Unsubscribe[own], own, stats.Unsubscribe[shared], shared)
+	}
+	for _, st := range m.Sessions() {
+		if st.Client != "agent-p 1" {
+			continue
+		}
+		for _, s := range m.subs.Session(st.ID) {
+			if s.Backend == "two" {
+				t.Errorf("p still holds %s of two", s.URI)
+			}
+		}
+	}
+	callText(t, all, "two__update", map[string]any{"uri": shared})
+	callText(t, all, "two__update", map[string]any{"uri": own})
+	uall.waitFor(t, shared, 2)
+	up.quiet(t, 300*time.Millisecond)
+	if n := up.count(shared) + up.count(own); n != 1 {
+		t.Errorf("p got %d updates of two's resources, want 1 (from before the reload)", n)
+	}
+	// What stays in its view keeps its subscription.
+	callText(t, all, "one__update", map[string]any{"uri": kept})
+	up.waitFor(t, kept, 1)
+
+	unsubscribe(t, all, shared)
+	if got := fixtureStats(t, all, "two__stats").Unsubscribe[shared]; got != 1 {
+		t.Errorf("two was unsubscribed %d times from %s once its last holder let go, want 1", got, shared)
+	}
+}
+
+// listChangedCounter counts the tools/list_changed a client receives.
+func listChangedCounter() (*mcp.ClientOptions, *atomic.Int32) {
+	var n atomic.Int32
+	return &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { n.Add(1) }}, &n
+}
+
+// A backend outside a session's view changing its list tells that session
+// nothing; one inside it does.
+func TestListChangedOfABackendOutsideTheViewIsNotSent(t *testing.T) {
+	m := profileMux(t)
+	cOpts, cursorN := listChangedCounter()
+	aOpts, allN := listChangedCounter()
+	cursor := agentNamed(t, m, "cursor", cOpts)
+	all := agentNamed(t, m, "some-agent", aOpts)
+	listedTools(t, cursor)
+	listedTools(t, all)
+	c0, a0 := cursorN.Load(), allN.Load()
+
+	callText(t, all, "db__add_tool", map[string]any{"name": "newtool"})
+	testkit.Eventually(t, 10*time.Second, "tools/list_changed for db's new tool", func() bool { return allN.Load() > a0 })
+	if tools := listedTools(t, all); tools["db__newtool"] == nil {
+		t.Fatalf("db__newtool not listed to the session of every backend")
+	}
+	testkit.Quiet(300 * time.Millisecond) // absence is shown only by waiting
+	if n := cursorN.Load() - c0; n != 0 {
+		t.Errorf("cursor (gh, fs) got %d tools/list_changed for a change of db's tools", n)
+	}
+
+	c1 := cursorN.Load()
+	callText(t, all, "fs__add_tool", map[string]any{"name": "read_more"})
+	testkit.Eventually(t, 10*time.Second, "tools/list_changed to cursor for fs's new tool", func() bool { return cursorN.Load() > c1 })
+	if tools := listedTools(t, cursor); tools["fs__read_more"] == nil {
+		t.Errorf("fs__read_more not listed to cursor")
+	}
+}
+
+// The first list of a session waits for the backends of its view only: a
+// slow backend it cannot see does not delay it, whether the agent heeds
+// list_changed or not (claude-ai: its lists wait for every start).
+func TestTheFirstListWaitsOnlyForTheBackendsOfTheView(t *testing.T) {
+	cfg := testConfig(fixture(t, "fs"), fixture(t, "slow", "-start-delay", "8s"))
+	cfg.Mux.StartupTimeout.Duration = 30 * time.Second
+	cfg.Mux.FirstListWait.Duration = 30 * time.Second
+	cfg.Profiles = []config.Profile{{Name: "ro", Backends: []string{"fs"}, Clients: []string{"ro-agent", "claude-ai"}}}
+	m := startMuxConfig(t, cfg)
+	fs, _ := m.memberNamed("fs")
+	testkit.Eventually(t, 20*time.Second, "fs ready", fs.serving)
+	for _, agent := range []string{"ro-agent", "claude-ai"} {
+		cs := agentNamed(t, m, agent, nil)
+		if tools := listedTools(t, cs); tools["fs__echo"] == nil {
+			t.Errorf("%s: fs__echo not listed", agent)
+		}
+		if state, _ := stateOf(m, "slow"); state == stateReady {
+			t.Errorf("%s: its first list waited for slow, outside its view", agent)
+		}
+	}
+}
+
+// mcp-mux://backends read by a session of a profile shows its view's
+// backends and its own session only: not the other agents'.
+func TestTheBackendsResourceOfAProfileShowsOnlyItsOwnSession(t *testing.T) {
+	m := profileMux(t)
+	cursor := agentNamed(t, m, "Cursor", nil)
+	other := agentNamed(t, m, "some-agent", nil)
+	read := func(cs *mcp.ClientSession) (sessions []SessionStatus, backends []string) {
+		t.Helper()
+		res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: uriBackends})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Sessions []SessionStatus
+			Backends []struct{ Name string }
+		}
+		if err := json.Unmarshal([]byte(res.Contents[0].Text), &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range doc.Backends {
+			backends = append(backends, b.Name)
+		}
+		return doc.Sessions, backends
+	}
+	sessions, backends := read(cursor)
+	if len(sessions) != 1 || sessions[0].Client != "Cursor 1" {
+		t.Errorf("cursor's %s: sessions %+v, want its own only", uriBackends, sessions)
+	}
+	if !slices.Equal(backends, []string{"gh", "fs"}) {
+		t.Errorf("cursor's %s: backends %q, want gh and fs", uriBackends, backends)
+	}
+	sessions, backends = read(other)
+	if len(sessions) != 2 || !slices.Equal(backends, []string{"gh", "fs", "db"}) {
+		t.Errorf("%s of no profile: sessions %+v, backends %q; want both sessions and every backend", uriBackends, sessions, backends)
+	}
+}
+
+// Over HTTP, with remembered catalogs (start = "auto"), the agents of
+// profiles chosen by their clientInfo list, search, read, subscribe,
+// complete and call everything they can, and ask for what their profiles
+// hide: the backend outside every profile in use never starts.
+func TestABackendOutsideTheProfilesInUseNeverStartsOverHTTP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs.json")
+	cfg := testConfig(
+		fixture(t, "gh", "-tools", "list_issues", "-instructions", "GH-INSTRUCTIONS"),
+		fixture(t, "fs", "-tools", "read_file", "-instructions", "FS-INSTRUCTIONS"),
+		fixture(t, "db", "-tools", "query", "-instructions", "DB-INSTRUCTIONS"))
+	learn(t, cfg, path)
+	cfg.Mux.Start = config.StartAuto
+	tools := []string{"*__echo", "*__list_issues", "*__read_file"} // none that crashes or hangs
+	cfg.Profiles = []config.Profile{
+		{Name: "lister", Backends: []string{"gh", "fs"}, Tools: tools, Clients: []string{"cursor*"}},
+		{Name: "searcher", Backends: []string{"gh", "fs"}, Tools: tools, ToolList: config.ToolListSearch, Clients: []string{"windsurf*"}},
+	}
+	m := runWithMemory(t, cfg, path)
+	url := serveHTTP(t, m, HTTPOptions{})
+	connect := func(name, version string) *mcp.ClientSession {
+		t.Helper()
+		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
+		cs, err := c.Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	ctx := testkit.CtxT(t)
+	dbAtRest := func(after string) {
+		t.Helper()
+		if state, pid := stateOf(m, "db"); state != stateRemembered || pid != 0 {
+			t.Fatalf("db after %s: state %q pid %d, want remembered, never started", after, state, pid)
+		}
+	}
+	dbAtRest("the start")
+
+	lister := connect("Cursor", legacyEra) // the handshake era: initialize, resources/subscribe
+	if instr := lister.InitializeResult().Instructions; strings.Contains(instr, "DB-INSTRUCTIONS") || !strings.Contains(instr, "GH-INSTRUCTIONS") {
+		t.Errorf("lister's instructions: %q", instr)
+	}
+	listedNames := slices.Sorted(maps.Keys(listedTools(t, lister)))
+	if !slices.Equal(listedNames, []string{"fs__read_file", "gh__list_issues"}) {
+		t.Errorf("lister's tools: %q", listedNames)
+	}
+	promptNames(t, lister)
+	templateURIs(t, lister)
+	resources := listed(t, lister.Resources(ctx, nil), func(r *mcp.Resource) string { return r.URI })
+	dbAtRest("the lists")
+	for _, name := range listedNames {
+		callText(t, lister, name, map[string]any{"text": "x"})
+	}
+	for _, uri := range resources {
+		if strings.HasPrefix(uri, "fixture://") {
+			if _, err := lister.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil {
+				t.Errorf("read %s: %v", uri, err)
+			}
+		}
+	}
+	for _, uri := range []string{uriBackends, uriSubscriptions, uriInstructions + "gh", uriInstructions + "fs"} {
+		if _, err := lister.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err != nil {
+			t.Errorf("read %s: %v", uri, err)
+		}
+	}
+	subscribe(t, lister, "fixture://gh/res/1")
+	if _, err := lister.GetPrompt(ctx, &mcp.GetPromptParams{Name: "fs__greet", Arguments: map[string]string{"name": "x"}}); err != nil {
+		t.Errorf("fs__greet: %v", err)
+	}
+	if _, err := lister.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "gh__greet"}, Argument: mcp.CompleteParamsArgument{Name: "name", Value: "a"}}); err != nil {
+		t.Errorf("completing gh__greet: %v", err)
+	}
+	// What the profile hides: each is refused without waking db.
+	if _, err := lister.CallTool(ctx, &mcp.CallToolParams{Name: "db__echo", Arguments: map[string]any{}}); err == nil {
+		t.Errorf("db__echo called")
+	}
+	if _, err := lister.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://db/res/1"}); err == nil {
+		t.Errorf("fixture://db/res/1 read")
+	}
+	if _, err := lister.ReadResource(ctx, &mcp.ReadResourceParams{URI: uriInstructions + "db"}); err == nil {
+		t.Errorf("%sdb read", uriInstructions)
+	}
+	if err := lister.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://db/res/1"}); err == nil {
+		t.Errorf("fixture://db/res/1 subscribed")
+	}
+	if _, err := lister.GetPrompt(ctx, &mcp.GetPromptParams{Name: "db__greet", Arguments: map[string]string{"name": "x"}}); err == nil {
+		t.Errorf("db__greet got")
+	}
+	if _, err := lister.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "db__greet"}, Argument: mcp.CompleteParamsArgument{Name: "name", Value: "a"}}); err == nil {
+		t.Errorf("db__greet completed")
+	}
+	dbAtRest("everything the lister can do")
+
+	searcher := connect("Windsurf", "") // the current era: subscriptions/listen
+	if surface := listedTools(t, searcher); surface[toolSearch] == nil {
+		t.Fatalf("searcher's tools: %q, want the search surface", slices.Sorted(maps.Keys(surface)))
+	}
+	var found []string
+	for _, q := range []map[string]any{{"query": "echo", "limit": 50}, {"query": "", "limit": 50}, {"query": "query", "backend": "db"}} {
+		names, _ := searchFor(t, searcher, q)
+		found = append(found, names...)
+	}
+	if len(found) == 0 {
+		t.Errorf("search found nothing")
+	}
+	for _, name := range found {
+		if strings.HasPrefix(name, "db__") {
+			t.Errorf("search found %s", name)
+		}
+		callText(t, searcher, name, map[string]any{"text": "x"}) // found: in its list now
+	}
+	if _, err := searcher.CallTool(ctx, &mcp.CallToolParams{Name: toolCall, Arguments: map[string]any{"name": "db__query", "arguments": map[string]any{}}}); err == nil {
+		t.Errorf("call_tool db__query: no error")
+	}
+	searcher.Subscribe(ctx, &mcp.SubscribeParams{URI: "fixture://db/res/1"}) // its answer: the era's for what does not exist
+	subscribe(t, searcher, "fixture://fs/res/1")
+	dbAtRest("everything the searcher can do")
+	for _, name := range []string{"gh", "fs"} {
+		if state, _ := stateOf(m, name); state != stateReady {
+			t.Errorf("%s, used: %q", name, state)
+		}
 	}
 }

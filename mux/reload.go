@@ -297,6 +297,9 @@ func (m *Mux) applyReload(next *config.File, p reloadPlan) {
 		}
 	}
 
+	// Each session's view before: a reload may change it (profile.go).
+	viewsBefore := m.sessionProfiles()
+
 	m.mu.Lock()
 	if m.closed {
 		// Close stopped the members it found; these were never started.
@@ -316,12 +319,25 @@ func (m *Mux) applyReload(next *config.File, p reloadPlan) {
 	for _, name := range p.remove {
 		m.dropSubscriptions(name)
 	}
+	// A session whose view lost a backend loses its subscriptions there.
+	viewChanged := m.viewsChanged(viewsBefore)
+	for _, s := range viewChanged {
+		m.dropHiddenSubscriptions(s)
+	}
 	m.reloadObserving(&eff.Mux, p)
-	// Off the lists at once; the new ones join as each is ready.
+	// Off the lists at once; the new ones join as each is ready. Each
+	// session hears of what changes in its view only.
 	m.cat.rebuild(m)
-	if len(p.remove)+len(p.restart)+len(p.expose) > 0 || p.reorder || p.profiles {
-		m.lists.mark(allKinds)
-	} else if slices.Contains(p.live, "tool_list") || slices.Contains(p.live, "tool_list_max") {
+	if p.reorder {
+		m.lists.mark(allKinds) // precedence: which of two backends' names wins
+	}
+	for _, name := range slices.Concat(p.remove, p.restart, p.expose) {
+		m.lists.markBackend(name, allKinds)
+	}
+	for _, s := range viewChanged {
+		m.lists.markSession(s, allKinds)
+	}
+	if slices.Contains(p.live, "tool_list") || slices.Contains(p.live, "tool_list_max") {
 		m.lists.mark(kindTools) // each session's list decided anew (toolsearch.go)
 	}
 	var wg sync.WaitGroup
@@ -384,6 +400,72 @@ func (m *Mux) dropSubscriptions(backend string) {
 	}
 	if len(held) > 0 {
 		m.log.Info("backend removed: its subscriptions end", "backend", backend, "count", len(held))
+		m.builtinChanged(uriSubscriptions)
+	}
+}
+
+// sessionProfiles is the profile of each session's view (nil: all).
+func (m *Mux) sessionProfiles() map[*session]*config.Profile {
+	out := map[*session]*config.Profile{}
+	for _, s := range m.allSessions() {
+		var p *config.Profile
+		if v := m.viewOf(s); v != nil {
+			p = v.p
+		}
+		out[s] = p
+	}
+	return out
+}
+
+// viewsChanged are the sessions of before (sessionProfiles) whose view is
+// not the same now.
+func (m *Mux) viewsChanged(before map[*session]*config.Profile) []*session {
+	var out []*session
+	for s, old := range before {
+		var now *config.Profile
+		if v := m.viewOf(s); v != nil {
+			now = v.p
+		}
+		if !sameProfile(old, now) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// sameProfile reports whether a and b make the same view: the same
+// table, wherever it is in the file.
+func sameProfile(a, b *config.Profile) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.Line, y.Line, x.PatternLines, y.PatternLines = 0, 0, nil, nil
+	return reflect.DeepEqual(x, y)
+}
+
+// dropHiddenSubscriptions ends the subscriptions s holds on backends its
+// view no longer has: it could not read them any more. A backend is told
+// when s was its last holder of the URI.
+func (m *Mux) dropHiddenSubscriptions(s *session) {
+	v := m.viewOf(s)
+	n := 0
+	for _, sub := range m.subs.Session(s.id) {
+		if sub.Backend == builtinBackend || !hiddenFromView(v, sub.Backend) {
+			continue
+		}
+		removed, err := m.subs.Unsubscribe(s.id, sub.URI, func(backend string) error {
+			return m.unforward(m.ctx, backend, sub.URI)
+		})
+		if err != nil {
+			m.log.Warn("backend refused unsubscribe", "uri", sub.URI, "err", err)
+		}
+		if removed {
+			n++
+		}
+	}
+	if n > 0 {
+		m.log.Info("session's profile no longer has the backends of some subscriptions: they end", "session", s.id, "count", n)
 		m.builtinChanged(uriSubscriptions)
 	}
 }

@@ -163,8 +163,10 @@ func (m *Mux) deliverUpdated(backend string, p *mcp.ResourceUpdatedNotificationP
 		return
 	}
 	for _, sid := range sids {
-		if s := m.sessionRecord(sid); s != nil {
-			m.notifyUpdated(s, p)
+		s := m.sessionRecord(sid)
+		if s == nil || backend != builtinBackend && hiddenFromView(m.viewOf(s), backend) {
+			continue // ended, or a reload took the backend out of its view
 		}
+		m.notifyUpdated(s, p)
 	}
 }

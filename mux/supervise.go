@@ -203,17 +203,17 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 	switch {
 	case restarted:
 		// Its part of the lists went away while it was down.
-		m.lists.mark(allKinds)
+		m.lists.markBackend(mem.spec.Name, allKinds)
 		mem.announceRestored()
 	case wasKnown:
 		// Its remembered catalog was listed: only a change is news.
 		if changed != 0 {
 			mem.log.Info("its catalog changed since it was remembered: list_changed sent")
-			m.lists.mark(changed)
+			m.lists.markBackend(mem.spec.Name, changed)
 		}
 	case m.first.over.Load():
 		// A list went out without it: it came late, or a reload added it.
-		m.lists.mark(capKinds(b))
+		m.lists.markBackend(mem.spec.Name, capKinds(b))
 	}
 	mem.markStarted()
 	mem.mu.Lock()
@@ -360,7 +360,7 @@ func (mem *member) setDown(state string, err error) {
 	mem.mu.Unlock()
 	if wasListed {
 		mem.m.cat.rebuild(mem.m)
-		mem.m.lists.mark(allKinds)
+		mem.m.lists.markBackend(mem.spec.Name, allKinds)
 		mem.m.logHealth(mem.spec.Name + " is down (" + state + ")")
 	}
 	mem.m.builtinChanged(uriBackends)
