@@ -2,6 +2,7 @@ package config
 
 import (
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -29,6 +30,9 @@ func TestConfigMetricsListenAndAuditLog(t *testing.T) {
 			[]wantProblem{{2, "mux.audit_log: \"/dev/stdout\" is mcp-mux's stdout, which carries the MCP protocol: audit lines there would corrupt it"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "audit_log is stdout" && runtime.GOOS == "windows" {
+				t.Skip("no /dev/stdout on Windows (TestConfigWindowsPaths: it is a path there)")
+			}
 			cfg, ps := parseString(t, "[mux]\n"+tc.mux+backend, envOf(tc.env))
 			checkProblems(t, "test.toml", ps, tc.want)
 			if len(tc.want) == 0 && cfg.Mux.MetricsListen == "" && cfg.Mux.AuditLog == "" {
