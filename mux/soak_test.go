@@ -150,6 +150,10 @@ func TestSoakKillsUnderLoad(t *testing.T) {
 			cancel()
 		}
 	}()
+	// The pid each backend had when last killed: until the supervisor sees
+	// that process gone, Status may still call it ready. Written by the
+	// killer, read once it is done.
+	var lastKilled [3]int
 	wg.Add(1)
 	go func() { // the killer
 		defer wg.Done()
@@ -163,10 +167,12 @@ func TestSoakKillsUnderLoad(t *testing.T) {
 			case <-tick.C:
 			}
 			recordPIDs()
-			st := m.Status()[r.IntN(3)]
+			i := r.IntN(3)
+			st := m.Status()[i]
 			if st.State == stateReady && st.PID > 0 {
 				killProcess(st.PID)
 				kills.Add(1)
+				lastKilled[i] = st.PID
 			}
 		}
 	}()
@@ -179,7 +185,7 @@ func TestSoakKillsUnderLoad(t *testing.T) {
 
 	// Every backend comes back, with each forwarded subscription re-sent.
 	for i, name := range []string{"notes", "tasks", "plain"} {
-		waitReady(t, m, i, 0)
+		waitReady(t, m, i, lastKilled[i])
 		recordPIDs()
 		st := fixtureStats(t, sessions[0], name+"__stats")
 		for _, uri := range held[name] {
