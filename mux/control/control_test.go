@@ -107,19 +107,11 @@ func TestCloseEndsAClientThatSendsNothing(t *testing.T) {
 	}
 	defer c.Close()
 	// The server has taken the connection once it counts it.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, "the server to take the connection", func() bool {
 		srv.mu.Lock()
-		n := len(srv.conns)
-		srv.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server never took the connection")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer srv.mu.Unlock()
+		return len(srv.conns) == 1
+	})
 	start := time.Now()
 	srv.Close()
 	if d := time.Since(start); d >= ioTimeout {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -104,6 +105,22 @@ func (h *applyHome) run(t *testing.T, args ...string) (string, int) {
 		t.Errorf("mcp-mux %v shows a secret:\n%s%s", args, stdout, stderr)
 	}
 	return stdout + stderr, code
+}
+
+// age sets every file under the home an hour back, so that a rewrite
+// shows in its modification time however coarse the file system's clock.
+func (h *applyHome) age(t *testing.T) {
+	t.Helper()
+	past := time.Now().Add(-time.Hour)
+	err := filepath.WalkDir(h.home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		return os.Chtimes(p, past, past)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // snapshot is every file's bytes and modification time (the config's
@@ -327,8 +344,8 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 
 	// Again: nothing to do, nothing touched. The entries --apply wrote
 	// launch this mcp-mux: they are its own, never imported.
+	h.age(t)
 	snap := h.snapshot(t)
-	time.Sleep(10 * time.Millisecond)
 	out, code = h.run(t, "import", "--apply")
 	if code != 0 || !strings.Contains(out, "nothing to move") || !strings.Contains(out, `skipped    "mcp-mux" in `+h.files["cursor"]+": mcp-mux's own entry") {
 		t.Errorf("second --apply: exit %d\n%s", code, out)

@@ -497,6 +497,37 @@ func silentListener(t *testing.T) string {
 	return "http://" + ln.Addr().String()
 }
 
+// acceptingSilentListener is a collector that takes connections and
+// never answers; accepted is closed once it has taken one.
+func acceptingSilentListener(t *testing.T) (endpoint string, accepted <-chan struct{}) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if conns = append(conns, c); len(conns) == 1 {
+				close(took)
+			}
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return "http://" + ln.Addr().String(), took
+}
+
 // closedPort is an address nothing listens on.
 func closedPort(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -540,10 +571,15 @@ func TestExportToAnUnreachableCollectorEndsByItsDeadline(t *testing.T) {
 // Shutdown ends an export in flight, and the exporter takes no more.
 func TestShutdownEndsAnExportInFlight(t *testing.T) {
 	spans, _ := testSpans(t)
-	e := testExporter(t, silentListener(t), 30*time.Second, nil)
+	endpoint, accepted := acceptingSilentListener(t)
+	e := testExporter(t, endpoint, 30*time.Second, nil)
 	done := make(chan error, 1)
 	go func() { done <- e.ExportSpans(context.Background(), spans) }()
-	time.Sleep(200 * time.Millisecond)
+	select { // the export is in flight once its connection is taken
+	case <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the export never connected")
+	}
 	e.Shutdown(context.Background())
 	select {
 	case err := <-done:
