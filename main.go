@@ -13,7 +13,6 @@ import (
 	_ "net/http/pprof" // MCP_MUX_PPROF
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -261,6 +260,7 @@ func serve(c *cli.Context) error {
 	m.SetTracer(tracer)
 	defer tracer.Shutdown(traceFlushTimeout) // after m.Exit: the last spans go out
 	m.Start()
+	oneThread() // after Start, which decodes the remembered catalogs on every core (threads.go)
 	defer serveControl(m, logger)()
 	if err := m.WatchConfig(); err != nil {
 		logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)
@@ -283,15 +283,6 @@ func serve(c *cli.Context) error {
 		}
 		logger.Info("exiting")
 		return nil
-	}
-	if os.Getenv("GOMAXPROCS") == "" {
-		// One agent's session is a chain of hand-offs (stdin, a request's
-		// goroutine, the backend's pipe, stdout), mostly waiting: on one
-		// thread each hand-off is a goroutine switch, on several it is a
-		// thread woken on another core. Measured with the benchmark:
-		// resources/read p50 ×2.16 → ×1.94 of direct, CPU ×0.85 → ×0.60,
-		// throughput with 8 callers unchanged.
-		runtime.GOMAXPROCS(1)
 	}
 	in, restoreIn := pollable(os.Stdin)
 	defer restoreIn()

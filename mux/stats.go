@@ -3,6 +3,7 @@ package mux
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -115,6 +116,7 @@ func (m *Mux) StatusDocument() control.Document {
 		Config:   configPath(m.cfg.Path),
 		Started:  processStart,
 		Uptime:   time.Since(processStart).Round(time.Second).Seconds(),
+		Threads:  runtime.GOMAXPROCS(0),
 		Sessions: []control.Session{},
 		Backends: []control.Backend{},
 	}

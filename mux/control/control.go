@@ -34,11 +34,14 @@ const DirEnv = "MCP_MUX_CONTROL_DIR"
 
 // Document is one mcp-mux as `mcp-mux status` shows it.
 type Document struct {
-	Version  int       `json:"version"`
-	PID      int       `json:"pid"`
-	Config   string    `json:"config"`
-	Started  time.Time `json:"started"`
-	Uptime   float64   `json:"uptime_seconds"`
+	Version int       `json:"version"`
+	PID     int       `json:"pid"`
+	Config  string    `json:"config"`
+	Started time.Time `json:"started"`
+	Uptime  float64   `json:"uptime_seconds"`
+	// Threads is how many OS threads run its Go code at once
+	// (GOMAXPROCS): 1 unless the environment set another.
+	Threads  int       `json:"threads"`
 	Sessions []Session `json:"sessions"`
 	Backends []Backend `json:"backends"`
 }

@@ -155,7 +155,7 @@ func TestStatusShowsAStdioMuxItsBackendsAndCounts(t *testing.T) {
 		t.Fatalf("status --json: %s", js)
 	}
 	p := procs[0].(map[string]any)
-	wantKeys(t, "process", p, "version", "pid", "config", "started", "uptime_seconds", "sessions", "backends")
+	wantKeys(t, "process", p, "version", "pid", "config", "started", "uptime_seconds", "threads", "sessions", "backends")
 	if p["pid"] != float64(muxPID) || p["config"] != abs || p["uptime_seconds"].(float64) < 0 {
 		t.Errorf("process %v", p)
 	}
@@ -237,3 +237,45 @@ func wantKeys(t *testing.T, what string, obj map[string]any, keys ...string) {
 }
 
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// TestServingRunsOnOneThreadUnlessGOMAXPROCSSays: a serving mcp-mux runs
+// its Go code on one thread (threads.go), as status shows; GOMAXPROCS in
+// its environment wins. Its backends' environment is not touched: the
+// fixture sees no GOMAXPROCS (mcp-mux's own is not among what a backend
+// inherits, and the one thread is not set through the environment).
+func TestServingRunsOnOneThreadUnlessGOMAXPROCSSays(t *testing.T) {
+	testkit.SkipUnderWine(t, "the listing of named pipes (\\\\.\\pipe\\*) is not Windows' there")
+	statusDir(t)
+	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx", "-env-tool"})
+	for _, tc := range []struct {
+		env  []string
+		want float64
+	}{{nil, 1}, {[]string{"GOMAXPROCS=3"}, 3}} {
+		t.Setenv("GOMAXPROCS", "") // the test's own, if any, is not mcp-mux's
+		os.Unsetenv("GOMAXPROCS")
+		r := runMuxEnv(t, cfg, tc.env...)
+		res, err := r.cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fx__env", Arguments: map[string]any{}})
+		if err != nil || res.IsError {
+			t.Fatalf("env: %v %+v", err, res)
+		}
+		if text := res.Content[0].(*mcp.TextContent).Text; strings.Contains(text, "GOMAXPROCS") {
+			t.Errorf("with %v the backend's environment is %s", tc.env, text)
+		}
+		js, _, code := runStatus(t, "--json", "--pid", strconv.Itoa(r.cmd.Process.Pid))
+		var doc struct {
+			Processes []map[string]any `json:"processes"`
+		}
+		if code != 0 || json.Unmarshal([]byte(js), &doc) != nil || len(doc.Processes) != 1 {
+			t.Fatalf("status --json: exit %d\n%s", code, js)
+		}
+		if got := doc.Processes[0]["threads"]; got != tc.want {
+			t.Errorf("with %v in its environment, mcp-mux runs on %v threads, want %v", tc.env, got, tc.want)
+		}
+		r.stdin.Close()
+		select {
+		case <-r.exited:
+		case <-time.After(10 * time.Second):
+			t.Fatal("mcp-mux still running 10 s after stdin EOF")
+		}
+	}
+}
