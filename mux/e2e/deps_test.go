@@ -97,10 +97,18 @@ var depRules = []depRule{
 	// tracing or not: the OTLP exporter is mux/tracing's own (protowire
 	// only), where otlptracehttp linked gRPC, x/net and the generated OTLP
 	// types (some 4 MB of binary and of RSS).
+	// Nor the Prometheus client library, which brought the protobuf
+	// runtime's reflection and descriptors (1.3-1.7 MB of RSS, 3.6 MB of
+	// binary): mux/telemetry writes the text format itself.
 	{".", func(d depInfo) (bool, string) {
 		for _, heavy := range []string{"google.golang.org/grpc", "golang.org/x/net", "go.opentelemetry.io/proto/otlp", "go.opentelemetry.io/otel/exporters"} {
 			if d.path == heavy || strings.HasPrefix(d.path, heavy+"/") {
 				return false, "mcp-mux's binary links no gRPC, x/net or OTLP generated types (mux/tracing encodes OTLP itself)"
+			}
+		}
+		for _, heavy := range []string{"github.com/prometheus", "google.golang.org/protobuf/reflect", "google.golang.org/protobuf/proto"} {
+			if d.path == heavy || strings.HasPrefix(d.path, heavy+"/") {
+				return false, "mcp-mux's binary links no Prometheus client or protobuf reflection (mux/telemetry writes the text format itself)"
 			}
 		}
 		return true, ""
