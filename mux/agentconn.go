@@ -30,7 +30,8 @@ import (
 //     each line is decoded once, by the SDK's own decoder;
 //   - an agent that stops reading stdout must not stall mux or grow its
 //     memory: writes never block the caller, and queued notifications are
-//     bounded (see outQueue);
+//     bounded (see outQueue); while it reads, a backend's notifications
+//     wait for it past paceAbove bytes queued (outQueue.pace);
 //   - requests read before stdin's EOF are answered before the session ends;
 //   - no error leaves with code 0 (the SDK sends some of its own that way).
 
@@ -251,6 +252,7 @@ func (c *agentConn) notify(method string, params any) error {
 		return err
 	}
 	data := append(appendNotification(make([]byte, 0, len(raw)+len(method)+48), method, raw), '\n')
+	c.out.pace(c.closed) // the backend waits while the agent catches up
 	var key string
 	var droppable bool
 	if p, ok := params.(*mcp.ResourceUpdatedNotificationParams); ok {

@@ -57,6 +57,11 @@ type outQueue struct {
 	// sending: a session's queue has a sendLoop running (notequeue.go).
 	sending  bool
 	dropWhat string // what the log says when notifications are dropped
+	// taken is closed, and replaced, whenever the writer takes a batch
+	// off the queue: what pace waits on.
+	taken chan struct{}
+	// maxBytes is the most notification bytes ever queued at once (tests).
+	maxBytes int
 }
 
 type outItem struct {
@@ -85,6 +90,7 @@ func newOutQueue(w io.Writer, written func(jsonrpc.ID), logger *log.Logger) *out
 		stallAfter: stallLimit,
 		wake:       make(chan struct{}, 1),
 		room:       make(chan struct{}, 1),
+		taken:      make(chan struct{}),
 		dropWhat:   "the agent is not reading stdout: notifications dropped",
 	}
 }
@@ -251,7 +257,52 @@ func (q *outQueue) admit(it *outItem) bool {
 		q.droppable = append(q.droppable, it)
 	}
 	q.bytes += it.size
+	q.maxBytes = max(q.maxBytes, q.bytes)
 	return true
+}
+
+// paceAbove is how many bytes of notifications may wait for a stdio agent
+// that reads them before the backend sending more waits (pace).
+const paceAbove = 256 << 10
+
+// pace holds its caller, the reader of a backend whose notification is
+// for a stdio agent, while more than paceAbove bytes of notifications wait
+// for that agent and it is reading them: the backend is read at the pace
+// the agent reads, as through a pipe, instead of its burst piling up in
+// mux's memory (20,000 resources/updated from a backend had made mux hold
+// 5-6 MB of them, a third of its RSS). Only while the agent reads: once a
+// write is blocked for stallLimit the agent counts as not reading, pace
+// returns, and the queue's bounds and coalescing apply as before, so a
+// backend is never held by an agent that has stopped. Each wait is
+// bounded by stallLimit too, and ends when mux does.
+func (q *outQueue) pace(closed <-chan struct{}) {
+	var t *time.Timer
+	for {
+		q.mu.Lock()
+		if q.bytes <= paceAbove || q.broken || q.stalledLocked() {
+			q.mu.Unlock()
+			break
+		}
+		taken := q.taken
+		q.mu.Unlock()
+		if t == nil {
+			t = time.NewTimer(q.stallAfter)
+		} else {
+			t.Reset(q.stallAfter)
+		}
+		select {
+		case <-taken:
+		case <-t.C:
+			// Whether the writer is stalled (or the queue drained) is
+			// looked at again.
+		case <-closed:
+			t.Stop()
+			return
+		}
+	}
+	if t != nil {
+		t.Stop()
+	}
 }
 
 func (q *outQueue) dropOldest() {
@@ -391,6 +442,10 @@ func (q *outQueue) take(buf []byte, ids []jsonrpc.ID) ([]byte, []jsonrpc.ID) {
 	}
 	q.writing = len(buf) > 0
 	q.since = time.Now()
+	if n > 0 {
+		close(q.taken) // wakes pace
+		q.taken = make(chan struct{})
+	}
 	return buf, ids
 }
 

@@ -190,6 +190,59 @@ func TestOutQueueSlowButReadingAgentGetsEveryUpdate(t *testing.T) {
 	})
 }
 
+// A backend's burst to a stdio agent that reads is read at the agent's
+// pace: what waits in mux stays near paceAbove, not the burst, and the
+// agent gets every update. Before pace, 20,000 updates queued 5-6 MB.
+// (Fake time, as above: the reader's pace cannot look like a stall.)
+func TestOutQueuePacesABurstToTheReadingAgent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &slowReader{}
+		q := newOutQueue(r, func(jsonrpc.ID) {}, log.New(io.Discard))
+		closed := make(chan struct{})
+		defer close(closed)
+		go q.loop(closed)
+		const n = 20_000
+		line := []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///r/1"}}` + "\n")
+		for range n {
+			q.pace(closed) // as agentConn.notify does
+			q.pushLine(line, updatedKey("file:///r/1", nil), true)
+		}
+		q.flush(time.Minute)
+		if got := strings.Count(string(r.out.Bytes()), "file:///r/1"); got != n {
+			t.Errorf("the agent got %d of %d updates", got, n)
+		}
+		q.mu.Lock()
+		most := q.maxBytes
+		q.mu.Unlock()
+		if most > paceAbove+len(line) {
+			t.Errorf("%d bytes of notifications waited in mux at once, want at most %d", most, paceAbove+len(line))
+		}
+	})
+}
+
+// pace never holds a backend for an agent that stopped reading: once the
+// write has been blocked for stallLimit it returns at once, and the
+// queue's bounds take over.
+func TestPaceDoesNotWaitForAStalledAgent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gate{open: make(chan struct{})}
+		q := newOutQueue(g, func(jsonrpc.ID) {}, log.New(io.Discard))
+		closed := make(chan struct{})
+		defer close(closed)
+		go q.loop(closed)
+		start := time.Now()
+		for i := range 50_000 {
+			q.pace(closed)
+			q.push(notification("notifications/resources/updated", fmt.Sprintf(`{"uri":"file:///r/%d"}`, i%3)))
+		}
+		if took := time.Since(start); took > 3*stallLimit {
+			t.Errorf("50,000 notifications for a stalled agent held their backend %v (fake time), want about stallLimit", took)
+		}
+		close(g.open)
+		q.flush(time.Minute)
+	})
+}
+
 // A response whose result the go-sdk encoded already is written without
 // encoding it again, and reads exactly as the SDK's encoding would.
 func TestResultLineIsWhatTheSDKWouldWrite(t *testing.T) {
