@@ -48,7 +48,10 @@ const (
 )
 
 // loadFixture is the backend of the load rows.
-var loadFixture = fixtureSpec{name: "fx", args: []string{"-resources", "100"}}
+// It reads its stdin with the poller, in every column: read blocking, it
+// sometimes stalled under the garbage collector (testdata/fixture's
+// stdin_unix.go).
+var loadFixture = fixtureSpec{name: "fx", args: []string{"-resources", "100", "-stdin-poller"}}
 
 // loadRun measures every row served by one long-lived process with one
 // session, then that process's CPU and peak RSS over the whole run.
