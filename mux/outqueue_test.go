@@ -161,6 +161,15 @@ func (s *slowReader) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// writingQueue is a queue to w with its writer running until closed is
+// closed.
+func writingQueue(w io.Writer) (q *outQueue, closed chan struct{}) {
+	q = newOutQueue(w, func(jsonrpc.ID) {}, log.New(io.Discard))
+	closed = make(chan struct{})
+	go q.loop(closed)
+	return q, closed
+}
+
 // An agent that reads slowly is still reading: a write that is long only
 // because the batch is large must not count as a stall (which coalesces,
 // and so loses, updates). Before: a 256 KiB batch at 1 MB/s took 240 ms,
@@ -172,10 +181,8 @@ func (s *slowReader) Write(p []byte) (int, error) {
 func TestOutQueueSlowButReadingAgentGetsEveryUpdate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &slowReader{}
-		q := newOutQueue(r, func(jsonrpc.ID) {}, log.New(io.Discard))
-		closed := make(chan struct{})
+		q, closed := writingQueue(r)
 		defer close(closed)
-		go q.loop(closed)
 		const n = 8_000 // about 700 KB: several batches
 		for i := range n {
 			q.push(notification("notifications/resources/updated", `{"uri":"file:///r/1"}`))
@@ -197,10 +204,8 @@ func TestOutQueueSlowButReadingAgentGetsEveryUpdate(t *testing.T) {
 func TestOutQueuePacesABurstToTheReadingAgent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &slowReader{}
-		q := newOutQueue(r, func(jsonrpc.ID) {}, log.New(io.Discard))
-		closed := make(chan struct{})
+		q, closed := writingQueue(r)
 		defer close(closed)
-		go q.loop(closed)
 		const n = 20_000
 		line := []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///r/1"}}` + "\n")
 		for range n {
@@ -226,10 +231,8 @@ func TestOutQueuePacesABurstToTheReadingAgent(t *testing.T) {
 func TestPaceDoesNotWaitForAStalledAgent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := &gate{open: make(chan struct{})}
-		q := newOutQueue(g, func(jsonrpc.ID) {}, log.New(io.Discard))
-		closed := make(chan struct{})
+		q, closed := writingQueue(g)
 		defer close(closed)
-		go q.loop(closed)
 		start := time.Now()
 		for i := range 50_000 {
 			q.pace(closed)
