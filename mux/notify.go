@@ -88,8 +88,9 @@ func (n *listNotifier) loop() {
 		all, byBackend, bySession := n.pending, n.byBackend, n.bySession
 		n.pending, n.byBackend, n.bySession = 0, nil, nil
 		n.mu.Unlock()
-		// deliver never blocks: an agent that does not read delays no
-		// other session's list_changed.
+		// deliver never waits for an agent that does not read, so none
+		// delays another session's list_changed (it waits only, briefly,
+		// for a stdio agent reading a backlog: outQueue.pace).
 		for _, sess := range m.liveSessions() {
 			k := all | bySession[sess]
 			if len(byBackend) > 0 {
