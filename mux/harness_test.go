@@ -66,7 +66,7 @@ func startMuxConfig(t testing.TB, cfg *config.File) *Mux {
 	m := New(cfg, testLogger(t), "test")
 	// Its own memory of catalogs: a test's backends start as the test
 	// says, whatever another test remembered (lazy_test.go shares one).
-	m.catalogs = catalogmem.Open(filepath.Join(t.TempDir(), "catalogs.json"))
+	m.catalogs = catalogmem.Open(filepath.Join(t.TempDir(), "catalogs"))
 	m.backoffBase = 10 * time.Millisecond
 	m.Start()
 	t.Cleanup(m.Close)

@@ -41,9 +41,10 @@ const (
 // one that lists more starts at once, every time, to list them live.
 const maxRememberedResources = 2000
 
-// CatalogsEnv names the file the catalogs are remembered in, instead of the
-// user's cache directory; "off" remembers nothing from one run to the next
-// (every backend starts at once, as with start = "eager").
+// CatalogsEnv names the directory the catalogs are remembered in (a file
+// per backend), instead of the one in the user's cache directory; "off"
+// remembers nothing from one run to the next (every backend starts at
+// once, as with start = "eager").
 const CatalogsEnv = "MCP_MUX_CATALOGS"
 
 // openCatalogs is the memory of catalogs, or nil for none.
@@ -192,8 +193,8 @@ func (mem *member) remember(b *backends.Backend) (changed kinds) {
 	if store == nil {
 		return changed
 	}
-	// Apart: the file is shared with other mcp-mux processes (a lock, a
-	// read, a write), and the backend is ready without it.
+	// Apart: the backend's file is written and synced to disk, and the
+	// backend is ready without it.
 	id := identityOf(spec)
 	mem.m.goOwned(func() {
 		if cat.resourcesCut {

@@ -54,7 +54,7 @@ func stateOf(m *Mux, name string) (string, int) {
 }
 
 func TestARememberedCatalogIsListedBeforeTheBackendStarts(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalogs.json")
+	path := filepath.Join(t.TempDir(), "catalogs")
 	cfg := testConfig(fixture(t, "fx", "-rich", "-instructions", "Use fx for rich things."), fixture(t, "other"))
 	cfg.Mux.ToolList = config.ToolListAll
 	learn(t, cfg, path)
@@ -97,7 +97,7 @@ func TestARememberedCatalogIsListedBeforeTheBackendStarts(t *testing.T) {
 // The resources of a backend at rest are listed from memory, and a
 // subscription starts it.
 func TestABackendAtRestListsItsResourcesAndASubscriptionStartsIt(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalogs.json")
+	path := filepath.Join(t.TempDir(), "catalogs")
 	cfg := testConfig(fixture(t, "fx"))
 	learn(t, cfg, path)
 	m := runWithMemory(t, cfg, path)
@@ -127,7 +127,7 @@ func TestABackendAtRestListsItsResourcesAndASubscriptionStartsIt(t *testing.T) {
 // What a backend lists when it starts and what was remembered differ: the
 // catalog follows the backend and the agent is told.
 func TestAChangedCatalogSendsListChanged(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalogs.json")
+	path := filepath.Join(t.TempDir(), "catalogs")
 	cfg := testConfig(fixture(t, "fx"))
 	learn(t, cfg, path)
 	// As if it had a tool last time that it no longer has.
@@ -169,7 +169,7 @@ func TestAChangedCatalogSendsListChanged(t *testing.T) {
 
 // An unchanged catalog is no news: no list_changed when the backend starts.
 func TestAnUnchangedCatalogIsNotAnnounced(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalogs.json")
+	path := filepath.Join(t.TempDir(), "catalogs")
 	cfg := testConfig(fixture(t, "fx"))
 	learn(t, cfg, path)
 	changed := make(chan struct{}, 10)
@@ -251,7 +251,7 @@ func TestLazyStartStopsABackendOnceItsCatalogIsKnown(t *testing.T) {
 
 // start = "eager" starts a remembered backend at once.
 func TestEagerStartsARememberedBackendAtOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalogs.json")
+	path := filepath.Join(t.TempDir(), "catalogs")
 	cfg := testConfig(fixture(t, "fx"))
 	learn(t, cfg, path)
 	cfg.Backends[0].Start = config.StartEager
@@ -262,14 +262,21 @@ func TestEagerStartsARememberedBackendAtOnce(t *testing.T) {
 	})
 }
 
-// The memory's file holds no env or header value: they reach its key as
-// hashes only.
+// The memory's files hold no env or header value: they reach their names
+// (the key) as hashes only.
 func TestTheCatalogMemoryHoldsNoSecret(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalogs.json")
+	path := filepath.Join(t.TempDir(), "catalogs")
 	b := fixture(t, "fx")
 	b.Env = map[string]string{"FX_TOKEN": "s3cret-env-value-4242"}
 	learn(t, testConfig(b), path)
-	data, err := os.ReadFile(path)
+	files, err := filepath.Glob(filepath.Join(path, "*"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("the memory holds %v (%v), want fx's file alone", files, err)
+	}
+	if strings.Contains(files[0], "s3cret-env-value-4242") {
+		t.Error("the env value names the memory's file")
+	}
+	data, err := os.ReadFile(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +305,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // A remembered backend that fails when its use starts it: the request gets
 // the failure, at once, not a wait for startup_timeout.
 func TestARememberedBackendThatFailsToStartSaysWhy(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalogs.json")
+	path := filepath.Join(t.TempDir(), "catalogs")
 	good := testConfig(fixture(t, "fx"))
 	learn(t, good, path)
 	// The same backend (as the memory knows it) now fails at start.
@@ -329,7 +336,7 @@ func TestARememberedBackendThatFailsToStartSaysWhy(t *testing.T) {
 // A request that waits for its backend to start, and asked for progress,
 // hears that it waits.
 func TestARequestThatStartsItsBackendGetsProgress(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalogs.json")
+	path := filepath.Join(t.TempDir(), "catalogs")
 	cfg := testConfig(fixture(t, "slow", "-start-delay", "1500ms"))
 	learn(t, cfg, path)
 	m := runWithMemory(t, cfg, path)

@@ -275,7 +275,7 @@ func TestOverriddenNamesOfADownBackend(t *testing.T) {
 // catalog overridden without starting the backend, and a run without it
 // lists the backend's own tool again.
 func TestARememberedCatalogIsOverriddenWithoutAStart(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalogs.json")
+	path := filepath.Join(t.TempDir(), "catalogs")
 	learn(t, testConfig(overridden(t)), path)
 
 	m := runWithMemory(t, testConfig(overridden(t)), path)

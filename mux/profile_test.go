@@ -506,7 +506,7 @@ func TestTheBackendsResourceOfAProfileShowsOnlyItsOwnSession(t *testing.T) {
 // complete and call everything they can, and ask for what their profiles
 // hide: the backend outside every profile in use never starts.
 func TestABackendOutsideTheProfilesInUseNeverStartsOverHTTP(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "catalogs.json")
+	path := filepath.Join(t.TempDir(), "catalogs")
 	cfg := testConfig(
 		fixture(t, "gh", "-tools", "list_issues", "-instructions", "GH-INSTRUCTIONS"),
 		fixture(t, "fs", "-tools", "read_file", "-instructions", "FS-INSTRUCTIONS"),

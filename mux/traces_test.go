@@ -43,7 +43,7 @@ func startTracer(t testing.TB) (*tracing.Tracer, *testkit.OTLPReceiver) {
 func startTracedMux(t testing.TB, tr *tracing.Tracer, specs ...config.Backend) *Mux {
 	t.Helper()
 	m := New(testConfig(specs...), testLogger(t), "test")
-	m.catalogs = catalogmem.Open(filepath.Join(t.TempDir(), "catalogs.json"))
+	m.catalogs = catalogmem.Open(filepath.Join(t.TempDir(), "catalogs"))
 	m.SetTracer(tr)
 	m.Start()
 	t.Cleanup(m.Close)

@@ -10,12 +10,15 @@
 //
 // A backend is remembered by its Identity, everything that makes it: a
 // change of any field is another backend. Env and header values are
-// secrets, so they never reach the file: only their hashes go into the
+// secrets, so they never reach a file: only their hashes go into the
 // key, which is itself a hash, and the file holds nothing else of the
 // Identity but the backend's name.
 //
-// The file lives in the user's cache directory (DefaultPath). Several
-// mcp-mux processes share it: each write replaces it whole, and is made
-// under a lock from a fresh reading of it, so that no process drops what
-// another wrote. A damaged file is as good as none.
+// The files live in a directory of the user's cache directory
+// (DefaultPath), one per backend, named by its key. A process reads only
+// the files of the backends it looks up, so that its memory is that of
+// its own backends, not of every config's. Several mcp-mux processes
+// share the directory: each write replaces one backend's file whole, so
+// two processes that see the same backend both write what it offered, and
+// the last one stays. A damaged file is as good as none.
 package catalogmem

@@ -25,15 +25,14 @@ type Identity struct {
 	InheritEnv []string
 	// Env and Headers hold secrets in their values: only hashes of the
 	// values reach the key. The key is unsalted, so that every process
-	// finds the same one: whoever holds the file and knows every other
+	// finds the same one: whoever holds the files and knows every other
 	// field could test guesses at a short secret, never at a real token.
 	Env     map[string]string
 	Headers map[string]string
 }
 
-// Key is a stable hex name for id, under which the file keeps its
-// backend. Map order and nil or empty slices and maps make no
-// difference.
+// Key is a stable hex name for id, that of its backend's file. Map
+// order and nil or empty slices and maps make no difference.
 func (id Identity) Key() string {
 	k := keyHash{h: sha256.New()}
 	k.string("mcp-mux catalog key 1")

@@ -7,15 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 )
 
-// The writer process of TestTwoProcessesOnOneFileLoseNothing: it waits
+// The writer process of TestTwoProcessesOnOneDirectoryLoseNothing: it waits
 // for its stdin to close, so that the two start writing together.
 func TestWriterProcess(t *testing.T) {
 	path := os.Getenv("CATALOGMEM_WRITER_PATH")
 	if path == "" {
-		t.Skip("run by TestTwoProcessesOnOneFileLoseNothing")
+		t.Skip("run by TestTwoProcessesOnOneDirectoryLoseNothing")
 	}
 	from, err := strconv.Atoi(os.Getenv("CATALOGMEM_WRITER_FROM"))
 	if err != nil {
@@ -27,14 +28,23 @@ func TestWriterProcess(t *testing.T) {
 		if _, err := s.Put(identityN(i), sampleEntry()); err != nil {
 			t.Fatal(err)
 		}
+		// A backend both run: each writes what it offered.
+		e := sampleEntry()
+		e.Instructions = fmt.Sprintf("writer from %d, %d", from, i)
+		if _, err := s.Put(identityN(sharedBackend), e); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
-const writerPuts = 30
+const (
+	writerPuts    = 30
+	sharedBackend = 2000
+)
 
-func TestTwoProcessesOnOneFileLoseNothing(t *testing.T) {
+func TestTwoProcessesOnOneDirectoryLoseNothing(t *testing.T) {
 	path := catalogPath(t)
-	// On file before either starts: neither may drop it.
+	// Remembered before either starts: neither may drop it.
 	if _, err := Open(path).Put(identityN(1000), sampleEntry()); err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +89,9 @@ func TestTwoProcessesOnOneFileLoseNothing(t *testing.T) {
 		}
 	}
 	if _, ok := final.Lookup(identityN(1000)); !ok {
-		t.Error("the backend on file before the writers was lost")
+		t.Error("the backend remembered before the writers was lost")
+	}
+	if e, ok := final.Lookup(identityN(sharedBackend)); !ok || !strings.HasPrefix(e.Instructions, "writer from ") {
+		t.Errorf("the backend both writers put is %v, %q; want one's", ok, e.Instructions)
 	}
 }

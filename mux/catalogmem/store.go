@@ -2,11 +2,11 @@ package catalogmem
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,33 +14,38 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/gofrs/flock"
 )
 
 const (
-	// fileVersion tells this format from a future one, which is read as
-	// no file at all.
-	fileVersion = 1
+	// fileVersion tells this format from another, which is read as no
+	// file at all: 1 was the single file of every backend, which is
+	// never read.
+	fileVersion = 2
 
-	// maxBackends bounds the file to the backends most recently seen: a
-	// user who tries many servers over the years should not carry them
-	// all.
-	maxBackends = 200
-
-	// maxEntryBytes and maxFileBytes keep each process's memory and the
-	// disk bounded whatever the backends send: every mcp-mux holds the
-	// whole file in memory.
+	// maxEntryBytes keeps each process's memory bounded whatever a
+	// backend sends: a Store holds the catalogs of the backends it looked
+	// up or put.
 	maxEntryBytes = 8 << 20
-	maxFileBytes  = 32 << 20
+
+	// maxRecordBytes bounds what is read of one file: the catalog and,
+	// beside it, the version, the name and when it was seen.
+	maxRecordBytes = maxEntryBytes + 64<<10
 
 	// refreshAfter is how old a remembered catalog may grow before an
 	// unchanged one is written again, to mark it recently seen (and so
 	// keep it from eviction) without a write on every run.
 	refreshAfter = 24 * time.Hour
+)
 
-	// lockWait bounds waiting for another process's write.
-	lockWait = 10 * time.Second
+// The directory's bounds, vars so that a test can lower them.
+var (
+	// maxBackends bounds the directory to the backends most recently
+	// seen: a user who tries many servers over the years should not carry
+	// them all.
+	maxBackends = 200
+
+	// maxFileBytes bounds the disk the files take, in all.
+	maxFileBytes int64 = 32 << 20
 )
 
 // ErrTooLarge is wrapped by the error of a Put whose catalog is too large
@@ -64,59 +69,65 @@ type Entry struct {
 	Seen time.Time `json:"-"`
 }
 
-// record is one backend in the file.
+// record is one backend's file, <Key>.json. Its key is its file's name:
+// nothing else of the Identity but the name is written.
 type record struct {
+	Version int             `json:"version"`
 	Name    string          `json:"name,omitempty"` // for a person reading the file
 	Seen    time.Time       `json:"seen"`
-	Catalog json.RawMessage `json:"catalog"` // an Entry, encoded by encodeEntry
+	Catalog json.RawMessage `json:"catalog"` // an Entry, encoded by encodeEntry; none: not remembered
 
 	unsaved bool // a write of it failed: the next Put writes again
 }
 
-type file struct {
-	Version  int               `json:"version"`
-	Backends map[string]record `json:"backends"`
-}
-
-// Store is the remembered catalogs, loaded from the file once; safe for
-// concurrent use. Other processes' writes are seen at this Store's next
-// Put or Forget.
+// Store is the remembered catalogs, one file per backend in a directory;
+// safe for concurrent use. It reads a backend's file when that backend is
+// first looked up or put, and holds only those: its memory is its own
+// backends', whatever the directory holds. Another process's write of a
+// backend already read is not seen.
 type Store struct {
-	path string // "": remembered for this run only
+	dir string // "": remembered for this run only
+
+	// legacy is the single file of every backend that an older mcp-mux
+	// kept beside the default directory, removed by the first write; ""
+	// once removed, or for a directory other than the default.
+	legacy string
 
 	writeMu sync.Mutex // serializes this Store's writes, so that Lookup need not wait for the disk
 
 	mu      sync.Mutex
-	entries map[string]record // by Identity.Key
+	entries map[string]record // by Identity.Key: the backends read or put, a nil Catalog for none
 }
 
-// DefaultPath is the file in the user's cache directory, or "" if there is
-// none.
+// DefaultPath is the directory in the user's cache directory, or "" if
+// there is none.
 func DefaultPath() string {
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(dir, "mcp-mux", "catalogs.json")
+	return filepath.Join(dir, "mcp-mux", "catalogs")
 }
 
-// Open loads the file at path. A missing, damaged or unknown file is an
-// empty store, rewritten by the first Put. With path "" nothing outlives
-// the Store.
-func Open(path string) *Store {
-	s := &Store{path: path, entries: map[string]record{}}
-	if path != "" {
-		s.entries = readFile(path)
+// Open is the store in the directory dir, which it creates at its first
+// write. It reads nothing until a backend is looked up or put. With dir ""
+// nothing outlives the Store.
+func Open(dir string) *Store {
+	s := &Store{dir: dir, entries: map[string]record{}}
+	if dir != "" && dir == DefaultPath() {
+		// mcp-mux before the directory kept every backend in one file,
+		// catalogs.json beside it: that file is removed, not read, so
+		// that each backend is started once more after the upgrade to be
+		// remembered in the directory; one cold start.
+		s.legacy = filepath.Join(filepath.Dir(dir), "catalogs.json")
 	}
 	return s
 }
 
 // Lookup returns what the backend id offered when last seen.
 func (s *Store) Lookup(id Identity) (Entry, bool) {
-	s.mu.Lock()
-	r, ok := s.entries[id.Key()]
-	s.mu.Unlock()
-	if !ok {
+	r := s.load(id.Key())
+	if len(r.Catalog) == 0 {
 		return Entry{}, false
 	}
 	var e Entry
@@ -127,9 +138,33 @@ func (s *Store) Lookup(id Identity) (Entry, bool) {
 	return e, true
 }
 
+// load returns what is remembered under key, reading its file the first
+// time only.
+func (s *Store) load(key string) record {
+	s.mu.Lock()
+	r, ok := s.entries[key]
+	s.mu.Unlock()
+	if ok || s.dir == "" {
+		return r
+	}
+	r = readRecord(s.file(key))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// A Put or Forget meanwhile knows better than what was read.
+	if known, ok := s.entries[key]; ok {
+		return known
+	}
+	s.entries[key] = r
+	return r
+}
+
+func (s *Store) file(key string) string {
+	return filepath.Join(s.dir, key+".json")
+}
+
 // Put remembers that the backend id offered e, and reports whether that
-// differs from what was remembered (or nothing was). The file is written
-// only when it differs, or a day after it was last written for id. A
+// differs from what was remembered (or nothing was). The backend's file is
+// written only when it differs, or a day after it was last written. A
 // catalog too large to remember (ErrTooLarge) makes the Store forget id,
 // since what it remembered is no longer what the backend offers.
 func (s *Store) Put(id Identity, e Entry) (changed bool, err error) {
@@ -143,155 +178,176 @@ func (s *Store) Put(id Identity, e Entry) (changed bool, err error) {
 			id.Name, len(catalog), maxEntryBytes, ErrTooLarge), ferr)
 	}
 	key := id.Key()
-	r := record{Name: id.Name, Seen: e.Seen, Catalog: catalog}
+	r := record{Version: fileVersion, Name: id.Name, Seen: e.Seen, Catalog: catalog}
 	if r.Seen.IsZero() {
 		r.Seen = time.Now()
 	}
 
-	s.mu.Lock()
-	old, known := s.entries[key]
-	changed = !known || !bytes.Equal(old.Catalog, catalog)
+	old := s.load(key)
+	changed = len(old.Catalog) == 0 || !bytes.Equal(old.Catalog, catalog)
 	if !changed && !old.unsaved && r.Seen.Sub(old.Seen) < refreshAfter {
-		s.mu.Unlock()
 		return false, nil
 	}
-	if s.path == "" {
-		s.entries[key] = r
-		prune(s.entries, key)
-		s.mu.Unlock()
-		return changed, nil
-	}
-	s.mu.Unlock()
-
-	err = s.update(func(m map[string]record) bool {
-		m[key] = r
-		prune(m, key)
-		return true
-	})
-	if err != nil {
-		r.unsaved = true
+	if s.dir == "" {
 		s.mu.Lock()
 		s.entries[key] = r
 		s.mu.Unlock()
+		return changed, nil
+	}
+
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	err = s.write(key, r)
+	if err != nil {
+		r.unsaved = true
+	}
+	s.mu.Lock()
+	s.entries[key] = r
+	s.mu.Unlock()
+	if err == nil && s.legacy != "" {
+		// Gone or not, it is not tried again: an older mcp-mux still
+		// running may write it back, and that is its business.
+		os.Remove(s.legacy)
+		os.Remove(s.legacy + ".lock")
+		s.legacy = ""
 	}
 	return changed, err
+}
+
+// write replaces key's file with r, and keeps the directory in its bounds
+// if the file is new or grew.
+func (s *Store) write(key string, r record) error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return fmt.Errorf("create the catalogs' directory: %w", err)
+	}
+	data, err := encodeRecord(r)
+	if err != nil {
+		return fmt.Errorf("encode the remembered catalog: %w", err)
+	}
+	path := s.file(key)
+	fi, statErr := os.Stat(path)
+	if err := writeAtomically(path, data, r.Seen); err != nil {
+		return err
+	}
+	if statErr != nil || fi.Size() < int64(len(data)) {
+		s.prune(key)
+	}
+	return nil
 }
 
 // Forget drops what the backend id offered, so that it is learned afresh.
 func (s *Store) Forget(id Identity) error {
 	key := id.Key()
-	s.mu.Lock()
-	delete(s.entries, key)
-	s.mu.Unlock()
-	if s.path == "" {
+	if s.dir == "" {
+		s.mu.Lock()
+		delete(s.entries, key)
+		s.mu.Unlock()
 		return nil
 	}
-	return s.update(func(m map[string]record) bool {
-		if _, ok := m[key]; !ok {
-			return false
-		}
-		delete(m, key)
-		return true
-	})
-}
-
-// update applies change to the file as it is now, holding the lock that
-// every process takes to write it, and writes the result if change says
-// so. The Store then remembers what the file holds: the file is the truth
-// shared by all the processes.
-func (s *Store) update(change func(map[string]record) (write bool)) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-		return fmt.Errorf("create the catalogs' directory: %w", err)
-	}
-	unlock, err := lockFile(s.path + ".lock")
-	if err != nil {
-		return err
-	}
-	defer unlock()
-
-	m := readFile(s.path)
-	if change(m) {
-		data, err := encodeFile(m)
-		if err != nil {
-			return fmt.Errorf("encode the remembered catalogs: %w", err)
-		}
-		if err := writeAtomically(s.path, data); err != nil {
-			return err
-		}
-	}
 	s.mu.Lock()
-	s.entries = m
+	s.entries[key] = record{}
 	s.mu.Unlock()
+	if err := os.Remove(s.file(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("forget the remembered catalog: %w", err)
+	}
 	return nil
 }
 
-func lockFile(path string) (unlock func(), err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), lockWait)
-	defer cancel()
-	fl := flock.New(path, flock.SetPermissions(0o600))
-	ok, err := fl.TryLockContext(ctx, 5*time.Millisecond)
-	if err != nil || !ok {
-		fl.Close()
-		return nil, fmt.Errorf("another mcp-mux process holds the catalogs' lock: %w", errors.Join(err, ctx.Err()))
-	}
-	return func() { fl.Unlock(); fl.Close() }, nil
-}
-
-// readFile returns the backends the file at path holds, none if it is
-// missing, damaged or of another version.
-func readFile(path string) map[string]record {
-	m := map[string]record{}
-	f, err := os.Open(path)
+// prune keeps the maxBackends most recently seen backends of the
+// directory, as many as fit in maxFileBytes; keep, the one just put, stays
+// whatever its time. A file's time is when its backend was last seen,
+// which every write sets. What is not a backend's file is left alone, and
+// what cannot be removed (another process reading it, on Windows) is left
+// for the next prune.
+func (s *Store) prune(keep string) {
+	entries, err := os.ReadDir(s.dir)
 	if err != nil {
-		return m
+		return
 	}
-	defer f.Close()
-	// Pruning counts the catalogs' sizes only; the rest of the file is
-	// small beside them, and twice the bound is room enough.
-	data, err := io.ReadAll(io.LimitReader(f, 2*maxFileBytes+1))
-	if err != nil || len(data) > 2*maxFileBytes {
-		return m
+	type file struct {
+		key  string
+		seen time.Time
+		size int64
 	}
-	var fl file
-	if json.Unmarshal(data, &fl) != nil || fl.Version != fileVersion {
-		return m
-	}
-	for k, r := range fl.Backends {
-		if len(r.Catalog) > 0 && len(r.Catalog) <= maxEntryBytes {
-			m[k] = r
+	var files []file
+	var kept *file
+	for _, de := range entries {
+		key, ok := keyOf(de.Name())
+		if !ok || !de.Type().IsRegular() {
+			continue
 		}
-	}
-	prune(m, "")
-	return m
-}
-
-// prune keeps the maxBackends most recently seen backends of m, as many
-// as fit in maxFileBytes; keep, the one just put, stays whatever its Seen.
-func prune(m map[string]record, keep string) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		if k != keep {
-			keys = append(keys, k)
+		fi, err := de.Info()
+		if err != nil {
+			continue
 		}
+		f := file{key, fi.ModTime(), fi.Size()}
+		if key == keep {
+			kept = &f
+			continue
+		}
+		files = append(files, f)
 	}
-	slices.SortFunc(keys, func(a, b string) int {
-		if c := m[b].Seen.Compare(m[a].Seen); c != 0 {
+	slices.SortFunc(files, func(a, b file) int {
+		if c := b.seen.Compare(a.seen); c != 0 {
 			return c
 		}
-		return strings.Compare(a, b)
+		return strings.Compare(a.key, b.key)
 	})
-	if _, ok := m[keep]; ok {
-		keys = append([]string{keep}, keys...)
+	if kept != nil {
+		files = append([]file{*kept}, files...)
 	}
-	size := 0
-	for i, k := range keys {
-		size += len(m[k].Catalog)
-		if i >= maxBackends || size > maxFileBytes {
-			delete(m, k)
+	var size int64
+	for i, f := range files {
+		size += f.size
+		if i < maxBackends && size <= maxFileBytes || f.key == keep {
+			continue
+		}
+		if os.Remove(s.file(f.key)) == nil {
+			s.mu.Lock()
+			delete(s.entries, f.key)
+			s.mu.Unlock()
 		}
 	}
+}
+
+// keyOf is the key of a backend's file name, <64 hex digits>.json.
+func keyOf(name string) (string, bool) {
+	key, ok := strings.CutSuffix(name, ".json")
+	if !ok || len(key) != 64 {
+		return "", false
+	}
+	for _, c := range []byte(key) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", false
+		}
+	}
+	return key, true
+}
+
+// readRecord returns the backend the file at path holds, none if it is
+// missing, damaged, too large or of another version.
+func readRecord(path string) record {
+	f, err := os.Open(path)
+	if err != nil {
+		return record{}
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() > maxRecordBytes {
+		return record{}
+	}
+	b := bytes.NewBuffer(make([]byte, 0, fi.Size()+bytes.MinRead))
+	if _, err := b.ReadFrom(io.LimitReader(f, maxRecordBytes+1)); err != nil || b.Len() > maxRecordBytes {
+		return record{}
+	}
+	var r record
+	if json.Unmarshal(b.Bytes(), &r) != nil || r.Version != fileVersion ||
+		len(r.Catalog) == 0 || len(r.Catalog) > maxEntryBytes || r.Catalog[0] != '{' {
+		return record{}
+	}
+	return r
 }
 
 // encodeEntry keeps the backend's JSON as it came, but for insignificant
@@ -306,47 +362,53 @@ func encodeEntry(e Entry) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-func encodeFile(m map[string]record) ([]byte, error) {
+func encodeRecord(r record) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(file{Version: fileVersion, Backends: m}); err != nil {
+	if err := enc.Encode(r); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
 }
 
-// writeAtomically replaces path with data, so that a reader sees either
-// the old file or the new one, never part of one. The file is the user's
-// business (what their backends offer): 0600, as CreateTemp makes it.
-func writeAtomically(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".catalogs-*")
+// writeAtomically replaces path with data, its time set to seen, so that
+// a reader sees either the old file or the new one, never part of one. The
+// file is the user's business (what their backends offer): 0600, as
+// CreateTemp makes it.
+func writeAtomically(path string, data []byte, seen time.Time) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".catalog-*")
 	if err != nil {
-		return fmt.Errorf("write the remembered catalogs: %w", err)
+		return fmt.Errorf("write the remembered catalog: %w", err)
 	}
 	_, err = f.Write(data)
 	if err == nil {
 		// Without it a crash soon after the rename may leave an empty
-		// file on some file systems, losing every backend's catalog.
+		// file on some file systems, losing the backend's catalog.
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
+		// Its time is when the backend was seen, by which the least
+		// recently seen are evicted; a rename keeps it.
+		err = os.Chtimes(f.Name(), time.Time{}, seen)
+	}
+	if err == nil {
 		err = rename(f.Name(), path)
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return fmt.Errorf("write the remembered catalogs: %w", err)
+		return fmt.Errorf("write the remembered catalog: %w", err)
 	}
 	return nil
 }
 
 // rename is os.Rename, tried again for a while where it is refused: on
-// Windows a file another process is reading (a Store being opened, which
-// reads without the lock) cannot be replaced until it is closed, and that
-// is a matter of milliseconds.
+// Windows a file another process is reading (a Lookup, which takes no
+// lock) cannot be replaced until it is closed, and that is a matter of
+// milliseconds.
 func rename(from, to string) error {
 	var err error
 	for wait := time.Millisecond; ; wait *= 2 {

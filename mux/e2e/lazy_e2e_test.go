@@ -18,7 +18,7 @@ import (
 // remembers every backend's catalog, check says so, and the next mcp-mux
 // lists it whole at once without starting a backend until it is used.
 func TestARememberedCatalogAcrossRuns(t *testing.T) {
-	catalogs := filepath.Join(t.TempDir(), "catalogs.json")
+	catalogs := filepath.Join(t.TempDir(), "catalogs")
 	env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "MCP_MUX_CATALOGS=") }), "MCP_MUX_CATALOGS="+catalogs)
 	cfg := testkit.WriteConfig(t, "", []string{"alpha", "-name", "alpha"}, []string{"beta", "-name", "beta", "-tools", "shout"})
 	run := func(args ...string) string {

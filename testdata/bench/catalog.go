@@ -85,7 +85,7 @@ func (b *bench) catalogSetup(ctx context.Context) error {
 		return err
 	}
 	dir := filepath.Join(root, "testdata", "toolsearch")
-	set := &catalogSet{memory: filepath.Join(b.dir, "catalogs.json"), config: filepath.Join(b.dir, "catalog.toml")}
+	set := &catalogSet{memory: filepath.Join(b.dir, "catalogs"), config: filepath.Join(b.dir, "catalog.toml")}
 	kind := b.catalogKind
 	if kind == "auto" && b.quick {
 		kind = "fixture"
