@@ -172,6 +172,13 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 		if r.err == nil {
 			r.cs.Close()
 		}
+		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			// Unless the timeout came first: the go-sdk then closed its
+			// stdin, and a backend that exits on EOF exited of that,
+			// which can be seen before Connect returns (under Wine it
+			// was: "exited during initialize: exit status 0").
+			return nil, fmt.Errorf("did not initialize within %s%s%s", opts.StartupTimeout, b.noiseNote(), b.stderrTail())
+		}
 		return nil, fmt.Errorf("exited during initialize: %s%s%s", exitReason(b.exitErr), b.noiseNote(), b.stderrTail())
 	}
 	if r.err != nil {
