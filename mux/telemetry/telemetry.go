@@ -189,8 +189,8 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // write writes every family that has a series, in the order of their
-// names, and each family's series in the order of their labels, as the
-// Prometheus client library does.
+// names; backends and methods in the order of their names (they come from
+// maps), fixed label sets (outcomes, kinds, transports) in their own.
 func (m *Metrics) write(w *bufio.Writer) {
 	m.mu.Lock()
 	series := slices.Collect(maps.Values(m.series))
@@ -220,19 +220,10 @@ func (m *Metrics) write(w *bufio.Writer) {
 		}
 	}
 	family(w, "mcp_mux_notifications_total", "counter", "Notifications sent to agents, by kind (the method without \"notifications/\"; other for any other).")
-	kinds := make([]string, 0, len(noteKinds)+1)
-	for _, k := range noteKinds {
-		kinds = append(kinds, noteLabel(k))
+	for i, k := range noteKinds {
+		sample(w, "mcp_mux_notifications_total", []string{"kind", noteLabel(k)}, float64(m.notes[i].Load()))
 	}
-	kinds = append(kinds, "other")
-	order := make([]int, len(kinds))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(kinds[a], kinds[b]) })
-	for _, i := range order {
-		sample(w, "mcp_mux_notifications_total", []string{"kind", kinds[i]}, float64(m.notes[i].Load()))
-	}
+	sample(w, "mcp_mux_notifications_total", []string{"kind", "other"}, float64(m.notes[len(noteKinds)].Load()))
 	if len(series) > 0 {
 		const name = "mcp_mux_request_duration_seconds"
 		family(w, name, "histogram", "How long agent requests forwarded to a backend took, from mcp-mux receiving them to the backend's answer (or the error).")
@@ -251,11 +242,9 @@ func (m *Metrics) write(w *bufio.Writer) {
 			sample(w, name+"_count", labels[:4], float64(total))
 		}
 		family(w, "mcp_mux_requests_total", "counter", "Agent requests forwarded to a backend, by backend, MCP method and outcome (ok, error, tool_error, cancelled, timeout).")
-		outcomes := slices.Sorted(slices.Values(outcomeNames[:]))
 		for _, s := range series {
-			for _, name := range outcomes {
-				o := Outcome(slices.Index(outcomeNames[:], name))
-				sample(w, "mcp_mux_requests_total", []string{"backend", s.key.backend, "method", s.key.method, "outcome", name}, float64(s.count[o].Load()))
+			for o := range nOutcomes {
+				sample(w, "mcp_mux_requests_total", []string{"backend", s.key.backend, "method", s.key.method, "outcome", o.String()}, float64(s.count[o].Load()))
 			}
 		}
 	}
