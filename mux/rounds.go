@@ -162,27 +162,29 @@ func (m *Mux) askAgent(ctx context.Context, mem *member, s *session, reqs mcp.In
 	return out, nil
 }
 
-// parking holds the parked calls by their requestState.
+// parking holds the parked calls by their requestState: those whose agent
+// was asked for input, and whose retries find them here.
 type parking struct {
 	mu    sync.Mutex
 	calls map[string]*parkedCall
 }
 
-// maxParked bounds the calls parked for agents' input at once.
+// maxParked bounds the calls that wait for agents' input at once.
 const maxParked = 1000
 
 // parkedStatePrefix starts every requestState mux makes: a retry that
 // carries another is for a backend of the current era.
 const parkedStatePrefix = "mcp-mux."
 
-// parkedCall is a request of a handshake-era backend that asked a
-// current-era agent for input: it goes on at the backend between the
-// agent's requests.
+// parkedCall is a request of a handshake-era backend from a current-era
+// agent: it goes on at the backend in a goroutine of its own, so that it
+// can go on between the agent's requests if the backend asks the agent
+// for input. Nearly every call asks for none: what an asking call needs
+// (its requestState, who may retry it, its place in parking) is made when
+// the backend first asks (register), not for every call.
 type parkedCall struct {
-	state     string // the requestState the agent gets: random, the key in parking
-	principal string // who may retry it (see principalOf)
-	method    string
-	target    string // the tool or prompt name, or the URI
+	method string
+	target string // the tool or prompt name, or the URI
 
 	asks chan *ask // the backend's requests to the agent, as they come
 
@@ -191,6 +193,10 @@ type parkedCall struct {
 	next    int             // the next input id
 	waiting bool            // one of the agent's requests waits on the call now
 	d       *deadline       // the call's; paused while the agent has open requests
+	// Set by register, under parking's lock, once the agent is asked.
+	state     string // the requestState the agent gets: random, the key in parking
+	principal string // who may retry it (see principalOf)
+	stop      func() bool
 
 	done   chan struct{} // closed once res and err are set
 	res    any
@@ -213,49 +219,57 @@ type askReply struct {
 var errAbandoned = errors.New("the agent ended the request before it answered the backend's requests")
 
 // park starts run, the backend's side of a request of in, in a goroutine
-// of its own (owned by mux: it outlives the agent's request that started
-// it), and returns the parked call the agent's requests wait on.
+// of its own (owned by mux: it may outlive the agent's request that
+// started it), and returns the parked call the agent's requests wait on.
+// Until the agent is asked for input, the request waiting on it ends it
+// if it ends (awaitParked), mux's end among them.
 func (m *Mux) park(ctx context.Context, in inbound, run func(ctx context.Context, pc *parkedCall) (any, error)) (*parkedCall, error) {
-	var key [18]byte
-	rand.Read(key[:])
 	pc := &parkedCall{
-		state:     parkedStatePrefix + base64.RawURLEncoding.EncodeToString(key[:]),
-		principal: principalOf(in),
-		method:    in.method,
-		target:    in.target,
-		asks:      make(chan *ask, 16),
-		open:      map[string]*ask{},
-		waiting:   true,
-		done:      make(chan struct{}),
+		method:  in.method,
+		target:  in.target,
+		asks:    make(chan *ask),
+		waiting: true,
+		done:    make(chan struct{}),
 	}
-	p := &m.parked
-	p.mu.Lock()
-	if len(p.calls) >= maxParked {
-		p.mu.Unlock()
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %d requests already wait for agents' input; try again later", maxParked)}
-	}
-	if p.calls == nil {
-		p.calls = map[string]*parkedCall{}
-	}
-	p.calls[pc.state] = pc
-	p.mu.Unlock()
-
 	// The values of the agent's request stay (its session); its end does
-	// not end the backend's request. Mux's end does.
+	// not end the backend's request once the agent was asked for input.
 	bctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	pc.cancel = cancel
-	stop := context.AfterFunc(m.ctx, func() { cancel(errAbandoned) })
 	if !m.goOwned(func() {
-		defer stop()
 		res, err := run(bctx, pc)
 		pc.finish(res, err)
 		cancel(context.Canceled)
 		m.parked.forgetLater(pc)
 	}) {
-		m.parked.remove(pc)
+		cancel(errAbandoned)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-mux is closing"}
 	}
 	return pc, nil
+}
+
+// register gives pc, whose backend asks the agent of in for input, its
+// requestState and its place in parking, where the agent's retry finds
+// it; from then on mux's end, not the agent's request's, ends it.
+func (m *Mux) register(pc *parkedCall, in inbound) error {
+	p := &m.parked
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pc.state != "" {
+		return nil // asked before
+	}
+	if len(p.calls) >= maxParked {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %d requests already wait for agents' input; try again later", maxParked)}
+	}
+	var key [18]byte
+	rand.Read(key[:])
+	pc.state = parkedStatePrefix + base64.RawURLEncoding.EncodeToString(key[:])
+	pc.principal = principalOf(in)
+	if p.calls == nil {
+		p.calls = map[string]*parkedCall{}
+	}
+	p.calls[pc.state] = pc
+	pc.stop = context.AfterFunc(m.ctx, func() { pc.cancel(errAbandoned) })
+	return nil
 }
 
 // principalOf is who sent in: the stdio session, or over HTTP (where a
@@ -309,10 +323,15 @@ func (p *parking) claim(in inbound) (*parkedCall, error) {
 	return pc, nil
 }
 
+// remove drops pc from parking, if it was registered there.
 func (p *parking) remove(pc *parkedCall) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pc.state == "" {
+		return
+	}
 	delete(p.calls, pc.state)
-	p.mu.Unlock()
+	pc.stop()
 }
 
 // parkedKeep is how long the result of a parked call stays for a retry
@@ -398,6 +417,9 @@ func (pc *parkedCall) add(a *ask) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	pc.next++
+	if pc.open == nil {
+		pc.open = map[string]*ask{}
+	}
 	pc.open["mcp-mux-"+strconv.Itoa(pc.next)] = a
 	if len(pc.open) == 1 && pc.d != nil {
 		pc.d.pause() // a human may take minutes over an elicitation
@@ -422,11 +444,18 @@ func (pc *parkedCall) answer(responses mcp.InputResponseMap) {
 	}
 }
 
-// release lets the next retry claim the call.
-func (pc *parkedCall) release() {
+// release lets the next retry claim pc. If the backend answered while
+// the agent was being asked, the answer waits for that retry as long as
+// forgetLater keeps it.
+func (p *parking) release(pc *parkedCall) {
 	pc.mu.Lock()
 	pc.waiting = false
 	pc.mu.Unlock()
+	select {
+	case <-pc.done:
+		p.forgetLater(pc)
+	default:
+	}
 }
 
 // ask sends the agent the backend's request through the parked call, and
@@ -465,10 +494,15 @@ func awaitParked[R any](ctx context.Context, m *Mux, pc *parkedCall, in inbound)
 		pc.answer(in.round.responses)
 	}
 	res, reqs, err := pc.wait(ctx)
-	switch {
-	case reqs != nil:
-		pc.release()
+	if reqs != nil {
+		if err := m.register(pc, in); err != nil {
+			pc.cancel(err)
+			return zero, err
+		}
+		m.parked.release(pc)
 		return asking[R](reqs, pc.state)
+	}
+	switch {
 	case ctx.Err() != nil && err == ctx.Err():
 		pc.cancel(errAbandoned)
 		m.parked.remove(pc)
