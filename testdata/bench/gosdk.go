@@ -54,8 +54,18 @@ var gosdkSessions = []int{1, 8}
 // the hop does.
 const handshakeVersion = "2025-11-25"
 
+// statelessDirect names direct's cells with the fixture serving the
+// current era too (-stateless: the go-sdk's handler has the current era
+// only without sessions), the client unpinned: mcp-mux's current era
+// against a direct server's.
+const statelessDirect = "stateless"
+
 func sdkKey(era, what string, n int) string {
-	if era != "" {
+	switch era {
+	case "":
+	case statelessDirect:
+		what = "current_era_direct_" + what
+	default:
 		what = "handshake_" + what
 	}
 	return fmt.Sprintf("gosdk_%s_%d_sessions", what, n)
@@ -123,7 +133,7 @@ func connectGoSDK(ctx context.Context, p *proc, era string) (*mcp.ClientSession,
 	cctx, cancel := context.WithTimeout(ctx, reqTimeout)
 	defer cancel()
 	var opts *mcp.ClientSessionOptions
-	if era != "" {
+	if era != "" && era != statelessDirect {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: era}
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "mcp-mux-bench-gosdk", Version: "0"}, nil).Connect(cctx,
@@ -196,8 +206,42 @@ func (b *bench) gosdkLoad(ctx context.Context, m mode, s sample) error {
 			errs += e
 		}
 	}
+	if m == direct {
+		e, err := b.gosdkStateless(ctx, s)
+		if err != nil {
+			return err
+		}
+		errs += e
+	}
 	s[kSDKErrors] = float64(errs)
 	return nil
+}
+
+// gosdkStateless measures direct's cells again with the fixture serving
+// without sessions, so in the current era (statelessDirect).
+func (b *bench) gosdkStateless(ctx context.Context, s sample) (int, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return 0, err
+	}
+	argv := append(append([]string{b.fixture}, httpFixture.argv()...), "-http", addr, "-stateless")
+	p, err := b.launch(direct, fmt.Sprintf("gosdk-stateless-%d", nextSeq()), argv, nil, "http://"+addr+"/mcp")
+	if err != nil {
+		return 0, err
+	}
+	defer p.stop(5 * time.Second)
+	if err := waitListening(ctx, p, addr); err != nil {
+		return 0, err
+	}
+	errs := 0
+	for _, n := range gosdkSessions {
+		e, err := b.gosdkCell(ctx, p, direct, statelessDirect, n, s)
+		if err != nil {
+			return 0, err
+		}
+		errs += e
+	}
+	return errs, nil
 }
 
 // gosdkCell measures n sessions of the client of era, one caller each, for
@@ -263,8 +307,11 @@ func (b *bench) gosdkCell(ctx context.Context, p *proc, m mode, era string, n in
 }
 
 func eraNote(era string) string {
-	if era == "" {
+	switch era {
+	case "":
 		return ""
+	case statelessDirect:
+		return " (the fixture without sessions)"
 	}
 	return " at " + era
 }
@@ -309,7 +356,8 @@ func (b *bench) printGoSDK(w io.Writer) {
 		"`StreamableClientTransport{Endpoint, DisableStandaloneSSE: true}` (http.DefaultClient, shared), one session per caller calling the fixture's echo "+
 		"back to back for %v per cell; p50 of every call of the cell. direct: the fixture serving HTTP itself; mcp-mux: `serve --http`, the fixture "+
 		"a stdio backend, log_level = \"error\". The fixture's stateful handler has no server/discover: direct's client falls back to "+
-		"the handshake era, mcp-mux's speaks the current one; the pinned rows are mcp-mux in direct's era.\n\n", 2*b.duration)
+		"the handshake era, mcp-mux's speaks the current one; the pinned rows are mcp-mux in direct's era, and the rows of \"direct serving the current era\" "+
+		"compare mcp-mux's current era with the fixture's, served without sessions.\n\n", 2*b.duration)
 	modes := b.gosdkModes()
 	cols := modes[1:]
 	fmt.Fprint(w, "| metric | direct |")
@@ -343,6 +391,10 @@ func (b *bench) printGoSDK(w io.Writer) {
 		{"… 8 sessions: calls/s", kSDKCalls(hs, 8), perSec, true, false, "—", nil, kSDKCalls("", 8)},
 		{"… 1 session: CPU per call of mcp-mux itself", kSDKCPU(hs, 1), dur, true, false, "—", nil, kSDKCPU("", 1)},
 		{"… … of the fixture below it", kSDKCPUBelow(hs, 1), dur, false, false, "—", nil, ""},
+		{"direct serving the current era as well (the fixture without sessions, `-stateless`: the go-sdk's handler has the current era only so): 1 session: calls/s", kSDKCalls("", 1), perSec, true, false, "—", nil, kSDKCalls(statelessDirect, 1)},
+		{"… 1 session: tools/call p50", kSDKP50("", 1), dur, true, false, "—", nil, kSDKP50(statelessDirect, 1)},
+		{"… 8 sessions: calls/s", kSDKCalls("", 8), perSec, true, false, "—", nil, kSDKCalls(statelessDirect, 8)},
+		{"… 8 sessions: CPU per call of the serving process", kSDKCPU("", 8), dur, true, false, "—", nil, kSDKCPU(statelessDirect, 8)},
 		{"errors: failed calls and sessions, all rounds", kSDKErrors, count, false, true, "0", func(_, v float64) bool { return v == 0 }, ""},
 		{"protocol the client negotiated", kSDKProtocol, func(v float64) string {
 			s := strconv.Itoa(int(v))
