@@ -67,15 +67,17 @@ const maxStreamEvents = 64
 // with the first such message, so that a call with none (nearly every
 // one) hops to no other goroutine and back.
 type httpStream struct {
-	events chan []byte   // JSON-RPC messages about the request, before its response
-	done   chan struct{} // closed when the response is written: nothing more goes out
+	done chan struct{} // closed when the response is written: nothing more goes out
 	// write writes one message to the stream, reporting false if it could
 	// not (then the request is cancelled). Only the writer calls it until
 	// the call returns, then only the request's goroutine.
 	write func([]byte) bool
 	fail  context.CancelFunc
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// events are the JSON-RPC messages about the request, before its
+	// response: made with the first (queue), as nearly every call has none.
+	events chan []byte
 	writer chan struct{} // closed when the writer has ended; nil until one starts
 	stop   chan struct{} // closed to end the writer
 	over   bool          // the call returned: no writer starts
@@ -89,11 +91,21 @@ func (hs *httpStream) notify(method string, params any) {
 		return
 	}
 	select {
-	case hs.events <- data:
+	case hs.queue() <- data:
 		hs.wake()
 	case <-hs.done:
 	default:
 	}
+}
+
+// queue is hs.events, made if it was not.
+func (hs *httpStream) queue() chan []byte {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.events == nil {
+		hs.events = make(chan []byte, maxStreamEvents)
+	}
+	return hs.events
 }
 
 // wake starts the writer of the stream's events, if none runs and the
@@ -106,11 +118,12 @@ func (hs *httpStream) wake() {
 	}
 	writer, stop := make(chan struct{}), make(chan struct{})
 	hs.writer, hs.stop = writer, stop
+	events := hs.events // made: wake follows a queue
 	go func() {
 		defer close(writer)
 		for {
 			select {
-			case data := <-hs.events:
+			case data := <-events:
 				if !hs.write(data) {
 					hs.fail()
 				}
@@ -394,7 +407,7 @@ func accepts(values []string) (jsonOK, streamOK bool) {
 // (and what came about it first) to w.
 func (m *Mux) serveFast(w http.ResponseWriter, r *http.Request, s *session, req *jsonrpc.Request, pr passable) {
 	s.lastActive.Store(time.Now().UnixNano())
-	hs := &httpStream{events: make(chan []byte, maxStreamEvents), done: make(chan struct{})}
+	hs := &httpStream{done: make(chan struct{})}
 	defer close(hs.done)
 	call := &fastCall{extra: &mcp.RequestExtra{Header: r.Header}}
 	// The request's context ends with the agent's connection (it could
@@ -452,9 +465,12 @@ func (m *Mux) serveFast(w http.ResponseWriter, r *http.Request, s *session, req 
 	res, err := m.fastForward(ctx, s, call, req, pr)
 	hs.callReturned()
 	// What the backend sent before its response goes first.
+	hs.mu.Lock()
+	events := hs.events // nil if nothing came: the loop ends at once
+	hs.mu.Unlock()
 	for drained := false; !drained; {
 		select {
-		case data := <-hs.events:
+		case data := <-events:
 			hs.write(data)
 		default:
 			drained = true
@@ -600,7 +616,7 @@ func askOnStream[R mcp.Result](ctx context.Context, s *session, hs *httpStream, 
 	data = append(data, raw...)
 	data = append(data, '}')
 	select {
-	case hs.events <- data:
+	case hs.queue() <- data:
 		hs.wake()
 	case <-hs.done:
 		return zero, mcp.ErrConnectionClosed
