@@ -108,9 +108,9 @@ func FromEnv(getenv func(string) string, version string, logger *log.Logger) (*T
 	// found out by the first export, in the batch goroutine.
 	exp := newExporter(cfg, version, failed)
 	res := resourceFromEnv(getenv, version, warn)
-	scope := scope{name: instrumentationScope, version: version}
+	sc := scope{name: instrumentationScope, version: version}
 	t := newTracer(configFromEnv(getenv, warn), func(ctx context.Context, spans []*spanData) error {
-		return exp.Export(ctx, encodeTraces(res, scope, spans))
+		return exp.Export(ctx, encodeTraces(res, sc, spans))
 	}, failed, logger)
 	t.exp = exp
 	return t, nil
