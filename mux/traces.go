@@ -37,7 +37,7 @@ func traced[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend
 	if r := b.InitializeResult(); r != nil {
 		req.Version = r.ProtocolVersion
 	}
-	span, meta := m.tracer.Start(ctx, req, in.meta)
+	span, meta := m.tracer.Start(req, in.meta)
 	in.meta = meta
 	ctx = backends.WithTraceHeaders(ctx, span.Traceparent, span.Tracestate)
 	res, err := run(ctx, m, mem, b, in, pc, call)

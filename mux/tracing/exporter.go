@@ -19,8 +19,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // exporter sends spans to an OTLP/HTTP collector: an
@@ -39,15 +37,13 @@ type exporter struct {
 	// report is told of an export's first failed attempt that is
 	// retried, once until an export succeeds: a collector that is down is
 	// known when first found out, not only when the export gives up
-	// (otel.Handle, as the batch processor is told of the export's error).
+	// (the tracer's error hook, which is told of the export's error too).
 	report    func(error)
 	reporting atomic.Bool // a failure was reported and nothing succeeded since
 
 	stop     context.Context // done once Shutdown is called
 	shutdown context.CancelFunc
 }
-
-var _ sdktrace.SpanExporter = (*exporter)(nil)
 
 // Backoff between the attempts of an export (doubling, with jitter),
 // unless the collector says when to come back (Retry-After); never past
@@ -60,7 +56,7 @@ const (
 // maxResponse is what is read of a collector's answer.
 const maxResponse = 64 << 10
 
-// errShutdown is ExportSpans' error once the exporter is shut down.
+// errShutdown is Export's error once the exporter is shut down.
 var errShutdown = errors.New("the trace exporter is shut down")
 
 // exporterConfig is the exporter's configuration, from the environment.
@@ -247,17 +243,13 @@ func newExporter(cfg *exporterConfig, version string, report func(error)) *expor
 	}
 }
 
-// ExportSpans sends spans in one request, retrying (within the export's
-// timeout) when the collector cannot be reached or says to (429, 502,
-// 503, 504). Any other answer but a 2xx fails the batch.
-func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+// Export sends body, an ExportTraceServiceRequest, retrying (within the
+// export's timeout) when the collector cannot be reached or says to (429,
+// 502, 503, 504). Any other answer but a 2xx fails the batch.
+func (e *exporter) Export(ctx context.Context, body []byte) error {
 	if e.stop.Err() != nil {
 		return errShutdown
 	}
-	if len(spans) == 0 {
-		return nil
-	}
-	body := encodeTraces(spans)
 	if e.gzip {
 		var buf bytes.Buffer
 		zw := gzipWriters.Get().(*gzip.Writer)
@@ -391,8 +383,7 @@ func retryAfter(v string) time.Duration {
 }
 
 // Shutdown ends any export in flight and refuses those after it.
-func (e *exporter) Shutdown(context.Context) error {
+func (e *exporter) Shutdown() {
 	e.shutdown()
 	e.client.CloseIdleConnections()
-	return nil
 }

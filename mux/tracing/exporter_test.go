@@ -14,13 +14,6 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
@@ -41,7 +34,7 @@ func testExporter(t *testing.T, endpoint string, timeout time.Duration, report f
 		t.Fatal(err)
 	}
 	e := newExporter(cfg, "test", report)
-	t.Cleanup(func() { e.Shutdown(context.Background()) })
+	t.Cleanup(e.Shutdown)
 	return e
 }
 
@@ -50,209 +43,121 @@ func noWarn(t *testing.T) func(string, ...any) {
 }
 
 var (
-	traceA  = trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
-	traceB  = trace.TraceID{0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd, 0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c}
-	spanA   = trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}
-	spanB   = trace.SpanID{0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31}
-	spanC   = trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}
-	parentA = trace.SpanID{8, 7, 6, 5, 4, 3, 2, 1}
+	traceA  = traceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
+	traceB  = traceID{0x0a, 0xf7, 0x65, 0x19, 0x16, 0xcd, 0x43, 0xdd, 0x84, 0x48, 0xeb, 0x21, 0x1c, 0x80, 0x31, 0x9c}
+	spanA   = spanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}
+	spanB   = spanID{0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31}
+	spanC   = spanID{1, 2, 3, 4, 5, 6, 7, 8}
+	parentA = spanID{8, 7, 6, 5, 4, 3, 2, 1}
 	start   = time.Unix(1700000000, 123456789)
 )
 
-// testSpans are spans with every field the encoder writes set, in two
-// resources and, in the first, two scopes; and the request the official
-// types should decode from their export.
-func testSpans(t *testing.T) ([]sdktrace.ReadOnlySpan, *coltracepb.ExportTraceServiceRequest) {
-	t.Helper()
-	ts, err := trace.ParseTraceState("vendor=t61rcWkgMzE,other=1")
-	if err != nil {
-		t.Fatal(err)
-	}
+// testSpans are spans with every field the encoder writes set (and, in
+// the others, left out), with their resource and scope; and the request
+// the official types should decode from their export.
+func testSpans() (resource, scope, []*spanData, *coltracepb.ExportTraceServiceRequest) {
 	long := strings.Repeat("ü", 9000) // a length of three varint bytes
-	res := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.41.0",
-		attribute.String("service.name", "mcp-mux"), attribute.String("service.version", "1.2.3"), attribute.Int("pid", 42))
-	res2 := resource.NewSchemaless(attribute.String("service.name", "other"))
-	scope := instrumentation.Scope{Name: "github.com/mcp-mux/mcp-mux", Version: "1.2.3", SchemaURL: "https://s/1", Attributes: attribute.NewSet(attribute.Bool("scoped", true))}
-	scope2 := instrumentation.Scope{Name: "second"}
-
-	stubs := tracetest.SpanStubs{
+	res := resource{schemaURL: "https://opentelemetry.io/schemas/1.43.0", attrs: []keyValue{
+		{"service.name", "mcp-mux"}, {"service.version", "1.2.3"}, {"z", ""},
+	}}
+	sc := scope{name: "github.com/mcp-mux/mcp-mux", version: "1.2.3"}
+	spans := []*spanData{
 		{
-			Name: "tools/call notes__echo",
-			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
-				TraceID: traceA, SpanID: spanA, TraceFlags: trace.FlagsSampled, TraceState: ts,
-			}),
-			Parent:    trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceA, SpanID: parentA, TraceFlags: trace.FlagsSampled, Remote: true}),
-			SpanKind:  trace.SpanKindClient,
-			StartTime: start,
-			EndTime:   start.Add(1500 * time.Microsecond),
-			Attributes: []attribute.KeyValue{
-				attribute.String("mcp.method.name", "tools/call"),
-				attribute.String("empty", ""),
-				attribute.String("not.utf8", "a\xffb"),
-				attribute.String("long", long),
-				attribute.Bool("yes", true),
-				attribute.Bool("no", false),
-				attribute.Int64("int", -42),
-				attribute.Int64("zero", 0),
-				attribute.Float64("float", 2.5),
-				attribute.StringSlice("strings", []string{"a", "", "c"}),
-				attribute.BoolSlice("bools", []bool{true, false}),
-				attribute.Int64Slice("ints", []int64{1, -2}),
-				attribute.Float64Slice("floats", []float64{0.5}),
-				attribute.ByteSlice("bytes", []byte{0, 1, 2}),
-				attribute.Slice("mixed", attribute.StringValue("s"), attribute.IntValue(1)),
-				attribute.Map("map", attribute.String("k", "v")),
+			trace: traceA, span: spanA, parent: parentA, traceState: "vendor=t61rcWkgMzE,other=1", flags: flagSampled,
+			name:  "tools/call notes__echo",
+			start: start, end: start.Add(1500 * time.Microsecond),
+			attrs: []keyValue{
+				{"mcp.method.name", "tools/call"},
+				{"empty", ""},
+				{"not.utf8", "a\xffb"},
+				{"long", long},
 			},
-			Events: []sdktrace.Event{
-				{Name: "exception", Time: start.Add(time.Millisecond), Attributes: []attribute.KeyValue{attribute.String("exception.message", "boom")}, DroppedAttributeCount: 2},
-				{Name: "bare", Time: start.Add(2 * time.Millisecond)},
-			},
-			Links: []sdktrace.Link{{
-				SpanContext:           trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceB, SpanID: spanB, TraceState: ts, Remote: true}),
-				Attributes:            []attribute.KeyValue{attribute.String("link", "l")},
-				DroppedAttributeCount: 1,
-			}},
-			Status:               sdktrace.Status{Code: codes.Error, Description: "backend said -32602: bad"},
-			DroppedAttributes:    3,
-			DroppedEvents:        4,
-			DroppedLinks:         5,
-			Resource:             res,
-			InstrumentationScope: scope,
+			droppedAttrs:  3,
+			statusError:   true,
+			statusMessage: "backend said -32602: bad",
 		},
 		{
-			Name:                 "second scope",
-			SpanContext:          trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceB, SpanID: spanB}),
-			SpanKind:             trace.SpanKindServer,
-			StartTime:            start,
-			EndTime:              start,
-			Status:               sdktrace.Status{Code: codes.Ok},
-			Resource:             res,
-			InstrumentationScope: scope2,
+			// the root of a trace: no parent, nothing but what every span has
+			trace: traceB, span: spanB, flags: flagSampled,
+			name:  "ping",
+			start: start, end: start,
 		},
 		{
-			Name:        "second resource",
-			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceB, SpanID: spanC, TraceFlags: trace.FlagsSampled}),
-			Parent:      trace.NewSpanContext(trace.SpanContextConfig{TraceID: traceB, SpanID: spanB}),
-			SpanKind:    trace.SpanKindInternal,
-			StartTime:   start,
-			EndTime:     start.Add(time.Second),
-			Resource:    res2,
-			// the same scope as the first span's, in another resource
-			InstrumentationScope: scope,
+			trace: traceB, span: spanC, parent: spanB, flags: flagSampled | flagRandom,
+			name:  "resources/read",
+			start: start, end: start.Add(time.Second),
+			statusError: true, // with no message
 		},
 	}
 
 	str := func(s string) *commonpb.AnyValue {
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: s}}
 	}
-	i64 := func(n int64) *commonpb.AnyValue {
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: n}}
-	}
-	boolean := func(b bool) *commonpb.AnyValue {
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: b}}
-	}
-	double := func(f float64) *commonpb.AnyValue {
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: f}}
-	}
-	array := func(vs ...*commonpb.AnyValue) *commonpb.AnyValue {
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vs}}}
-	}
 	kv := func(k string, v *commonpb.AnyValue) *commonpb.KeyValue { return &commonpb.KeyValue{Key: k, Value: v} }
-	pbScope := &commonpb.InstrumentationScope{Name: "github.com/mcp-mux/mcp-mux", Version: "1.2.3", Attributes: []*commonpb.KeyValue{kv("scoped", boolean(true))}}
 	nano := func(t time.Time) uint64 { return uint64(t.UnixNano()) }
 	const hasIsRemote, isRemote = 0x100, 0x200
 
-	want := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{
-		{
-			Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{ // a set's order: by key
-				kv("pid", i64(42)), kv("service.name", str("mcp-mux")), kv("service.version", str("1.2.3")),
-			}},
-			SchemaUrl: "https://opentelemetry.io/schemas/1.41.0",
-			ScopeSpans: []*tracepb.ScopeSpans{
+	want := &coltracepb.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{
+		Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
+			kv("service.name", str("mcp-mux")), kv("service.version", str("1.2.3")), kv("z", str("")),
+		}},
+		SchemaUrl: "https://opentelemetry.io/schemas/1.43.0",
+		ScopeSpans: []*tracepb.ScopeSpans{{
+			Scope: &commonpb.InstrumentationScope{Name: "github.com/mcp-mux/mcp-mux", Version: "1.2.3"},
+			Spans: []*tracepb.Span{
 				{
-					Scope:     pbScope,
-					SchemaUrl: "https://s/1",
-					Spans: []*tracepb.Span{{
-						TraceId:           traceA[:],
-						SpanId:            spanA[:],
-						TraceState:        "vendor=t61rcWkgMzE,other=1",
-						ParentSpanId:      parentA[:],
-						Flags:             0x01 | hasIsRemote | isRemote,
-						Name:              "tools/call notes__echo",
-						Kind:              tracepb.Span_SPAN_KIND_CLIENT,
-						StartTimeUnixNano: nano(start),
-						EndTimeUnixNano:   nano(start.Add(1500 * time.Microsecond)),
-						Attributes: []*commonpb.KeyValue{
-							kv("mcp.method.name", str("tools/call")),
-							kv("empty", str("")),
-							kv("not.utf8", str("a\uFFFDb")),
-							kv("long", str(long)),
-							kv("yes", boolean(true)),
-							kv("no", boolean(false)),
-							kv("int", i64(-42)),
-							kv("zero", i64(0)),
-							kv("float", double(2.5)),
-							kv("strings", array(str("a"), str(""), str("c"))),
-							kv("bools", array(boolean(true), boolean(false))),
-							kv("ints", array(i64(1), i64(-2))),
-							kv("floats", array(double(0.5))),
-							kv("bytes", &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: []byte{0, 1, 2}}}),
-							kv("mixed", array(str("s"), i64(1))),
-							kv("map", &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: []*commonpb.KeyValue{kv("k", str("v"))}}}}),
-						},
-						DroppedAttributesCount: 3,
-						Events: []*tracepb.Span_Event{
-							{TimeUnixNano: nano(start.Add(time.Millisecond)), Name: "exception", Attributes: []*commonpb.KeyValue{kv("exception.message", str("boom"))}, DroppedAttributesCount: 2},
-							{TimeUnixNano: nano(start.Add(2 * time.Millisecond)), Name: "bare"},
-						},
-						DroppedEventsCount: 4,
-						Links: []*tracepb.Span_Link{{
-							TraceId: traceB[:], SpanId: spanB[:], TraceState: "vendor=t61rcWkgMzE,other=1",
-							Attributes: []*commonpb.KeyValue{kv("link", str("l"))}, DroppedAttributesCount: 1,
-							Flags: hasIsRemote | isRemote,
-						}},
-						DroppedLinksCount: 5,
-						Status:            &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "backend said -32602: bad"},
-					}},
+					TraceId:           traceA[:],
+					SpanId:            spanA[:],
+					TraceState:        "vendor=t61rcWkgMzE,other=1",
+					ParentSpanId:      parentA[:],
+					Flags:             0x01 | hasIsRemote | isRemote,
+					Name:              "tools/call notes__echo",
+					Kind:              tracepb.Span_SPAN_KIND_CLIENT,
+					StartTimeUnixNano: nano(start),
+					EndTimeUnixNano:   nano(start.Add(1500 * time.Microsecond)),
+					Attributes: []*commonpb.KeyValue{
+						kv("mcp.method.name", str("tools/call")),
+						kv("empty", str("")),
+						kv("not.utf8", str("a\uFFFDb")),
+						kv("long", str(long)),
+					},
+					DroppedAttributesCount: 3,
+					Status:                 &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "backend said -32602: bad"},
 				},
 				{
-					Scope: &commonpb.InstrumentationScope{Name: "second"},
-					Spans: []*tracepb.Span{{
-						TraceId: traceB[:], SpanId: spanB[:], Flags: hasIsRemote,
-						Name: "second scope", Kind: tracepb.Span_SPAN_KIND_SERVER,
-						StartTimeUnixNano: nano(start), EndTimeUnixNano: nano(start),
-						Status: &tracepb.Status{Code: tracepb.Status_STATUS_CODE_OK},
-					}},
+					TraceId: traceB[:], SpanId: spanB[:], Flags: 0x01 | hasIsRemote,
+					Name: "ping", Kind: tracepb.Span_SPAN_KIND_CLIENT,
+					StartTimeUnixNano: nano(start), EndTimeUnixNano: nano(start),
+				},
+				{
+					TraceId: traceB[:], SpanId: spanC[:], ParentSpanId: spanB[:], Flags: 0x03 | hasIsRemote | isRemote,
+					Name: "resources/read", Kind: tracepb.Span_SPAN_KIND_CLIENT,
+					StartTimeUnixNano: nano(start), EndTimeUnixNano: nano(start.Add(time.Second)),
+					Status: &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR},
 				},
 			},
-		},
-		{
-			Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{kv("service.name", str("other"))}},
-			ScopeSpans: []*tracepb.ScopeSpans{{
-				Scope:     pbScope,
-				SchemaUrl: "https://s/1",
-				Spans: []*tracepb.Span{{
-					TraceId: traceB[:], SpanId: spanC[:], ParentSpanId: spanB[:], Flags: 0x01 | hasIsRemote,
-					Name: "second resource", Kind: tracepb.Span_SPAN_KIND_INTERNAL,
-					StartTimeUnixNano: nano(start), EndTimeUnixNano: nano(start.Add(time.Second)),
-				}},
-			}},
-		},
-	}}
-	return stubs.Snapshots(), want
+		}},
+	}}}
+	return res, sc, spans, want
+}
+
+// testBody is the encoded request of testSpans.
+func testBody() []byte {
+	res, sc, spans, _ := testSpans()
+	return encodeTraces(res, sc, spans)
 }
 
 // Every field the encoder writes, as the official OTLP types decode it at
-// the receiver: attributes of each type (and an empty string, false, 0,
-// a string that is not UTF-8, one long enough for a 3-byte length),
-// events, links, status, kind, parent, trace state, flags, dropped
-// counts, resource and scope attributes and schema URLs, grouped by
-// resource then scope.
+// the receiver: string attributes (and an empty one, one that is not
+// UTF-8, one long enough for a 3-byte length), status with and without a
+// message, kind, parent or none, trace state, flags (sampled, random,
+// remote parent), dropped attributes, resource attributes and schema URL,
+// scope.
 func TestExportedSpansDecodeWithTheOfficialTypes(t *testing.T) {
 	rcv := testkit.StartOTLPReceiver(t)
-	spans, want := testSpans(t)
+	_, _, _, want := testSpans()
 	e := testExporter(t, rcv.URL, 5*time.Second, nil)
-	if err := e.ExportSpans(context.Background(), spans); err != nil {
+	if err := e.Export(context.Background(), testBody()); err != nil {
 		t.Fatal(err)
 	}
 	exports := rcv.Exports()
@@ -268,20 +173,21 @@ func TestExportedSpansDecodeWithTheOfficialTypes(t *testing.T) {
 	}
 }
 
+// The encoder writes what the generated types would, byte for byte: the
+// same fields in the same order (a collector sees no difference).
+func TestEncodingIsTheGeneratedTypesOwn(t *testing.T) {
+	_, _, _, want := testSpans()
+	if got, gen := testBody(), mustMarshal(t, want); !bytes.Equal(got, gen) {
+		t.Errorf("encoded %d bytes, the generated types %d, and they differ", len(got), len(gen))
+	}
+}
+
 func mustMarshal(t *testing.T, m proto.Message) []byte {
 	b, err := proto.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// Nothing to export sends nothing.
-func TestExportOfNoSpansSendsNothing(t *testing.T) {
-	rcv := testkit.StartOTLPReceiver(t)
-	if err := testExporter(t, rcv.URL, time.Second, nil).ExportSpans(context.Background(), nil); err != nil || rcv.Attempts() != 0 {
-		t.Errorf("err %v, %d requests; want none", err, rcv.Attempts())
-	}
 }
 
 func TestExporterConfigFromEnv(t *testing.T) {
@@ -400,7 +306,7 @@ func TestFromEnvSendsHeadersGzippedToTheTracesURL(t *testing.T) {
 	if err != nil || tr == nil {
 		t.Fatalf("FromEnv: %v %v", tr, err)
 	}
-	span, _ := tr.Start(context.Background(), Request{Method: "tools/call", Backend: "fx", Target: "fx__echo"}, nil)
+	span, _ := tr.Start(Request{Method: "tools/call", Backend: "fx", Target: "fx__echo"}, nil)
 	span.End(nil, nil)
 	tr.Shutdown(5 * time.Second) // flushes the queue
 	exports := rcv.Exports()
@@ -417,6 +323,14 @@ func TestFromEnvSendsHeadersGzippedToTheTracesURL(t *testing.T) {
 	}
 	if sc := rs[0].ScopeSpans[0].Scope; sc.GetName() != "github.com/mcp-mux/mcp-mux" || sc.GetVersion() != "9.9.9" {
 		t.Errorf("scope %v, want mcp-mux's, its version", sc)
+	}
+	var res []string
+	for _, kv := range rs[0].GetResource().GetAttributes() {
+		res = append(res, kv.Key+"="+kv.GetValue().GetStringValue())
+	}
+	if got := strings.Join(res, " "); got != "service.name=mcp-mux service.version=9.9.9 telemetry.sdk.language=go telemetry.sdk.name=mcp-mux telemetry.sdk.version=9.9.9" ||
+		rs[0].SchemaUrl != resourceSchemaURL {
+		t.Errorf("resource %s (schema %s), want mcp-mux's", got, rs[0].SchemaUrl)
 	}
 	if strings.Contains(logs.String(), "s3cret") {
 		t.Errorf("the log shows a header's value:\n%s", logs.String())
@@ -440,10 +354,10 @@ func TestExportRetriesAnUnavailableCollector(t *testing.T) {
 	rcv := testkit.StartOTLPReceiver(t)
 	var reported []error
 	e := testExporter(t, rcv.URL, 5*time.Second, func(err error) { reported = append(reported, err) })
-	spans, _ := testSpans(t)
+	body := testBody()
 
 	rcv.FailNext(testkit.Failure{Status: 503})
-	if err := e.ExportSpans(context.Background(), spans); err != nil {
+	if err := e.Export(context.Background(), body); err != nil {
 		t.Fatal(err)
 	}
 	if rcv.Attempts() != 2 || len(rcv.Exports()) != 1 {
@@ -455,7 +369,7 @@ func TestExportRetriesAnUnavailableCollector(t *testing.T) {
 
 	rcv.FailNext(testkit.Failure{Status: 429, RetryAfter: "1"})
 	begin := time.Now()
-	if err := e.ExportSpans(context.Background(), spans); err != nil {
+	if err := e.Export(context.Background(), body); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(begin); d < 900*time.Millisecond {
@@ -471,17 +385,17 @@ func TestExportRetriesAnUnavailableCollector(t *testing.T) {
 func TestExportGivesUp(t *testing.T) {
 	rcv := testkit.StartOTLPReceiver(t)
 	e := testExporter(t, rcv.URL, time.Second, nil)
-	spans, _ := testSpans(t)
+	body := testBody()
 
 	rcv.FailNext(testkit.Failure{Status: 400})
-	err := e.ExportSpans(context.Background(), spans)
+	err := e.Export(context.Background(), body)
 	if err == nil || !strings.Contains(err.Error(), "400") || rcv.Attempts() != 1 {
 		t.Errorf("error %v after %d attempts, want a 400 after 1", err, rcv.Attempts())
 	}
 
 	rcv.FailNext(testkit.Failure{Status: 503, RetryAfter: "30"})
 	begin := time.Now()
-	err = e.ExportSpans(context.Background(), spans)
+	err = e.Export(context.Background(), body)
 	if err == nil || !strings.Contains(err.Error(), "deadline") || time.Since(begin) > 500*time.Millisecond {
 		t.Errorf("error %v after %v, want one at once, for the deadline", err, time.Since(begin))
 	}
@@ -542,13 +456,13 @@ func closedPort(t *testing.T) string {
 // A collector that is down or hangs costs an export its deadline at most,
 // retries included; the first failure is reported at once.
 func TestExportToAnUnreachableCollectorEndsByItsDeadline(t *testing.T) {
-	spans, _ := testSpans(t)
+	body := testBody()
 	for name, endpoint := range map[string]string{"closed port": closedPort(t), "silent": silentListener(t)} {
 		t.Run(name, func(t *testing.T) {
 			reported := make(chan error, 1)
 			e := testExporter(t, endpoint, 700*time.Millisecond, func(err error) { reported <- err })
 			begin := time.Now()
-			err := e.ExportSpans(context.Background(), spans)
+			err := e.Export(context.Background(), body)
 			d := time.Since(begin)
 			if err == nil || d > 3*time.Second {
 				t.Errorf("error %v after %v, want one within the deadline (0.7 s)", err, d)
@@ -570,17 +484,17 @@ func TestExportToAnUnreachableCollectorEndsByItsDeadline(t *testing.T) {
 
 // Shutdown ends an export in flight, and the exporter takes no more.
 func TestShutdownEndsAnExportInFlight(t *testing.T) {
-	spans, _ := testSpans(t)
+	body := testBody()
 	endpoint, accepted := acceptingSilentListener(t)
 	e := testExporter(t, endpoint, 30*time.Second, nil)
 	done := make(chan error, 1)
-	go func() { done <- e.ExportSpans(context.Background(), spans) }()
+	go func() { done <- e.Export(context.Background(), body) }()
 	select { // the export is in flight once its connection is taken
 	case <-accepted:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the export never connected")
 	}
-	e.Shutdown(context.Background())
+	e.Shutdown()
 	select {
 	case err := <-done:
 		if !errors.Is(err, errShutdown) {
@@ -589,7 +503,7 @@ func TestShutdownEndsAnExportInFlight(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the export goes on after Shutdown")
 	}
-	if err := e.ExportSpans(context.Background(), spans); !errors.Is(err, errShutdown) {
+	if err := e.Export(context.Background(), body); !errors.Is(err, errShutdown) {
 		t.Errorf("export after Shutdown: %v, want %v", err, errShutdown)
 	}
 }
@@ -598,8 +512,8 @@ func TestShutdownEndsAnExportInFlight(t *testing.T) {
 func TestExportErrorsNameTheURLWithoutAPassword(t *testing.T) {
 	u, _ := url.Parse(closedPort(t))
 	u.User = url.UserPassword("me", "s3cret")
-	spans, _ := testSpans(t)
-	err := testExporter(t, u.String(), 300*time.Millisecond, nil).ExportSpans(context.Background(), spans)
+	body := testBody()
+	err := testExporter(t, u.String(), 300*time.Millisecond, nil).Export(context.Background(), body)
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), u.Host) {
 		t.Errorf("error %v, want one naming %s without the password", err, u.Host)
 	}

@@ -5,12 +5,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -20,7 +14,8 @@ import (
 // x/net into every mcp-mux, tracing or not (some 4 MB of memory at
 // start-up). The field numbers are opentelemetry-proto v1's, as in
 // go.opentelemetry.io/proto/otlp v1.11.1's generated code; the tests
-// decode what this writes with those generated types.
+// decode what this writes with those generated types. Only the fields
+// mux's spans have are here (no events, links, or values but strings).
 const (
 	// ExportTraceServiceRequest (collector/trace/v1)
 	reqResourceSpans protowire.Number = 1
@@ -39,14 +34,12 @@ const (
 	resourceAttributes protowire.Number = 1
 
 	// ScopeSpans
-	ssScope     protowire.Number = 1
-	ssSpans     protowire.Number = 2
-	ssSchemaURL protowire.Number = 3
+	ssScope protowire.Number = 1
+	ssSpans protowire.Number = 2
 
 	// InstrumentationScope (common/v1)
-	scopeName       protowire.Number = 1
-	scopeVersion    protowire.Number = 2
-	scopeAttributes protowire.Number = 3
+	scopeName    protowire.Number = 1
+	scopeVersion protowire.Number = 2
 
 	// Span
 	spanTraceID           protowire.Number = 1
@@ -59,292 +52,101 @@ const (
 	spanEndTime           protowire.Number = 8 // fixed64
 	spanAttributes        protowire.Number = 9
 	spanDroppedAttributes protowire.Number = 10
-	spanEvents            protowire.Number = 11
-	spanDroppedEvents     protowire.Number = 12
-	spanLinks             protowire.Number = 13
-	spanDroppedLinks      protowire.Number = 14
 	spanStatus            protowire.Number = 15
 	spanFlags             protowire.Number = 16 // fixed32
-
-	// Span.Event
-	eventTime              protowire.Number = 1 // fixed64
-	eventName              protowire.Number = 2
-	eventAttributes        protowire.Number = 3
-	eventDroppedAttributes protowire.Number = 4
-
-	// Span.Link
-	linkTraceID           protowire.Number = 1
-	linkSpanID            protowire.Number = 2
-	linkTraceState        protowire.Number = 3
-	linkAttributes        protowire.Number = 4
-	linkDroppedAttributes protowire.Number = 5
-	linkFlags             protowire.Number = 6 // fixed32
 
 	// Status
 	statusMessage protowire.Number = 2
 	statusCode    protowire.Number = 3
 
-	// KeyValue, KeyValueList, ArrayValue
-	kvKey        protowire.Number = 1
-	kvValue      protowire.Number = 2
-	kvlistValues protowire.Number = 1
-	arrayValues  protowire.Number = 1
+	// KeyValue
+	kvKey   protowire.Number = 1
+	kvValue protowire.Number = 2
 
-	// AnyValue, a oneof
+	// AnyValue, a oneof: mux's values are all strings
 	anyString protowire.Number = 1
-	anyBool   protowire.Number = 2
-	anyInt    protowire.Number = 3
-	anyDouble protowire.Number = 4 // fixed64
-	anyArray  protowire.Number = 5
-	anyKvlist protowire.Number = 6
-	anyBytes  protowire.Number = 7
 )
 
-// Status.StatusCode and the SpanFlags bits.
+// Status.StatusCode, SpanKind and the SpanFlags bits.
 const (
-	statusCodeOK    = 1
 	statusCodeError = 2
+
+	spanKindClient = 3 // mux's spans are all of requests it makes
 
 	flagsContextHasIsRemote = 0x100
 	flagsContextIsRemote    = 0x200
 )
 
-// encodeTraces is the ExportTraceServiceRequest of spans: a ResourceSpans
-// per resource, in it a ScopeSpans per instrumentation scope, in the order
-// spans first show them.
-func encodeTraces(spans []sdktrace.ReadOnlySpan) []byte {
-	type scoped struct {
-		scope instrumentation.Scope
-		spans []sdktrace.ReadOnlySpan
+// encodeTraces is the ExportTraceServiceRequest of spans: one
+// ResourceSpans (mcp-mux's resource), in it one ScopeSpans (scope).
+func encodeTraces(res resource, sc scope, spans []*spanData) []byte {
+	b := make([]byte, 0, 256+300*len(spans))
+	var rs, ss, at int
+	b, rs = openMessage(b, reqResourceSpans)
+	b, at = openMessage(b, rsResource)
+	for _, kv := range res.attrs {
+		b = appendKeyValue(b, resourceAttributes, kv)
 	}
-	type resourced struct {
-		key    attribute.Distinct
-		res    *resource.Resource
-		scopes []*scoped
-	}
-	var groups []*resourced
+	b = closeMessage(b, at)
+	b, ss = openMessage(b, rsScopeSpans)
+	b, at = openMessage(b, ssScope)
+	b = appendString(b, scopeName, sc.name)
+	b = appendString(b, scopeVersion, sc.version)
+	b = closeMessage(b, at)
 	for _, s := range spans {
-		if s == nil {
-			continue
-		}
-		res, key := s.Resource(), s.Resource().Equivalent()
-		var g *resourced
-		for _, x := range groups {
-			if x.key == key {
-				g = x
-				break
-			}
-		}
-		if g == nil {
-			g = &resourced{key: key, res: res}
-			groups = append(groups, g)
-		}
-		scope := s.InstrumentationScope()
-		var sc *scoped
-		for _, x := range g.scopes {
-			if x.scope == scope {
-				sc = x
-				break
-			}
-		}
-		if sc == nil {
-			sc = &scoped{scope: scope}
-			g.scopes = append(g.scopes, sc)
-		}
-		sc.spans = append(sc.spans, s)
+		b, at = openMessage(b, ssSpans)
+		b = appendSpan(b, s)
+		b = closeMessage(b, at)
 	}
-
-	var b []byte
-	for _, g := range groups {
-		var rs, at int
-		b, rs = openMessage(b, reqResourceSpans)
-		if g.res != nil {
-			b, at = openMessage(b, rsResource)
-			iter := g.res.Iter()
-			for iter.Next() {
-				b = appendKeyValue(b, resourceAttributes, iter.Attribute())
-			}
-			b = closeMessage(b, at)
-		}
-		for _, sc := range g.scopes {
-			var ss int
-			b, ss = openMessage(b, rsScopeSpans)
-			if sc.scope != (instrumentation.Scope{}) {
-				b, at = openMessage(b, ssScope)
-				b = appendString(b, scopeName, sc.scope.Name)
-				b = appendString(b, scopeVersion, sc.scope.Version)
-				iter := sc.scope.Attributes.Iter()
-				for iter.Next() {
-					b = appendKeyValue(b, scopeAttributes, iter.Attribute())
-				}
-				b = closeMessage(b, at)
-			}
-			for _, s := range sc.spans {
-				b, at = openMessage(b, ssSpans)
-				b = appendSpan(b, s)
-				b = closeMessage(b, at)
-			}
-			b = appendString(b, ssSchemaURL, sc.scope.SchemaURL)
-			b = closeMessage(b, ss)
-		}
-		if g.res != nil {
-			b = appendString(b, rsSchemaURL, g.res.SchemaURL())
-		}
-		b = closeMessage(b, rs)
-	}
-	return b
+	b = closeMessage(b, ss)
+	b = appendString(b, rsSchemaURL, res.schemaURL)
+	return closeMessage(b, rs)
 }
 
 // appendSpan appends the fields of s's Span message.
-func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
-	sc, parent := s.SpanContext(), s.Parent()
-	tid, sid := sc.TraceID(), sc.SpanID()
-	b = appendBytes(b, spanTraceID, tid[:])
-	b = appendBytes(b, spanSpanID, sid[:])
-	b = appendString(b, spanTraceState, sc.TraceState().String())
-	if psid := parent.SpanID(); psid.IsValid() {
-		b = appendBytes(b, spanParentSpanID, psid[:])
+func appendSpan(b []byte, s *spanData) []byte {
+	b = appendBytes(b, spanTraceID, s.trace[:])
+	b = appendBytes(b, spanSpanID, s.span[:])
+	b = appendString(b, spanTraceState, s.traceState)
+	// The flags say whether the parent is remote, which is always known
+	// here: a span's parent is the agent's, remote, or it has none.
+	flags := uint32(s.flags) | flagsContextHasIsRemote
+	if s.parent != (spanID{}) {
+		b = appendBytes(b, spanParentSpanID, s.parent[:])
+		flags |= flagsContextIsRemote
 	}
-	b = appendString(b, spanName, s.Name())
-	b = appendVarint(b, spanKind, uint64(kindOf(s.SpanKind())))
-	b = appendFixed64(b, spanStartTime, unixNano(s.StartTime().UnixNano()))
-	b = appendFixed64(b, spanEndTime, unixNano(s.EndTime().UnixNano()))
-	for _, kv := range s.Attributes() {
+	b = appendString(b, spanName, s.name)
+	b = appendVarint(b, spanKind, spanKindClient)
+	b = appendFixed64(b, spanStartTime, unixNano(s.start.UnixNano()))
+	b = appendFixed64(b, spanEndTime, unixNano(s.end.UnixNano()))
+	for _, kv := range s.attrs {
 		b = appendKeyValue(b, spanAttributes, kv)
 	}
-	b = appendVarint(b, spanDroppedAttributes, count(s.DroppedAttributes()))
-	for _, e := range s.Events() {
-		var at int
-		b, at = openMessage(b, spanEvents)
-		b = appendFixed64(b, eventTime, unixNano(e.Time.UnixNano()))
-		b = appendString(b, eventName, e.Name)
-		for _, kv := range e.Attributes {
-			b = appendKeyValue(b, eventAttributes, kv)
-		}
-		b = appendVarint(b, eventDroppedAttributes, count(e.DroppedAttributeCount))
-		b = closeMessage(b, at)
-	}
-	b = appendVarint(b, spanDroppedEvents, count(s.DroppedEvents()))
-	for _, l := range s.Links() {
-		var at int
-		b, at = openMessage(b, spanLinks)
-		ltid, lsid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
-		b = appendBytes(b, linkTraceID, ltid[:])
-		b = appendBytes(b, linkSpanID, lsid[:])
-		b = appendString(b, linkTraceState, l.SpanContext.TraceState().String())
-		for _, kv := range l.Attributes {
-			b = appendKeyValue(b, linkAttributes, kv)
-		}
-		b = appendVarint(b, linkDroppedAttributes, count(l.DroppedAttributeCount))
-		b = protowire.AppendTag(b, linkFlags, protowire.Fixed32Type)
-		b = protowire.AppendFixed32(b, flags(l.SpanContext.TraceFlags(), l.SpanContext))
-		b = closeMessage(b, at)
-	}
-	b = appendVarint(b, spanDroppedLinks, count(s.DroppedLinks()))
-	if st := s.Status(); st.Code != codes.Unset || st.Description != "" {
+	b = appendVarint(b, spanDroppedAttributes, count(s.droppedAttrs))
+	if s.statusError {
 		var at int
 		b, at = openMessage(b, spanStatus)
-		b = appendString(b, statusMessage, st.Description)
-		switch st.Code {
-		case codes.Ok:
-			b = appendVarint(b, statusCode, statusCodeOK)
-		case codes.Error:
-			b = appendVarint(b, statusCode, statusCodeError)
-		}
+		b = appendString(b, statusMessage, s.statusMessage)
+		b = appendVarint(b, statusCode, statusCodeError)
 		b = closeMessage(b, at)
 	}
 	b = protowire.AppendTag(b, spanFlags, protowire.Fixed32Type)
-	return protowire.AppendFixed32(b, flags(sc.TraceFlags(), parent))
-}
-
-// flags is a span's or a link's flags: the W3C trace flags, and whether
-// the parent (the linked span) is remote, which is always known here.
-func flags(tf trace.TraceFlags, parent trace.SpanContext) uint32 {
-	f := uint32(tf) | flagsContextHasIsRemote
-	if parent.IsRemote() {
-		f |= flagsContextIsRemote
-	}
-	return f
-}
-
-// kindOf is the OTLP SpanKind of k: the same numbers, 0 for any other.
-func kindOf(k trace.SpanKind) int {
-	switch k {
-	case trace.SpanKindInternal, trace.SpanKindServer, trace.SpanKindClient, trace.SpanKindProducer, trace.SpanKindConsumer:
-		return int(k)
-	}
-	return 0
+	return protowire.AppendFixed32(b, flags)
 }
 
 func unixNano(n int64) uint64 { return uint64(max(n, 0)) }
 
 func count(n int) uint64 { return uint64(min(max(n, 0), math.MaxUint32)) }
 
-// appendKeyValue appends kv as the KeyValue field num.
-func appendKeyValue(b []byte, num protowire.Number, kv attribute.KeyValue) []byte {
+// appendKeyValue appends kv as the KeyValue field num: a string value,
+// present even when empty (a oneof's field is: the attribute is there).
+func appendKeyValue(b []byte, num protowire.Number, kv keyValue) []byte {
 	b, at := openMessage(b, num)
-	b = appendString(b, kvKey, string(kv.Key))
-	b, v := openMessage(b, kvValue) // present even when empty: the attribute is there
-	b = appendAnyValue(b, kv.Value)
-	b = closeMessage(b, v)
-	return closeMessage(b, at)
-}
-
-// appendAnyValue appends the fields of v's AnyValue: one of the oneof,
-// written even when it is the zero value (a oneof's field is present),
-// none for an empty value.
-func appendAnyValue(b []byte, v attribute.Value) []byte {
-	switch v.Type() {
-	case attribute.EMPTY:
-		return b
-	case attribute.BOOL:
-		b = protowire.AppendTag(b, anyBool, protowire.VarintType)
-		return protowire.AppendVarint(b, protowire.EncodeBool(v.AsBool()))
-	case attribute.INT64:
-		b = protowire.AppendTag(b, anyInt, protowire.VarintType)
-		return protowire.AppendVarint(b, uint64(v.AsInt64()))
-	case attribute.FLOAT64:
-		b = protowire.AppendTag(b, anyDouble, protowire.Fixed64Type)
-		return protowire.AppendFixed64(b, math.Float64bits(v.AsFloat64()))
-	case attribute.STRING:
-		b = protowire.AppendTag(b, anyString, protowire.BytesType)
-		return protowire.AppendString(b, validUTF8(v.AsString()))
-	case attribute.BYTESLICE:
-		b = protowire.AppendTag(b, anyBytes, protowire.BytesType)
-		return protowire.AppendBytes(b, v.AsByteSlice())
-	case attribute.BOOLSLICE:
-		return appendArray(b, v.AsBoolSlice(), attribute.BoolValue)
-	case attribute.INT64SLICE:
-		return appendArray(b, v.AsInt64Slice(), attribute.Int64Value)
-	case attribute.FLOAT64SLICE:
-		return appendArray(b, v.AsFloat64Slice(), attribute.Float64Value)
-	case attribute.STRINGSLICE:
-		return appendArray(b, v.AsStringSlice(), attribute.StringValue)
-	case attribute.SLICE:
-		return appendArray(b, v.AsSlice(), func(v attribute.Value) attribute.Value { return v })
-	case attribute.MAP:
-		b, at := openMessage(b, anyKvlist)
-		for _, kv := range v.AsMap() {
-			b = appendKeyValue(b, kvlistValues, kv)
-		}
-		return closeMessage(b, at)
-	}
-	// A type this attribute package added since: as the SDK's own
-	// exporter says it.
+	b = appendString(b, kvKey, kv.key)
+	b, v := openMessage(b, kvValue)
 	b = protowire.AppendTag(b, anyString, protowire.BytesType)
-	return protowire.AppendString(b, "INVALID")
-}
-
-// appendArray appends the array_value of an AnyValue: vs, each made a
-// Value by value.
-func appendArray[T any](b []byte, vs []T, value func(T) attribute.Value) []byte {
-	b, at := openMessage(b, anyArray)
-	for _, x := range vs {
-		var v int
-		b, v = openMessage(b, arrayValues)
-		b = appendAnyValue(b, value(x))
-		b = closeMessage(b, v)
-	}
+	b = protowire.AppendString(b, validUTF8(kv.value))
+	b = closeMessage(b, v)
 	return closeMessage(b, at)
 }
 

@@ -2,9 +2,15 @@
 // request forwarded to a backend, a child of the agent's span when its
 // _meta carries W3C trace context (traceparent, tracestate: SEP-414), and
 // the trace context passed on to the backend naming mux's span as parent.
-// Spans are made and batched by the OpenTelemetry SDK and go out over
-// OTLP/HTTP (protobuf) by an exporter of this package's (exporter.go),
-// configured by the standard OTEL_EXPORTER_OTLP_* environment variables.
+// Spans are sampled, batched and sent over OTLP/HTTP (protobuf) by this
+// package, configured by the OpenTelemetry SDK's standard environment
+// variables (OTEL_EXPORTER_OTLP_*, OTEL_TRACES_SAMPLER, OTEL_BSP_*,
+// OTEL_RESOURCE_ATTRIBUTES...) with the SDK's meanings.
+//
+// It is its own small SDK rather than OpenTelemetry's: every mcp-mux
+// process linked that, tracing or not, and paid for it in binary and in
+// memory (its packages' inits and data), where mux needs one kind of span
+// with string attributes.
 //
 // Tracing is on only when an OTLP endpoint is set: otherwise FromEnv
 // returns nil, and mux does nothing of this per request (one nil check),
@@ -15,7 +21,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,16 +28,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // The W3C trace context keys, in _meta as in HTTP headers.
@@ -43,20 +39,37 @@ const (
 
 // BackendKey names the backend a span's request went to: mux's own
 // attribute (the conventions have none for a multiplexer's backend).
-const BackendKey = attribute.Key("mcp_mux.backend")
+const BackendKey = "mcp_mux.backend"
 
-// Tracer makes the spans of forwarded requests and exports them.
-type Tracer struct {
-	tp     *sdktrace.TracerProvider
-	tracer trace.Tracer
-	exp    *exporter // nil in tests with an exporter of their own
-}
+// The semantic conventions' keys mux writes, as in
+// go.opentelemetry.io/otel/semconv/v1.41.0.
+const (
+	keyMCPMethodName         = "mcp.method.name"
+	keyMCPProtocolVersion    = "mcp.protocol.version"
+	keyMCPResourceURI        = "mcp.resource.uri"
+	keyGenAIToolName         = "gen_ai.tool.name"
+	keyGenAIOperationName    = "gen_ai.operation.name"
+	keyGenAIPromptName       = "gen_ai.prompt.name"
+	keyRPCResponseStatusCode = "rpc.response.status_code"
+	keyErrorType             = "error.type"
+
+	keyServiceName          = "service.name"
+	keyServiceVersion       = "service.version"
+	keyTelemetrySDKName     = "telemetry.sdk.name"
+	keyTelemetrySDKLanguage = "telemetry.sdk.language"
+	keyTelemetrySDKVersion  = "telemetry.sdk.version"
+
+	operationExecuteTool = "execute_tool" // gen_ai.operation.name's
+)
+
+// instrumentationScope is the scope of mux's spans: the module.
+const instrumentationScope = "github.com/mcp-mux/mcp-mux"
 
 // exportTimeout bounds one export with its retries, unless
 // OTEL_EXPORTER_OTLP_TIMEOUT (or its traces form) says otherwise (the
 // specification's default, 10 s, is long for a batch held up): a
 // collector that does not answer costs a batch, never a request (spans
-// reach the exporter from the batch processor's goroutine only).
+// reach the exporter from the batch goroutine only).
 const exportTimeout = 5 * time.Second
 
 // Enabled reports whether the environment asks for traces: an OTLP
@@ -78,50 +91,37 @@ func Enabled(getenv func(string) string) bool {
 // headers, timeout, compression, TLS) is the OTEL_EXPORTER_OTLP_*
 // variables' (exporterConfigFromEnv): one it cannot follow, such as a
 // protocol other than http/protobuf, is an error, and no tracer. The
-// resource is OTEL_SERVICE_NAME's and OTEL_RESOURCE_ATTRIBUTES'. The
-// SDK's errors go to logger, never to stdout (the protocol's, when
-// serving over stdio).
+// sampler, the batching and the span limits are configFromEnv's, the
+// resource resourceFromEnv's. Warnings and export errors go to logger,
+// never to stdout (the protocol's, when serving over stdio).
 func FromEnv(getenv func(string) string, version string, logger *log.Logger) (*Tracer, error) {
 	if !Enabled(getenv) {
 		return nil, nil
 	}
-	cfg, err := exporterConfigFromEnv(getenv, func(msg string, kv ...any) { logger.Warn(msg, kv...) })
+	warn := func(msg string, kv ...any) { logger.Warn(msg, kv...) }
+	cfg, err := exporterConfigFromEnv(getenv, warn)
 	if err != nil {
 		return nil, err
 	}
-	routeErrors(logger)
+	failed := exportErrors(logger)
 	// The exporter makes no connection yet: an unreachable collector is
-	// found out by the first export, in the batch processor's goroutine.
-	exp := newExporter(cfg, version, otel.Handle)
-	res, err := resource.New(context.Background(),
-		resource.WithAttributes(semconv.ServiceName("mcp-mux"), semconv.ServiceVersion(version)),
-		resource.WithTelemetrySDK(),
-		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
-	)
-	if err != nil && res == nil {
-		return nil, fmt.Errorf("describing mcp-mux for traces: %w", err)
-	}
-	// The batch processor's queue is bounded (OTEL_BSP_MAX_QUEUE_SIZE,
-	// 2048 spans by default) and drops what does not fit: a request
-	// never waits for it. Its other settings and the sampler
-	// (OTEL_TRACES_SAMPLER) come from the environment as well.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(exp))
-	return &Tracer{tp: tp, tracer: tp.Tracer("github.com/mcp-mux/mcp-mux", trace.WithInstrumentationVersion(version)), exp: exp}, nil
+	// found out by the first export, in the batch goroutine.
+	exp := newExporter(cfg, version, failed)
+	res := resourceFromEnv(getenv, version, warn)
+	sc := scope{name: instrumentationScope, version: version}
+	t := newTracer(configFromEnv(getenv, warn), func(ctx context.Context, spans []*spanData) error {
+		return exp.Export(ctx, encodeTraces(res, sc, spans))
+	}, failed, logger)
+	t.exp = exp
+	return t, nil
 }
 
-// errorsRouted: the SDK's global error handler and logger are set once.
-var errorsRouted atomic.Bool
-
-// routeErrors sends the SDK's errors to logger: the first one as a
-// warning (a collector that is down, or refuses), the rest at debug (one
-// per failed batch would fill the log). Its own logger (stderr by
-// default) is silenced: everything it says, the handler says too.
-func routeErrors(logger *log.Logger) {
-	if !errorsRouted.CompareAndSwap(false, true) {
-		return
-	}
+// exportErrors is what an export's error is told to: logger, the first
+// one as a warning (a collector that is down, or refuses), the rest at
+// debug (one per failed batch would fill the log).
+func exportErrors(logger *log.Logger) func(error) {
 	var warned atomic.Bool
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+	return func(err error) {
 		// The exporter's errors name the endpoint's URL, which may have a
 		// password in it.
 		msg := userinfo.ReplaceAllString(err.Error(), "$1***@")
@@ -130,27 +130,11 @@ func routeErrors(logger *log.Logger) {
 			return
 		}
 		logger.Debug("exporting traces failed", "err", msg)
-	}))
-	otel.SetLogger(logr.Discard())
+	}
 }
 
 // userinfo matches the user (and password) part of a URL.
 var userinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
-
-// Shutdown exports what is queued and stops the exporter, taking at most
-// timeout: mcp-mux's exit is not held up by a collector. An export still
-// in flight then (a collector that is slow, or down and retried) is ended.
-func (t *Tracer) Shutdown(timeout time.Duration) {
-	if t == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	_ = t.tp.Shutdown(ctx)
-	if t.exp != nil {
-		_ = t.exp.Shutdown(ctx)
-	}
-}
 
 // Request is what a span says of one forwarded request.
 type Request struct {
@@ -163,89 +147,110 @@ type Request struct {
 
 // Span is one forwarded request's span.
 type Span struct {
-	span trace.Span
 	// Traceparent and Tracestate are the W3C trace context the backend
 	// gets: naming this span as the parent.
 	Traceparent, Tracestate string
+
+	t     *Tracer // nil: not sampled, nothing is recorded
+	data  spanData
+	ended atomic.Bool
 }
-
-// metaCarrier reads and writes the trace context in a request's _meta.
-type metaCarrier map[string]any
-
-func (c metaCarrier) Get(key string) string {
-	s, _ := c[key].(string)
-	return s
-}
-
-func (c metaCarrier) Set(key, value string) { c[key] = value }
-
-func (c metaCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
-var propagator = propagation.TraceContext{}
 
 // Start begins the span of req, a child of the trace context in meta (the
 // agent's _meta, as the backend would get it) or the root of a new trace,
 // and returns it with the _meta the backend gets instead: meta's, its
 // traceparent naming the new span (and the tracestate passed on). meta
 // itself is not changed.
-func (t *Tracer) Start(ctx context.Context, req Request, meta map[string]any) (*Span, map[string]any) {
-	ctx = propagator.Extract(ctx, metaCarrier(meta))
-	attrs := make([]attribute.KeyValue, 0, 6)
-	attrs = append(attrs, semconv.McpMethodNameKey.String(req.Method), BackendKey.String(req.Backend))
-	if req.Version != "" {
-		attrs = append(attrs, semconv.McpProtocolVersion(req.Version))
+func (t *Tracer) Start(req Request, meta map[string]any) (*Span, map[string]any) {
+	tp, _ := meta[KeyTraceparent].(string)
+	p, hasParent := parseTraceparent(tp)
+	trace := p.trace
+	if hasParent {
+		// The agent's tracestate goes on only with its trace (as the
+		// propagator parsed it): not with a new one, when its
+		// traceparent was not valid.
+		ts, _ := meta[KeyTracestate].(string)
+		p.state = parseTracestate(ts)
+	} else {
+		trace = newTraceID()
 	}
-	name := req.Method
-	switch req.Method {
-	case "tools/call":
-		name += " " + req.Target
-		attrs = append(attrs, semconv.GenAIToolName(req.Target), semconv.GenAIOperationNameExecuteTool)
-	case "prompts/get":
-		name += " " + req.Target
-		attrs = append(attrs, semconv.GenAIPromptName(req.Target))
-	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		if req.Target != "" {
-			attrs = append(attrs, semconv.McpResourceURI(req.Target))
-		}
+	id := newSpanID()
+	// The parent's flags go on (the random flag says how its trace id was
+	// made), but for sampled: this span's.
+	flags := p.flags &^ flagSampled
+	sampled := t.cfg.sampler.sampled(trace, p, hasParent)
+	if sampled {
+		flags |= flagSampled
 	}
-	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	out := make(metaCarrier, len(meta)+2)
+
+	s := &Span{Traceparent: formatTraceparent(trace, id, flags), Tracestate: p.state}
+	out := make(map[string]any, len(meta)+2)
 	for k, v := range meta {
 		out[k] = v
 	}
-	// The agent's tracestate goes on only with its trace (as the
-	// propagator parsed it): not with a new one, when its traceparent was
-	// not valid.
-	delete(out, KeyTraceparent)
 	delete(out, KeyTracestate)
-	propagator.Inject(ctx, out)
-	s := &Span{span: span, Traceparent: out.Get(KeyTraceparent), Tracestate: out.Get(KeyTracestate)}
+	out[KeyTraceparent] = s.Traceparent
+	if s.Tracestate != "" {
+		out[KeyTracestate] = s.Tracestate
+	}
+	if !sampled {
+		return s, out
+	}
+
+	s.t = t
+	d := &s.data
+	d.trace, d.span, d.flags, d.traceState = trace, id, flags, p.state
+	if hasParent {
+		d.parent = p.span
+	}
+	d.start = time.Now()
+	d.attrs = make([]keyValue, 0, 7)
+	d.attrs = append(d.attrs, keyValue{keyMCPMethodName, req.Method}, keyValue{BackendKey, req.Backend})
+	if req.Version != "" {
+		d.attrs = append(d.attrs, keyValue{keyMCPProtocolVersion, req.Version})
+	}
+	d.name = req.Method
+	switch req.Method {
+	case "tools/call":
+		d.name += " " + req.Target
+		d.attrs = append(d.attrs, keyValue{keyGenAIToolName, req.Target}, keyValue{keyGenAIOperationName, operationExecuteTool})
+	case "prompts/get":
+		d.name += " " + req.Target
+		d.attrs = append(d.attrs, keyValue{keyGenAIPromptName, req.Target})
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		if req.Target != "" {
+			d.attrs = append(d.attrs, keyValue{keyMCPResourceURI, req.Target})
+		}
+	}
 	return s, out
 }
 
 // End ends the span with the request's outcome: err, the error the agent
 // gets (its JSON-RPC code as the status code), or a result, which for a
-// tool call may be a tool error (isError).
+// tool call may be a tool error (isError). A span ends once: End again
+// does nothing.
 func (s *Span) End(err error, result any) {
+	if s.t == nil || !s.ended.CompareAndSwap(false, true) {
+		return
+	}
+	d := &s.data
 	if err != nil {
 		code := "-32603"
 		var je *jsonrpc.Error
 		if errors.As(err, &je) {
 			code = strconv.FormatInt(je.Code, 10)
 		}
-		s.span.SetAttributes(semconv.RPCResponseStatusCode(code), semconv.ErrorTypeKey.String(code))
-		s.span.SetStatus(codes.Error, err.Error())
+		d.attrs = append(d.attrs, keyValue{keyRPCResponseStatusCode, code}, keyValue{keyErrorType, code})
+		d.statusError, d.statusMessage = true, err.Error()
 	} else if toolError(result) {
-		s.span.SetAttributes(semconv.ErrorTypeKey.String("tool_error"))
-		s.span.SetStatus(codes.Error, "the tool's result is an error (isError)")
+		d.attrs = append(d.attrs, keyValue{keyErrorType, "tool_error"})
+		d.statusError, d.statusMessage = true, "the tool's result is an error (isError)"
 	}
-	s.span.End()
+	// On the monotonic clock: a wall clock set back mid-request does not
+	// make the span end before it began.
+	d.end = d.start.Add(time.Since(d.start))
+	s.t.cfg.limits.apply(d)
+	s.t.enqueue(d)
 }
 
 // toolError reports whether result, a backend's result as it sent it,
