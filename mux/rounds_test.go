@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -214,4 +215,42 @@ func TestInputRoundsOfTwoHTTPAgentsNeverCross(t *testing.T) {
 	if got, err := retry(a, ra, ra.RequestState, "Ada"); err != nil || got != `elicit: accept {"name":"Ada"}` {
 		t.Errorf("a: %q %v", got, err)
 	}
+}
+
+// A call whose backend answered while its agent was being asked for input
+// waits for the agent's retry only as long as parkedKeep, as any finished
+// call does: it stayed parked for good when it finished before release.
+func TestACallThatFinishedWhileTheAgentWasAskedIsForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var p parking
+		pc := &parkedCall{waiting: true, done: make(chan struct{})}
+		pc.cancel = func(error) {}
+		// As register leaves it, under the parking's lock.
+		p.mu.Lock()
+		pc.state, pc.stop = parkedStatePrefix+"test", func() bool { return true }
+		p.calls = map[string]*parkedCall{pc.state: pc}
+		p.mu.Unlock()
+		// The backend answers while the agent's request still holds the
+		// call (waiting): forgetLater leaves it to the retry...
+		pc.finish(json.RawMessage(`{}`), nil)
+		p.forgetLater(pc)
+		// ...which now goes out as input_required, releasing the call.
+		p.release(pc)
+		time.Sleep(parkedKeep - time.Second)
+		synctest.Wait()
+		if p.count() != 1 {
+			t.Fatal("the call was forgotten before its retry had parkedKeep to come")
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := p.count(); n != 0 {
+			t.Fatalf("%d call(s) still parked past parkedKeep, with no retry to come", n)
+		}
+	})
+}
+
+func (p *parking) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.calls)
 }
