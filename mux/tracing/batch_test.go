@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -79,24 +80,29 @@ func batchSizes(bs [][]spanData) []int {
 // A batch that is not full goes when the schedule delay is up; no batch
 // goes when there is nothing to send.
 func TestTheScheduleDelayExportsABatchNotFull(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.scheduleDelay = 20 * time.Millisecond
-	calls := make(chan int, 100)
-	tr := newTracer(cfg, func(_ context.Context, spans []*spanData) error { calls <- len(spans); return nil }, nil, nil)
-	defer tr.Shutdown(time.Second)
-	time.Sleep(100 * time.Millisecond) // a few delays with no span
-	if len(calls) != 0 {
-		t.Fatalf("%d exports with no span", len(calls))
-	}
-	endSpans(tr, 2)
-	select {
-	case n := <-calls:
-		if n != 2 {
-			t.Errorf("a batch of %d spans, want 2", n)
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig(t)
+		cfg.scheduleDelay = 20 * time.Millisecond
+		calls := make(chan int, 100)
+		tr := newTracer(cfg, func(_ context.Context, spans []*spanData) error { calls <- len(spans); return nil }, nil, nil)
+		defer tr.Shutdown(time.Second)
+		time.Sleep(100 * time.Millisecond) // five delays with no span
+		synctest.Wait()
+		if len(calls) != 0 {
+			t.Fatalf("%d exports with no span", len(calls))
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the batch was not exported after the schedule delay")
-	}
+		endSpans(tr, 2)
+		time.Sleep(cfg.scheduleDelay)
+		synctest.Wait()
+		select {
+		case n := <-calls:
+			if n != 2 {
+				t.Errorf("a batch of %d spans, want 2", n)
+			}
+		default:
+			t.Fatal("the batch was not exported when the schedule delay was up")
+		}
+	})
 }
 
 // Shutdown exports all that is queued (in batches) and leaves no

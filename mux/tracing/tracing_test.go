@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -125,25 +126,28 @@ func TestStartContinuesTheAgentsTrace(t *testing.T) {
 // tracestate, which belongs to that trace, is not passed on. No span is
 // exported before it ends.
 func TestStartWithAnInvalidTraceparentStartsANewTrace(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.scheduleDelay = time.Millisecond
-	tr, m := testTracer(t, cfg)
-	span, meta := tr.Start(Request{Method: "resources/read", Target: "x://y"}, map[string]any{"traceparent": "garbage", "tracestate": "a=1"})
-	time.Sleep(50 * time.Millisecond)
-	if s := m.spans(); len(s) != 0 {
-		t.Fatalf("a span was exported before End: %v", s)
-	}
-	tp, _ := meta["traceparent"].(string)
-	if p, ok := parseTraceparent(tp); !ok || !strings.HasPrefix(tp, "00-") || p.trace == (traceID{0x4b}) || p.flags != flagSampled {
-		t.Errorf("traceparent %q, want a new one, sampled", tp)
-	}
-	if _, ok := meta["tracestate"]; ok || span.Tracestate != "" {
-		t.Errorf("the agent's tracestate went on with a new trace: %v", meta)
-	}
-	span.End(nil, nil)
-	if s := ended(tr, m); len(s) != 1 || s[0].parent != (spanID{}) || s[0].traceState != "" {
-		t.Errorf("spans %+v, want one root span", s)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig(t)
+		cfg.scheduleDelay = time.Millisecond
+		tr, m := testTracer(t, cfg)
+		span, meta := tr.Start(Request{Method: "resources/read", Target: "x://y"}, map[string]any{"traceparent": "garbage", "tracestate": "a=1"})
+		time.Sleep(50 * time.Millisecond) // fifty schedule delays
+		synctest.Wait()
+		if s := m.spans(); len(s) != 0 {
+			t.Fatalf("a span was exported before End: %v", s)
+		}
+		tp, _ := meta["traceparent"].(string)
+		if p, ok := parseTraceparent(tp); !ok || !strings.HasPrefix(tp, "00-") || p.trace == (traceID{0x4b}) || p.flags != flagSampled {
+			t.Errorf("traceparent %q, want a new one, sampled", tp)
+		}
+		if _, ok := meta["tracestate"]; ok || span.Tracestate != "" {
+			t.Errorf("the agent's tracestate went on with a new trace: %v", meta)
+		}
+		span.End(nil, nil)
+		if s := ended(tr, m); len(s) != 1 || s[0].parent != (spanID{}) || s[0].traceState != "" {
+			t.Errorf("spans %+v, want one root span", s)
+		}
+	})
 }
 
 // An invalid tracestate is dropped, the traceparent kept; one that is not
