@@ -15,7 +15,11 @@ package main
 // (1,340 calls/s against 2,300–2,600) and so every ratio look better.
 //
 // direct: the fixture serving HTTP itself; mcp-mux: serve --http with the
-// fixture as a stdio backend and log_level = "error". Each cell runs for
+// fixture as a stdio backend and log_level = "error"; bridge: the least a
+// process between the two must do (testdata/bench/bridge: the current era
+// over HTTP, the fixture on its stdio in the handshake era, as mcp-mux
+// speaks to it), the floor of the hop as the relay is the stdio rows'.
+// Each cell runs for
 // twice -duration (4 s by default) on sessions that made one call first;
 // rounds interleave the modes. mcp-mux has the same cells again with the
 // client pinned to the handshake era, the one direct negotiates.
@@ -91,16 +95,17 @@ func treeCPU(pid int) (self, below time.Duration) {
 	return self, below
 }
 
-// gosdkModes are the modes of the go-sdk client's rows (mcpmu has no
-// current era to compare).
+// gosdkModes are the modes of the go-sdk client's rows: the HTTP rows'
+// with the bridge second (mcpmu has no current era to compare).
 func (b *bench) gosdkModes() []mode {
-	return slices.DeleteFunc(slices.Clone(b.httpModes), func(m mode) bool { return m == mcpmu })
+	modes := slices.DeleteFunc(slices.Clone(b.httpModes), func(m mode) bool { return m == mcpmu })
+	return slices.Insert(modes, 1, bridge)
 }
 
 // startGoSDKServer starts mode m serving HTTP as the issue measured it:
 // mcp-mux with log_level = "error".
 func (b *bench) startGoSDKServer(ctx context.Context, m mode) (*proc, error) {
-	if !m.isMux() {
+	if !m.isMux() && m != bridge {
 		return b.startHTTP(ctx, m)
 	}
 	addr, err := freeAddr()
@@ -108,6 +113,18 @@ func (b *bench) startGoSDKServer(ctx context.Context, m mode) (*proc, error) {
 		return nil, err
 	}
 	seq := nextSeq()
+	if m == bridge {
+		argv := append([]string{b.bridge, addr, b.fixture}, httpFixture.argv()...)
+		p, err := b.launch(m, fmt.Sprintf("gosdk-bridge-%d", seq), argv, nil, "http://"+addr+"/mcp")
+		if err != nil {
+			return nil, err
+		}
+		if err := waitListening(ctx, p, addr); err != nil {
+			p.stop(time.Second)
+			return nil, err
+		}
+		return p, nil
+	}
 	cfg := filepath.Join(b.dir, fmt.Sprintf("mux-gosdk-%d.toml", seq))
 	if err := os.WriteFile(cfg, muxConfigWith(b.fixture, "log_level = \"error\"\n", []fixtureSpec{httpFixture}), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the mcp-mux config: %w", err)
@@ -292,7 +309,7 @@ func (b *bench) gosdkCell(ctx context.Context, p *proc, m mode, era string, n in
 	closeSDK(css)
 	if c := calls.Load(); c > 0 {
 		s[kSDKCPU(era, n)] = (self1 - self0).Seconds() / float64(c)
-		if m.isMux() {
+		if m.isMux() || m == bridge {
 			s[kSDKCPUBelow(era, n)] = (below1 - below0).Seconds() / float64(c)
 		}
 	}
@@ -355,7 +372,8 @@ func (b *bench) printGoSDK(w io.Writer) {
 	fmt.Fprintf(w, "go-sdk v1.8.0 `mcp.NewClient` with default options (it declares roots), `Connect` with none (the current era if the server has it), "+
 		"`StreamableClientTransport{Endpoint, DisableStandaloneSSE: true}` (http.DefaultClient, shared), one session per caller calling the fixture's echo "+
 		"back to back for %v per cell; p50 of every call of the cell. direct: the fixture serving HTTP itself; mcp-mux: `serve --http`, the fixture "+
-		"a stdio backend, log_level = \"error\". The fixture's stateful handler has no server/discover: direct's client falls back to "+
+		"a stdio backend, log_level = \"error\"; bridge: the floor of that hop, a process that does only what it must to serve the current era over HTTP "+
+		"from the fixture on its stdio (testdata/bench/bridge; as the relay in the stdio rows). The fixture's stateful handler has no server/discover: direct's client falls back to "+
 		"the handshake era, mcp-mux's speaks the current one; the pinned rows are mcp-mux in direct's era, and the rows of \"direct serving the current era\" "+
 		"compare mcp-mux's current era with the fixture's, served without sessions.\n\n", 2*b.duration)
 	modes := b.gosdkModes()
@@ -382,10 +400,10 @@ func (b *bench) printGoSDK(w io.Writer) {
 		{"1 session: tools/call p50", kSDKP50("", 1), dur, true, false, "≤ ×1.4", atMost(1.4), ""},
 		{"8 sessions: calls/s", kSDKCalls("", 8), perSec, true, false, "≥ ×0.9", atLeast(0.9), ""},
 		{"8 sessions: tools/call p50", kSDKP50("", 8), dur, true, false, "—", nil, ""},
-		{"1 session: CPU per call of the serving process (direct: the fixture; mcp-mux: itself)", kSDKCPU("", 1), dur, true, false, "—", nil, ""},
-		{"… of the fixture below mcp-mux", kSDKCPUBelow("", 1), dur, false, false, "—", nil, ""},
+		{"1 session: CPU per call of the serving process (direct: the fixture; mcp-mux, the bridge: itself)", kSDKCPU("", 1), dur, true, false, "—", nil, ""},
+		{"… of the fixture below mcp-mux or the bridge", kSDKCPUBelow("", 1), dur, false, false, "—", nil, ""},
 		{"8 sessions: CPU per call of the serving process", kSDKCPU("", 8), dur, true, false, "—", nil, ""},
-		{"… of the fixture below mcp-mux", kSDKCPUBelow("", 8), dur, false, false, "—", nil, ""},
+		{"… of the fixture below mcp-mux or the bridge", kSDKCPUBelow("", 8), dur, false, false, "—", nil, ""},
 		{"the same client pinned to " + hs + " (the era direct negotiates): 1 session: calls/s", kSDKCalls(hs, 1), perSec, true, false, "—", nil, kSDKCalls("", 1)},
 		{"… 1 session: tools/call p50", kSDKP50(hs, 1), dur, true, false, "—", nil, kSDKP50("", 1)},
 		{"… 8 sessions: calls/s", kSDKCalls(hs, 8), perSec, true, false, "—", nil, kSDKCalls("", 8)},

@@ -47,6 +47,7 @@ import (
 type bench struct {
 	dir                     string // temporary: binaries, configs, logs
 	mux, fixture, relay     string // binaries
+	bridge                  string // binary: the go-sdk rows' floor of a hop (gosdk.go)
 	muxFrom                 string // what the mcp-mux binary is
 	before                  string // another mcp-mux binary, measured alongside (-before)
 	modes                   []mode // what each step measures, in this order
@@ -301,10 +302,10 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// build builds the fixture, the relay and (without -mux) mcp-mux from the
+// build builds the fixture, the relay, the bridge and (without -mux) mcp-mux from the
 // tree at root.
 func (b *bench) build(ctx context.Context, root string) error {
-	pkgs := []string{"./testdata/fixture", "./testdata/bench/relay"}
+	pkgs := []string{"./testdata/fixture", "./testdata/bench/relay", "./testdata/bench/bridge"}
 	if b.mux == "" {
 		pkgs = append(pkgs, ".")
 		b.mux = filepath.Join(b.dir, "mcp-mux")
@@ -319,7 +320,7 @@ func (b *bench) build(ctx context.Context, root string) error {
 		}
 		b.mux, b.muxFrom = abs, abs
 	}
-	b.fixture, b.relay = filepath.Join(b.dir, "fixture"), filepath.Join(b.dir, "relay")
+	b.fixture, b.relay, b.bridge = filepath.Join(b.dir, "fixture"), filepath.Join(b.dir, "relay"), filepath.Join(b.dir, "bridge")
 	fmt.Fprintf(os.Stderr, "bench: building %s into %s\n", strings.Join(pkgs, " "), b.dir)
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", b.dir + string(os.PathSeparator)}, pkgs...)...)
 	cmd.Dir = root
@@ -431,7 +432,7 @@ func (b *bench) printJSON() error {
 // allModes are the modes of every row, each once.
 func (b *bench) allModes() []mode {
 	out := slices.Clone(b.modes)
-	for _, m := range b.httpModes {
+	for _, m := range append(slices.Clone(b.httpModes), b.gosdkModes()...) {
 		if !slices.Contains(out, m) {
 			out = append(out, m)
 		}

@@ -24,10 +24,11 @@ const (
 	muxed              // mcp-mux, configured with the fixture(s) as backends
 	before             // as muxed, another mcp-mux binary (-before)
 	mcpmu              // mcpmu serve --http (-mcpmu), the HTTP rows only
+	bridge             // the bridge, which runs the fixture: the go-sdk client's rows only
 )
 
 func (m mode) String() string {
-	return [...]string{"direct", "relay", "mcp-mux", "mcp-mux (before)", "mcpmu"}[m]
+	return [...]string{"direct", "relay", "mcp-mux", "mcp-mux (before)", "mcpmu", "bridge"}[m]
 }
 
 func (m mode) isMux() bool { return m == muxed || m == before }

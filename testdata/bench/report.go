@@ -52,7 +52,7 @@ func (b *bench) rows() []row {
 
 func (b *bench) printTable(w io.Writer) {
 	fmt.Fprintf(w, "## mcp-mux benchmark\n\n")
-	fmt.Fprintf(w, "mcp-mux: %s. Fixture and relay built from this tree. %s %s/%s, %d CPUs. Medians of %d interleaved round(s); "+
+	fmt.Fprintf(w, "mcp-mux: %s. Fixture, relay and bridge built from this tree. %s %s/%s, %d CPUs. Medians of %d interleaved round(s); "+
 		"%d requests per latency row, %v per throughput row, burst of %d.\n\n",
 		b.muxFrom, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), b.rounds, b.latencyN, b.duration, b.burstN)
 	if b.before != "" {
