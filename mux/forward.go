@@ -105,7 +105,7 @@ func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 func run[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend, in inbound, pc *parkedCall,
 	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta, r *round) (R, error)) (res R, err error) {
 	var zero R
-	ctx, d, cancel := m.withDeadline(ctx, mem)
+	ctx, d, cancel := m.withDeadline(ctx, mem, pc)
 	defer cancel()
 	defer func() { m.observed(ctx, mem, &in, rawResult(res), err) }() // before cancel: its cause is the timeout's
 	if pc != nil {
@@ -309,9 +309,16 @@ type deadline struct {
 }
 
 // withDeadline derives the context of one forwarded request. When it runs
-// out, the go-sdk sends the backend notifications/cancelled.
-func (m *Mux) withDeadline(ctx context.Context, mem *member) (context.Context, *deadline, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(ctx)
+// out, the go-sdk sends the backend notifications/cancelled. A parked
+// call's context is its own already (park made it, and ends it when the
+// request ends): its deadline cancels that one.
+func (m *Mux) withDeadline(ctx context.Context, mem *member, pc *parkedCall) (context.Context, *deadline, context.CancelFunc) {
+	var cancel context.CancelCauseFunc
+	if pc != nil {
+		cancel = pc.cancel
+	} else {
+		ctx, cancel = context.WithCancelCause(ctx)
+	}
 	d := &deadline{start: time.Now(), timeout: m.requestTimeout(mem), max: max(m.cfg.Mux.MaxRequestTime.Duration, m.requestTimeout(mem))}
 	d.timer = time.AfterFunc(d.timeout, func() { cancel(errTimedOut) })
 	return ctx, d, func() {

@@ -264,8 +264,11 @@ func hostAllowed(r *http.Request) bool {
 	if !ok || local == nil {
 		return true
 	}
-	host, _, err := net.SplitHostPort(local.String())
-	if err != nil || !config.IsLoopbackHost(host) {
+	if tcp, ok := local.(*net.TCPAddr); ok {
+		if !tcp.AddrPort().Addr().Unmap().IsLoopback() { // as below, without the string
+			return true
+		}
+	} else if host, _, err := net.SplitHostPort(local.String()); err != nil || !config.IsLoopbackHost(host) {
 		return true
 	}
 	reqHost := r.Host
@@ -333,8 +336,8 @@ func (m *Mux) fastPOST(w http.ResponseWriter, r *http.Request, s *session, maxBo
 // body, an Accept of both JSON and event streams (as the go-sdk's handler
 // requires), and no stream to resume.
 func fastHeaders(r *http.Request) bool {
-	if !strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0]), "application/json") ||
-		r.Header.Get("Last-Event-ID") != "" {
+	ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	if !strings.EqualFold(strings.TrimSpace(ct), "application/json") || r.Header.Get("Last-Event-ID") != "" {
 		return false
 	}
 	jsonOK, streamOK := accepts(r.Header.Values("Accept"))
@@ -388,9 +391,9 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 // text/event-stream, as the go-sdk's handler requires of a POST.
 func accepts(values []string) (jsonOK, streamOK bool) {
 	for _, v := range values {
-		for _, t := range strings.Split(v, ",") {
-			t = strings.TrimSpace(strings.Split(t, ";")[0])
-			switch t {
+		for t := range strings.SplitSeq(v, ",") {
+			t, _, _ = strings.Cut(t, ";")
+			switch strings.TrimSpace(t) {
 			case "application/json", "application/*":
 				jsonOK = true
 			case "text/event-stream", "text/*":
@@ -412,10 +415,13 @@ func (m *Mux) serveFast(w http.ResponseWriter, r *http.Request, s *session, req 
 	call := &fastCall{extra: &mcp.RequestExtra{Header: r.Header}}
 	// The request's context ends with the agent's connection (it could
 	// not get the response: mux keeps no events to resume), its
-	// cancellation, the session's end, or mux closing.
-	ctx, cancel := context.WithCancel(context.WithValue(context.WithValue(r.Context(), sessionKey{}, s), streamKey{}, hs))
+	// cancellation, the session's end (both call.cancel), or mux closing
+	// (it derives from m.ctx: ServeHTTP's BaseContext). boundWrites made
+	// it cancellable: a context of its own here would cost every call
+	// another link in its parent's children, and a done channel.
+	ctx, cancel := requestContext(w, r)
 	defer cancel()
-	defer context.AfterFunc(m.ctx, cancel)()
+	ctx = context.WithValue(context.WithValue(ctx, sessionKey{}, s), streamKey{}, hs)
 	call.cancel = cancel
 	s.fast.mu.Lock()
 	_, inUse := s.fast.calls[req.ID]
@@ -638,4 +644,14 @@ func askOnStream[R mcp.Result](ctx context.Context, s *session, hs *httpStream, 
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}
+}
+
+// requestContext is r's context and what cancels it: boundWrites made it
+// cancellable for w. One it did not (none: HTTPHandler bounds them all)
+// gets a context of its own.
+func requestContext(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelFunc) {
+	if bw, ok := w.(*boundedWriter); ok {
+		return r.Context(), bw.cancel
+	}
+	return context.WithCancel(r.Context())
 }

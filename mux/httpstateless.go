@@ -116,11 +116,10 @@ const maxAgentMetas = 64
 // of is the decoded _meta of params, a request's of version, or nil if
 // they are not of that version or do not decode (see statelessParams).
 func (am *agentMetas) of(params json.RawMessage, version string) *agentMeta {
-	keys, ok := wire.ObjectMembers(params)
+	raw, ok := wire.ObjectMember(params, "_meta")
 	if !ok {
 		return nil
 	}
-	raw := keys["_meta"]
 	am.mu.Lock()
 	known := am.seen[string(raw)]
 	am.mu.Unlock()
