@@ -30,6 +30,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +78,12 @@ func sdkKey(era, what string, n int) string {
 func kSDKCalls(era string, n int) string { return sdkKey(era, "calls_per_s", n) }
 func kSDKP50(era string, n int) string   { return sdkKey(era, "call_p50", n) }
 func cSDK(era string, n int) string      { return sdkKey(era, "client_cpu", n) }
+
+// The client's own cost per call: its CPU time, and the bytes it
+// allocated (the go-sdk's JSON decoder takes a 32 KiB buffer for every
+// message it decodes, and the current era decodes more of them).
+func kSDKClientCPU(era string, n int) string   { return sdkKey(era, "client_cpu_per_call", n) }
+func kSDKClientAlloc(era string, n int) string { return sdkKey(era, "client_bytes_per_call", n) }
 
 // The CPU time per call of the serving process and of what runs below it
 // (mcp-mux's fixture): what a loaded machine slows but does not inflate,
@@ -297,6 +304,8 @@ func (b *bench) gosdkCell(ctx context.Context, p *proc, m mode, era string, n in
 		b.warn(fmt.Sprintf("%s: go-sdk client%s, %d sessions: %d failed to open or make a first call; the first: %v", m, eraNote(era), n, f, first))
 	}
 	var calls atomic.Int64
+	var mem0, mem1 runtime.MemStats
+	runtime.ReadMemStats(&mem0)
 	self0, below0 := treeCPU(p.cmd.Process.Pid)
 	r := runLoad(ctx, len(css), 2*b.duration, func(g int) error {
 		err := sdkCall(ctx, css[g], tool)
@@ -306,8 +315,10 @@ func (b *bench) gosdkCell(ctx context.Context, p *proc, m mode, era string, n in
 		return err
 	})
 	self1, below1 := treeCPU(p.cmd.Process.Pid)
+	runtime.ReadMemStats(&mem1)
 	closeSDK(css)
 	if c := calls.Load(); c > 0 {
+		s[kSDKClientAlloc(era, n)] = float64(mem1.TotalAlloc-mem0.TotalAlloc) / float64(c)
 		s[kSDKCPU(era, n)] = (self1 - self0).Seconds() / float64(c)
 		if m.isMux() || m == bridge {
 			s[kSDKCPUBelow(era, n)] = (below1 - below0).Seconds() / float64(c)
@@ -317,6 +328,9 @@ func (b *bench) gosdkCell(ctx context.Context, p *proc, m mode, era string, n in
 		return 0, err
 	}
 	s[kSDKCalls(era, n)], s[kSDKP50(era, n)], s[cSDK(era, n)] = r.rate, r.p50, r.clientCPU
+	if r.rate > 0 {
+		s[kSDKClientCPU(era, n)] = r.clientCPU / r.rate
+	}
 	if r.errors > 0 {
 		b.warn(fmt.Sprintf("%s: go-sdk client%s, %d sessions: %d calls failed; the first: %v", m, eraNote(era), n, r.errors, r.firstErr))
 	}
@@ -404,10 +418,14 @@ func (b *bench) printGoSDK(w io.Writer) {
 		{"… of the fixture below mcp-mux or the bridge", kSDKCPUBelow("", 1), dur, false, false, "—", nil, ""},
 		{"8 sessions: CPU per call of the serving process", kSDKCPU("", 8), dur, true, false, "—", nil, ""},
 		{"… of the fixture below mcp-mux or the bridge", kSDKCPUBelow("", 8), dur, false, false, "—", nil, ""},
+		{"8 sessions: the client's CPU per call", kSDKClientCPU("", 8), dur, true, false, "—", nil, ""},
+		{"8 sessions: the client's bytes allocated per call", kSDKClientAlloc("", 8), kib, true, false, "—", nil, ""},
 		{"the same client pinned to " + hs + " (the era direct negotiates): 1 session: calls/s", kSDKCalls(hs, 1), perSec, true, false, "—", nil, kSDKCalls("", 1)},
 		{"… 1 session: tools/call p50", kSDKP50(hs, 1), dur, true, false, "—", nil, kSDKP50("", 1)},
 		{"… 8 sessions: calls/s", kSDKCalls(hs, 8), perSec, true, false, "—", nil, kSDKCalls("", 8)},
 		{"… 1 session: CPU per call of mcp-mux itself", kSDKCPU(hs, 1), dur, true, false, "—", nil, kSDKCPU("", 1)},
+		{"… 8 sessions: the client's CPU per call", kSDKClientCPU(hs, 8), dur, true, false, "—", nil, kSDKClientCPU("", 8)},
+		{"… 8 sessions: the client's bytes allocated per call", kSDKClientAlloc(hs, 8), kib, true, false, "—", nil, kSDKClientAlloc("", 8)},
 		{"… … of the fixture below it", kSDKCPUBelow(hs, 1), dur, false, false, "—", nil, ""},
 		{"direct serving the current era as well (the fixture without sessions, `-stateless`: the go-sdk's handler has the current era only so): 1 session: calls/s", kSDKCalls("", 1), perSec, true, false, "—", nil, kSDKCalls(statelessDirect, 1)},
 		{"… 1 session: tools/call p50", kSDKP50("", 1), dur, true, false, "—", nil, kSDKP50(statelessDirect, 1)},
