@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -81,24 +82,20 @@ func (m *Mux) eraResult(res json.RawMessage, cacheable bool) json.RawMessage {
 	}
 	// What goes first in the result, and where mux's name goes.
 	var first []byte
-	add := func(member string) {
-		if len(first) > 0 {
-			first = append(first, ',')
-		}
-		first = append(first, member...)
-	}
-	member := `"` + mcp.MetaKeyServerInfo + `":` + string(m.serverInfo)
 	switch {
 	case name != nil: // the backend's name: mux's in its place
 		res = splice(res, name, m.serverInfo)
 	case meta != nil: // mux's name first among the backend's _meta
-		res = insertMember(res, meta, []byte(member))
+		res = insertMember(res, meta, m.serverInfoMember)
 	default:
-		add(`"_meta":{` + member + `}`)
+		first = append(append(append(first, `"_meta":{`...), m.serverInfoMember...), '}')
 	}
 	for _, d := range eraDefaults(cacheable) {
 		if top[d.key] == nil {
-			add(`"` + d.key + `":` + string(d.value))
+			if len(first) > 0 {
+				first = append(first, ',')
+			}
+			first = append(append(append(append(first, '"'), d.key...), `":`...), d.value...)
 		}
 	}
 	if first != nil {
@@ -110,12 +107,16 @@ func (m *Mux) eraResult(res json.RawMessage, cacheable bool) json.RawMessage {
 // eraDefaults is what a result of the current era must have, and what mux
 // gives one whose backend sent none.
 func eraDefaults(cacheable bool) []param {
-	d := []param{{"resultType", json.RawMessage(`"complete"`)}}
 	if cacheable {
-		d = append(d, param{"ttlMs", json.RawMessage(`0`)}, param{"cacheScope", json.RawMessage(`"public"`)})
+		return readDefaults
 	}
-	return d
+	return resultDefaults
 }
+
+var (
+	resultDefaults = []param{{"resultType", json.RawMessage(`"complete"`)}}
+	readDefaults   = append(slices.Clip(resultDefaults), param{"ttlMs", json.RawMessage(`0`)}, param{"cacheScope", json.RawMessage(`"public"`)})
+)
 
 // eraResultDecoded is eraResult for a result the byte scan cannot edit in
 // place (escaped or repeated keys, a _meta that is not an object): decoded

@@ -173,7 +173,8 @@ func TestCurrentEraMalformedMetaIsRefusedAsBefore(t *testing.T) {
 // decode and encode, which sorted its members and cost a current-era call
 // a full round of encoding/json).
 func TestCurrentEraResultKeepsTheBackendsBytes(t *testing.T) {
-	m := &Mux{serverInfo: json.RawMessage(`{"name":"mcp-mux"}`)}
+	m := &Mux{}
+	m.setServerInfo(json.RawMessage(`{"name":"mcp-mux"}`))
 	for in, want := range map[string]string{
 		`{"z":1,"content":[{"type":"text","text":"a\u00e9"}]}`:     `{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcp-mux"}},"resultType":"complete","z":1,"content":[{"type":"text","text":"a\u00e9"}]}`,
 		`{"z":1,"_meta":{"y":2},"content":[]}`:                     `{"resultType":"complete","z":1,"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcp-mux"},"y":2},"content":[]}`,
@@ -197,7 +198,8 @@ func FuzzEraResult(f *testing.F) {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
-	m := &Mux{serverInfo: json.RawMessage(`{"name":"mcp-mux","version":"t"}`)}
+	m := &Mux{}
+	m.setServerInfo(json.RawMessage(`{"name":"mcp-mux","version":"t"}`))
 	f.Fuzz(func(t *testing.T, in string, cacheable bool) {
 		var before map[string]any
 		if json.Unmarshal([]byte(in), &before) != nil || before == nil {

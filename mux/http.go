@@ -111,9 +111,11 @@ func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 		if !m.profileAsked(w, r) { // /mcp/NAME and Mcp-Mux-Profile (profile.go)
 			return
 		}
-		if v := r.URL.Query().Get("tool_list"); v != "" {
-			// A client that can set only its URL picks its tool list there.
-			r.Header.Set(ToolListHeader, v)
+		if r.URL.RawQuery != "" { // parsing an empty one costs every request a map
+			if v := r.URL.Query().Get("tool_list"); v != "" {
+				// A client that can set only its URL picks its tool list there.
+				r.Header.Set(ToolListHeader, v)
+			}
 		}
 		sid := r.Header.Get("Mcp-Session-Id")
 		if sid == "" && r.Header.Get("MCP-Protocol-Version") >= modernEra {

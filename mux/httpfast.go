@@ -185,6 +185,32 @@ type fastCall struct {
 	cancelled bool
 }
 
+// add registers call as the agent's request id in flight, unless another
+// is (inUse) or the session ended.
+func (f *fastState) add(id jsonrpc.ID, call *fastCall) (inUse, ended bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, inUse = f.calls[id]; inUse || f.ended {
+		return inUse, f.ended
+	}
+	if f.calls == nil {
+		f.calls = map[jsonrpc.ID]*fastCall{}
+	}
+	f.calls[id] = call
+	return false, false
+}
+
+// remove ends call, the request id in flight.
+func (f *fastState) remove(id jsonrpc.ID, call *fastCall) {
+	f.mu.Lock()
+	delete(f.calls, id)
+	cancelled := call.cancelled
+	f.mu.Unlock()
+	if cancelled {
+		time.AfterFunc(cancelReasonKeep, func() { agentCancelReasons.Delete(call.extra) })
+	}
+}
+
 // askPrefix begins the ids of mux's requests on a fast stream: strings,
 // where the go-sdk's own are numbers.
 const askPrefix = "mcp-mux-"
@@ -423,32 +449,20 @@ func (m *Mux) serveFast(w http.ResponseWriter, r *http.Request, s *session, req 
 	defer cancel()
 	ctx = context.WithValue(context.WithValue(ctx, sessionKey{}, s), streamKey{}, hs)
 	call.cancel = cancel
-	s.fast.mu.Lock()
-	_, inUse := s.fast.calls[req.ID]
-	if !inUse && !s.fast.ended {
-		if s.fast.calls == nil {
-			s.fast.calls = map[jsonrpc.ID]*fastCall{}
+	// A stateless request's session (httpstateless.go) is its own: no
+	// other request can name it to cancel it, and it ends with this one.
+	if s.ss != nil {
+		inUse, ended := s.fast.add(req.ID, call)
+		if inUse {
+			writeJSONError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
+			return
 		}
-		s.fast.calls[req.ID] = call
-	}
-	ended := s.fast.ended
-	s.fast.mu.Unlock()
-	if inUse {
-		writeJSONError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("duplicate in-flight request ID %v", req.ID.Raw())})
-		return
-	}
-	if ended {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
-	defer func() {
-		s.fast.mu.Lock()
-		delete(s.fast.calls, req.ID)
-		s.fast.mu.Unlock()
-		if call.cancelled {
-			time.AfterFunc(cancelReasonKeep, func() { agentCancelReasons.Delete(call.extra) })
+		if ended {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
 		}
-	}()
+		defer s.fast.remove(req.ID, call)
+	}
 
 	sse := false
 	hs.fail = cancel

@@ -49,6 +49,9 @@ type Mux struct {
 	// serverInfo is the server's name as JSON, for results the go-sdk
 	// does not encode (eraResult).
 	serverInfo json.RawMessage
+	// serverInfoMember is serverInfo as the member of a _meta that names
+	// the server (era.go).
+	serverInfoMember []byte
 	// clientInfo is how mux names itself to backends.
 	clientInfo *mcp.Implementation
 	// send is the go-sdk's sending chain below our middleware: the only way
@@ -287,7 +290,8 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 	m.lists = newListNotifier(m)
 
 	impl := &mcp.Implementation{Name: cfg.Mux.Name, Title: "mcp-mux: many MCP servers as one", Version: version}
-	m.serverInfo, _ = json.Marshal(impl)
+	info, _ := json.Marshal(impl)
+	m.setServerInfo(info)
 	m.clientInfo = &mcp.Implementation{Name: "mcp-mux", Version: version}
 	m.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		Logger: sdkLogger(logger),
@@ -562,4 +566,11 @@ func (m *Mux) startOptions(mem *member) backends.Options {
 		ClientInfo:     m.clientInfo,
 		Hooks:          mem.hooks(),
 	}
+}
+
+// setServerInfo sets the server's name as JSON, which results of the
+// current era carry (era.go).
+func (m *Mux) setServerInfo(info json.RawMessage) {
+	m.serverInfo = info
+	m.serverInfoMember = []byte(`"` + mcp.MetaKeyServerInfo + `":` + string(info))
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,6 +66,36 @@ func plainParams(params json.RawMessage, want ...string) (map[string]json.RawMes
 		return nil, false
 	}
 	return keys, true
+}
+
+// jsonString decodes raw, a JSON string of a message that decoded (so
+// valid JSON). A tool's name nearly always has nothing to unescape: it is
+// then the bytes between the quotes, with no trip through encoding/json.
+func jsonString(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		inner := raw[1 : n-1]
+		if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+			return string(inner), true
+		}
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err == nil
+}
+
+// quoteJSON is s as json.Marshal encodes it: quoted as it is when it has
+// nothing to escape (no quote, backslash, control character, HTML
+// character or non-ASCII byte), else by json.Marshal.
+func quoteJSON(s string) json.RawMessage {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			out, _ := json.Marshal(s)
+			return out
+		}
+	}
+	out := make([]byte, 0, len(s)+2)
+	return append(append(append(out, '"'), s...), '"')
 }
 
 func isObject(raw json.RawMessage) bool {
@@ -152,8 +183,8 @@ func (p *passThrough) toolCall(req *jsonrpc.Request) (passable, bool) {
 	if !ok {
 		return passable{}, false
 	}
-	var name string
-	if json.Unmarshal(keys["name"], &name) != nil {
+	name, ok := jsonString(keys["name"])
+	if !ok {
 		return passable{}, false
 	}
 	args := bytes.TrimSpace(keys["arguments"])
@@ -175,8 +206,7 @@ func (p *passThrough) toolCall(req *jsonrpc.Request) (passable, bool) {
 	if !ok {
 		return passable{}, false
 	}
-	original, _ := json.Marshal(e.original)
-	return passable{e.mem, name, keys["_meta"], meta, []param{{"name", original}, {"arguments", args}}}, true
+	return passable{e.mem, name, keys["_meta"], meta, []param{{"name", quoteJSON(e.original)}, {"arguments", args}}}, true
 }
 
 // resourceRead is the resources/read req as the pass-through forwards it,

@@ -270,3 +270,43 @@ func TestPassedThroughRequestIsAnsweredAfterStdinEnds(t *testing.T) {
 		t.Errorf("response after stdin's EOF: %s", got)
 	}
 }
+
+// TestJSONStringAndQuoteAgreeWithEncodingJSON: the pass-through's own
+// string decoding and encoding (a tool's name, without encoding/json when
+// there is nothing to escape) give what encoding/json gives, for names
+// with and without anything to escape.
+func TestJSONStringAndQuoteAgreeWithEncodingJSON(t *testing.T) {
+	names := []string{"", "echo", "fx__echo", "a b", `quo"te`, `back\slash`, "tab\there", "<html>&", "naïve", "emoji 🎉",
+		"\x7f", "line\u2028sep", "nul\x00", "\xff\xfe", "ctrl\x1f"}
+	for i := range 200 {
+		b := make([]byte, i%12)
+		for j := range b {
+			b[j] = byte((i*31 + j*17) % 256)
+		}
+		names = append(names, string(b))
+	}
+	for _, name := range names {
+		want, err := json.Marshal(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := quoteJSON(name); string(got) != string(want) {
+			t.Errorf("quoteJSON(%q) = %s, encoding/json gives %s", name, got, want)
+		}
+		var wantS string
+		if err := json.Unmarshal(want, &wantS); err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range []string{string(want), " " + string(want) + "\n", `"` + name + `"`} {
+			var s string
+			wantErr := json.Unmarshal([]byte(raw), &s)
+			got, ok := jsonString(json.RawMessage(raw))
+			if wantErr != nil {
+				continue // not valid JSON: a message that decoded never has it
+			}
+			if !ok || got != s {
+				t.Errorf("jsonString(%q) = %q, %v; encoding/json gives %q", raw, got, ok, s)
+			}
+		}
+	}
+}
