@@ -122,15 +122,7 @@ func (b *bench) startGoSDKServer(ctx context.Context, m mode) (*proc, error) {
 	seq := nextSeq()
 	if m == bridge {
 		argv := append([]string{b.bridge, addr, b.fixture}, httpFixture.argv()...)
-		p, err := b.launch(m, fmt.Sprintf("gosdk-bridge-%d", seq), argv, nil, "http://"+addr+"/mcp")
-		if err != nil {
-			return nil, err
-		}
-		if err := waitListening(ctx, p, addr); err != nil {
-			p.stop(time.Second)
-			return nil, err
-		}
-		return p, nil
+		return b.launchHTTP(ctx, m, fmt.Sprintf("gosdk-bridge-%d", seq), argv, nil, addr)
 	}
 	cfg := filepath.Join(b.dir, fmt.Sprintf("mux-gosdk-%d.toml", seq))
 	if err := os.WriteFile(cfg, muxConfigWith(b.fixture, "log_level = \"error\"\n", []fixtureSpec{httpFixture}), 0o600); err != nil {
@@ -140,15 +132,7 @@ func (b *bench) startGoSDKServer(ctx context.Context, m mode) (*proc, error) {
 	if m == before {
 		bin = b.before
 	}
-	p, err := b.launch(m, fmt.Sprintf("gosdk-%s-%d", m, seq), []string{bin, "serve", "--http", addr, "--config", cfg}, nil, "http://"+addr+"/mcp")
-	if err != nil {
-		return nil, err
-	}
-	if err := waitListening(ctx, p, addr); err != nil {
-		p.stop(time.Second)
-		return nil, err
-	}
-	return p, nil
+	return b.launchHTTP(ctx, m, fmt.Sprintf("gosdk-%s-%d", m, seq), []string{bin, "serve", "--http", addr, "--config", cfg}, nil, addr)
 }
 
 // connectGoSDK is one agent session with p's endpoint, as the issue's
@@ -249,14 +233,11 @@ func (b *bench) gosdkStateless(ctx context.Context, s sample) (int, error) {
 		return 0, err
 	}
 	argv := append(append([]string{b.fixture}, httpFixture.argv()...), "-http", addr, "-stateless")
-	p, err := b.launch(direct, fmt.Sprintf("gosdk-stateless-%d", nextSeq()), argv, nil, "http://"+addr+"/mcp")
+	p, err := b.launchHTTP(ctx, direct, fmt.Sprintf("gosdk-stateless-%d", nextSeq()), argv, nil, addr)
 	if err != nil {
 		return 0, err
 	}
 	defer p.stop(5 * time.Second)
-	if err := waitListening(ctx, p, addr); err != nil {
-		return 0, err
-	}
 	errs := 0
 	for _, n := range gosdkSessions {
 		e, err := b.gosdkCell(ctx, p, direct, statelessDirect, n, s)

@@ -108,7 +108,13 @@ func (b *bench) startHTTP(ctx context.Context, m mode) (*proc, error) {
 	default:
 		return nil, fmt.Errorf("%s does not serve HTTP", m)
 	}
-	p, err := b.launch(m, fmt.Sprintf("http-%s-%d", m, seq), argv, env, "http://"+addr+"/mcp")
+	return b.launchHTTP(ctx, m, fmt.Sprintf("http-%s-%d", m, seq), argv, env, addr)
+}
+
+// launchHTTP launches argv (see launch) as mode m, serving HTTP at addr,
+// and returns once it accepts connections there.
+func (b *bench) launchHTTP(ctx context.Context, m mode, name string, argv, env []string, addr string) (*proc, error) {
+	p, err := b.launch(m, name, argv, env, "http://"+addr+"/mcp")
 	if err != nil {
 		return nil, err
 	}
