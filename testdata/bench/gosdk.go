@@ -459,6 +459,24 @@ func (b *bench) printGoSDK(w io.Writer) {
 		}
 		fmt.Fprintf(w, " %s | %s |\n", r.target, met)
 	}
+	// mcp-mux against the floor of its hop, as the stdio rows set it
+	// against the relay.
+	var against []string
+	for _, r := range []struct {
+		label, key string
+	}{
+		{"1 session calls/s", kSDKCalls("", 1)}, {"1 session p50", kSDKP50("", 1)},
+		{"8 sessions calls/s", kSDKCalls("", 8)}, {"8 sessions CPU per call", kSDKCPU("", 8)},
+	} {
+		f, fok := b.median(bridge, r.key)
+		v, ok := b.median(muxed, r.key)
+		if fok && ok && f > 0 {
+			against = append(against, fmt.Sprintf("%s ×%.2f", r.label, v/f))
+		}
+	}
+	if len(against) > 0 {
+		fmt.Fprintf(w, "\nmcp-mux against the bridge (the floor of the hop), medians of the same rounds: %s.\n", strings.Join(against, ", "))
+	}
 	fmt.Fprint(w, "\nEach round's values (direct, then each other column):\n\n")
 	for i, round := range b.samples {
 		fmt.Fprintf(w, "- round %d:", i+1)
