@@ -19,6 +19,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,19 +51,25 @@ func main() {
 	}
 }
 
-// child is CMD's stdio session: requests go out under mu, each response
-// comes back to the waiter of its id.
+// child is CMD's stdio session: requests go out whole under writeMu, each
+// response comes back to the waiter of its id. mu guards only the ids, so
+// that the reader never waits on a pipe write: a server blocked writing
+// its stdout, while a request waits on its full stdin, would otherwise
+// never be read again.
 type child struct {
-	mu      sync.Mutex
+	writeMu sync.Mutex
 	stdin   io.Writer
+
+	mu      sync.Mutex
 	next    int64
 	waiting map[int64]chan []byte
 }
 
 var errGone = errors.New("the server exited")
 
-// call sends method with params (JSON) and returns the response's line.
-func (c *child) call(method string, params json.RawMessage) ([]byte, error) {
+// call sends method with params (JSON) and returns the response's line,
+// or gives up when ctx ends.
+func (c *child) call(ctx context.Context, method string, params json.RawMessage) ([]byte, error) {
 	ch := make(chan []byte, 1)
 	c.mu.Lock()
 	if c.waiting == nil {
@@ -72,6 +79,14 @@ func (c *child) call(method string, params json.RawMessage) ([]byte, error) {
 	c.next++
 	id := c.next
 	c.waiting[id] = ch
+	c.mu.Unlock()
+	forget := func() {
+		c.mu.Lock()
+		if c.waiting != nil {
+			delete(c.waiting, id)
+		}
+		c.mu.Unlock()
+	}
 	line := make([]byte, 0, len(params)+64)
 	line = append(line, `{"jsonrpc":"2.0","id":`...)
 	line = strconv.AppendInt(line, id, 10)
@@ -82,16 +97,23 @@ func (c *child) call(method string, params json.RawMessage) ([]byte, error) {
 		line = append(line, params...)
 	}
 	line = append(line, "}\n"...)
-	_, err := c.stdin.Write(line) // a pipe write of a line is one write: held only to keep lines whole
-	c.mu.Unlock()
+	c.writeMu.Lock()
+	_, err := c.stdin.Write(line)
+	c.writeMu.Unlock()
 	if err != nil {
+		forget()
 		return nil, err
 	}
-	resp, ok := <-ch
-	if !ok {
-		return nil, errGone
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			return nil, errGone
+		}
+		return resp, nil
+	case <-ctx.Done():
+		forget() // a late response finds no waiter and is dropped
+		return nil, ctx.Err()
 	}
-	return resp, nil
 }
 
 // read gives each response on r to its waiter, until r ends.
@@ -142,7 +164,7 @@ func run(addr, name string, args []string) error {
 	c := &child{stdin: stdin, waiting: map[int64]chan []byte{}}
 	go c.read(stdout)
 
-	data, err := c.call("initialize", json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bridge","version":"0"}}`))
+	data, err := c.call(context.Background(), "initialize", json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bridge","version":"0"}}`))
 	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
@@ -195,7 +217,7 @@ func run(addr, name string, args []string) error {
 		if req.Method == "server/discover" {
 			out = append(append(out, `,"result":`...), discover...)
 		} else {
-			out = append(out, forward(c, req.Method, req.Params, resultHead)...)
+			out = append(out, forward(r.Context(), c, req.Method, req.Params, resultHead)...)
 		}
 		out = append(out, '}')
 		w.Header().Set("Content-Type", "application/json")
@@ -216,13 +238,13 @@ func run(addr, name string, args []string) error {
 // forward sends method with params, without their _meta, to c, and returns
 // the response's members after its id: its result with head first, or its
 // error.
-func forward(c *child, method string, params map[string]json.RawMessage, head []byte) []byte {
+func forward(ctx context.Context, c *child, method string, params map[string]json.RawMessage, head []byte) []byte {
 	delete(params, "_meta")
 	var raw json.RawMessage
 	if params != nil {
 		raw, _ = json.Marshal(params)
 	}
-	data, err := c.call(method, raw)
+	data, err := c.call(ctx, method, raw)
 	var resp struct {
 		Result json.RawMessage `json:"result"`
 		Error  json.RawMessage `json:"error"`
