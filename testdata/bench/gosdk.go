@@ -70,6 +70,8 @@ func sdkKey(era, what string, n int) string {
 	case "":
 	case statelessDirect:
 		what = "current_era_direct_" + what
+	case cannedDoor:
+		what = "canned_" + what
 	default:
 		what = "handshake_" + what
 	}
@@ -214,8 +216,9 @@ func (b *bench) gosdkLoad(ctx context.Context, m mode, s sample) error {
 			errs += e
 		}
 	}
-	if m == direct {
-		e, err := b.gosdkStateless(ctx, s)
+	extra := map[mode]func(context.Context, sample) (int, error){direct: b.gosdkStateless, bridge: b.gosdkCanned}[m]
+	if extra != nil {
+		e, err := extra(ctx, s)
 		if err != nil {
 			return err
 		}
@@ -324,6 +327,8 @@ func eraNote(era string) string {
 		return ""
 	case statelessDirect:
 		return " (the fixture without sessions)"
+	case cannedDoor:
+		return " (-canned)"
 	}
 	return " at " + era
 }
@@ -477,6 +482,7 @@ func (b *bench) printGoSDK(w io.Writer) {
 	if len(against) > 0 {
 		fmt.Fprintf(w, "\nmcp-mux against the bridge (the floor of the hop), medians of the same rounds: %s.\n", strings.Join(against, ", "))
 	}
+	b.printBudget(w)
 	fmt.Fprint(w, "\nEach round's values (direct, then each other column):\n\n")
 	for i, round := range b.samples {
 		fmt.Fprintf(w, "- round %d:", i+1)

@@ -13,7 +13,12 @@
 // of an agent's: no sessions, no server-to-client requests, no list
 // hints, no limits. Only for the benchmark's cells.
 //
-//	bridge ADDR CMD [ARGS...]
+// With -canned it answers tools/call itself, as CMD's echo would, without
+// sending it on: what is left is the HTTP door alone (net/http, reading
+// the request, writing the result), the part of a hop's cost that no
+// routing or forwarding can remove.
+//
+//	bridge [-canned] ADDR CMD [ARGS...]
 package main
 
 import (
@@ -22,6 +27,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -36,8 +42,10 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: bridge ADDR CMD [ARGS...]")
+	canned := flag.Bool("canned", false, "answer tools/call without sending it to CMD")
+	flag.Parse()
+	if flag.NArg() < 2 {
+		fmt.Fprintln(os.Stderr, "usage: bridge [-canned] ADDR CMD [ARGS...]")
 		os.Exit(2)
 	}
 	// One thread, as mcp-mux serves (its threads.go): a process that waits
@@ -45,7 +53,7 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
-	if err := run(os.Args[1], os.Args[2], os.Args[3:]); err != nil {
+	if err := run(flag.Arg(0), *canned, flag.Arg(1), flag.Args()[2:]); err != nil {
 		fmt.Fprintln(os.Stderr, "bridge:", err)
 		os.Exit(1)
 	}
@@ -144,7 +152,7 @@ func (c *child) read(r io.Reader) {
 	c.mu.Unlock()
 }
 
-func run(addr, name string, args []string) error {
+func run(addr string, canned bool, name string, args []string) error {
 	cmd := exec.Command(name, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -214,9 +222,12 @@ func run(addr, name string, args []string) error {
 			return
 		}
 		out := append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...)
-		if req.Method == "server/discover" {
+		switch {
+		case req.Method == "server/discover":
 			out = append(append(out, `,"result":`...), discover...)
-		} else {
+		case canned && req.Method == "tools/call":
+			out = append(append(out, `,"result":`...), echo(resultHead, req.Params["arguments"])...)
+		default:
 			out = append(out, forward(r.Context(), c, req.Method, req.Params, resultHead)...)
 		}
 		out = append(out, '}')
@@ -233,6 +244,17 @@ func run(addr, name string, args []string) error {
 	case err := <-served:
 		return err
 	}
+}
+
+// echo is the fixture's echo result for args (its arguments as JSON
+// text), with head's members first.
+func echo(head []byte, args json.RawMessage) []byte {
+	var compact bytes.Buffer
+	if json.Compact(&compact, args) != nil || compact.Len() == 0 {
+		compact.WriteString("null")
+	}
+	text, _ := json.Marshal(compact.String())
+	return append(append(bytes.Clone(head), `,"content":[{"type":"text","text":`...), append(text, "}]}"...)...)
 }
 
 // forward sends method with params, without their _meta, to c, and returns
