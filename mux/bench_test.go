@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"strings"
 	"testing"
@@ -168,3 +169,74 @@ func BenchmarkHTTPToolCall(b *testing.B) {
 		loop(b, func() { post(b, body, headers...) })
 	})
 }
+
+// BenchmarkHTTPRoute: mux's own route for one current-era tools/call of
+// a handshake-era stdio backend, the handler called directly (no HTTP
+// client, no net/http server): cpu-ns/op is what mux adds to the HTTP door
+// per call, its pipe writes and reads included, without the client's and
+// net/http's CPU that BenchmarkHTTPToolCall's has in it. Run it with
+// -cpu 1, as mcp-mux serves.
+func BenchmarkHTTPRoute(b *testing.B) {
+	m := benchMux(b, fixture(b, "notes"))
+	cs := connectAt(b, m, nil, "2025-11-25")
+	toolNames(b, cs) // the first list is over: calls take the fast path
+	h := m.HTTPHandler(HTTPOptions{})
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"0"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"notes__echo","arguments":{"hello":"world"}}}`
+	header := http.Header{}
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Method": "tools/call", "Mcp-Name": "notes__echo", "MCP-Protocol-Version": modernEra} {
+		header.Set(k, v)
+	}
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}
+	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, net.Addr(local))
+	w := &routeRecorder{header: http.Header{}}
+	call := func() {
+		r := (&http.Request{Method: http.MethodPost, URL: &url.URL{Path: HTTPPath}, Host: "127.0.0.1:9", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: header.Clone(), Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}).WithContext(ctx)
+		w.reset()
+		h.ServeHTTP(w, r)
+		if w.status != http.StatusOK || !bytes.Contains(w.body.Bytes(), []byte(`"result"`)) {
+			b.Fatalf("%d: %s", w.status, w.body.Bytes())
+		}
+	}
+	call()
+	b.ReportAllocs()
+	cpu := processCPU()
+	n := 0
+	for b.Loop() {
+		call()
+		n++
+	}
+	if cpu > 0 {
+		b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(n), "cpu-ns/op")
+	}
+}
+
+// routeRecorder is the least http.ResponseWriter for BenchmarkHTTPRoute.
+type routeRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *routeRecorder) reset() {
+	clear(w.header)
+	w.status = 0
+	w.body.Reset()
+}
+func (w *routeRecorder) Header() http.Header { return w.header }
+func (w *routeRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+func (w *routeRecorder) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.body.Write(p)
+}
+
+// As net/http's own writer has them, so that http.ResponseController
+// costs here what it costs serving.
+func (w *routeRecorder) SetWriteDeadline(time.Time) error { return nil }
+func (w *routeRecorder) SetReadDeadline(time.Time) error  { return nil }
+func (w *routeRecorder) Flush()                           {}
