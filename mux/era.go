@@ -69,8 +69,9 @@ func (e *eraMeta) sound(keys map[string]json.RawMessage, version string) bool {
 // any name the backend put there: server/discover names mux, and so does
 // every result a direct server sends. The rest of res stays as sent.
 func (m *Mux) eraResult(res json.RawMessage, cacheable bool) json.RawMessage {
-	top, ok := wire.ObjectMembers(res)
-	meta := top["_meta"]
+	var buf [8]wire.Member // a result's members, without a map for every result
+	top, ok := wire.AppendMembers(buf[:0], res)
+	meta := wire.Lookup(top, "_meta")
 	if !ok || (meta != nil && !isObject(meta)) {
 		return m.eraResultDecoded(res, cacheable)
 	}
@@ -91,7 +92,7 @@ func (m *Mux) eraResult(res json.RawMessage, cacheable bool) json.RawMessage {
 		first = append(append(append(first, `"_meta":{`...), m.serverInfoMember...), '}')
 	}
 	for _, d := range eraDefaults(cacheable) {
-		if top[d.key] == nil {
+		if wire.Lookup(top, d.key) == nil {
 			if len(first) > 0 {
 				first = append(first, ',')
 			}

@@ -52,21 +52,34 @@ type passThrough struct {
 // plainParams splits params into the keys named in want (and _meta), or
 // reports false if there is any other key, a key twice, or params is not
 // an object.
-func plainParams(params json.RawMessage, want ...string) (map[string]json.RawMessage, bool) {
-	keys, ok := wire.ObjectMembers(params)
-	if !ok {
-		return nil, false
+func plainParams(params json.RawMessage, want ...string) (splitParams, bool) {
+	var buf [4]wire.Member
+	members, ok := wire.AppendMembers(buf[:0], params)
+	if !ok || len(members) > len(splitParams{}.m) {
+		return splitParams{}, false
 	}
-	for k := range keys {
-		if k != "_meta" && k != want[0] && (len(want) < 2 || k != want[1]) {
-			return nil, false
+	for _, m := range members {
+		if string(m.Key) != "_meta" && string(m.Key) != want[0] && (len(want) < 2 || string(m.Key) != want[1]) {
+			return splitParams{}, false
 		}
 	}
-	if m, ok := keys["_meta"]; ok && !isObject(m) {
-		return nil, false
+	var sp splitParams
+	sp.n = copy(sp.m[:], members)
+	if m := sp.get("_meta"); m != nil && !isObject(m) {
+		return splitParams{}, false
 	}
-	return keys, true
+	return sp, true
 }
+
+// splitParams are params as plainParams splits them: _meta and at most
+// two keys more, without a map for every request.
+type splitParams struct {
+	n int
+	m [3]wire.Member
+}
+
+// get is key's value, or nil.
+func (sp *splitParams) get(key string) json.RawMessage { return wire.Lookup(sp.m[:sp.n], key) }
 
 // jsonString decodes raw, a JSON string of a message that decoded (so
 // valid JSON). A tool's name nearly always has nothing to unescape: it is
@@ -183,11 +196,11 @@ func (p *passThrough) toolCall(req *jsonrpc.Request) (passable, bool) {
 	if !ok {
 		return passable{}, false
 	}
-	name, ok := jsonString(keys["name"])
+	name, ok := jsonString(keys.get("name"))
 	if !ok {
 		return passable{}, false
 	}
-	args := bytes.TrimSpace(keys["arguments"])
+	args := bytes.TrimSpace(keys.get("arguments"))
 	if !argumentsObject(args) {
 		return passable{}, false
 	}
@@ -202,11 +215,11 @@ func (p *passThrough) toolCall(req *jsonrpc.Request) (passable, bool) {
 	if err != nil {
 		return passable{}, false
 	}
-	meta, ok := p.plainMeta(keys["_meta"], b.Modern())
+	meta, ok := p.plainMeta(keys.get("_meta"), b.Modern())
 	if !ok {
 		return passable{}, false
 	}
-	return passable{e.mem, name, keys["_meta"], meta, []param{{"name", quoteJSON(e.original)}, {"arguments", args}}}, true
+	return passable{e.mem, name, keys.get("_meta"), meta, []param{{"name", quoteJSON(e.original)}, {"arguments", args}}}, true
 }
 
 // resourceRead is the resources/read req as the pass-through forwards it,
@@ -217,14 +230,14 @@ func (p *passThrough) resourceRead(req *jsonrpc.Request) (passable, bool) {
 		return passable{}, false
 	}
 	var uri string
-	if json.Unmarshal(keys["uri"], &uri) != nil || uri == "" || hasBuiltinScheme(uri) {
+	if json.Unmarshal(keys.get("uri"), &uri) != nil || uri == "" || hasBuiltinScheme(uri) {
 		return passable{}, false
 	}
 	mem, backendURI, ok := p.m.route(p.m.viewOf(p.s), uri)
 	if !ok {
 		return passable{}, false
 	}
-	rawURI := keys["uri"]
+	rawURI := keys.get("uri")
 	if backendURI != uri {
 		rawURI, _ = json.Marshal(backendURI)
 	}
@@ -232,11 +245,11 @@ func (p *passThrough) resourceRead(req *jsonrpc.Request) (passable, bool) {
 	if err != nil {
 		return passable{}, false
 	}
-	meta, ok := p.plainMeta(keys["_meta"], b.Modern())
+	meta, ok := p.plainMeta(keys.get("_meta"), b.Modern())
 	if !ok {
 		return passable{}, false
 	}
-	return passable{mem, uri, keys["_meta"], meta, []param{{"uri", rawURI}}}, true
+	return passable{mem, uri, keys.get("_meta"), meta, []param{{"uri", rawURI}}}, true
 }
 
 // listResources answers resources/list with the page mux makes of the
@@ -250,10 +263,10 @@ func (p *passThrough) listResources(req *jsonrpc.Request, call *agentCall) bool 
 	cur := ""
 	if len(req.Params) > 0 {
 		keys, ok := plainParams(req.Params, "cursor")
-		if !ok || keys["_meta"] != nil {
+		if !ok || keys.get("_meta") != nil {
 			return false
 		}
-		if v, ok := keys["cursor"]; ok && json.Unmarshal(v, &cur) != nil {
+		if v := keys.get("cursor"); v != nil && json.Unmarshal(v, &cur) != nil {
 			return false
 		}
 	}

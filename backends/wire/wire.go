@@ -307,6 +307,64 @@ func ObjectMembers(raw []byte) (members map[string]json.RawMessage, ok bool) {
 	return members, true
 }
 
+// Member is a member of a JSON object: its key, as written between the
+// quotes, and its value, both slices of the object's bytes.
+type Member struct {
+	Key   []byte
+	Value json.RawMessage
+}
+
+// linearMembers is how many members AppendMembers compares a key with
+// before it keeps the keys in a map: an object of a backend may have any
+// number, and comparing each with every other would be quadratic.
+const linearMembers = 16
+
+// AppendMembers is ObjectMembers without the map: raw's members, in their
+// order, appended to dst (ok false in the same cases). Given a small
+// array's slice, it splits a request's params or a result with no
+// allocation.
+func AppendMembers(dst []Member, raw []byte) (_ []Member, ok bool) {
+	start := len(dst)
+	var seen map[string]bool
+	if !eachMember(raw, func(key, value []byte) bool {
+		n := len(dst) - start
+		switch {
+		case n < linearMembers:
+			for _, m := range dst[start:] {
+				if string(m.Key) == string(key) {
+					return false
+				}
+			}
+		default:
+			if seen == nil {
+				seen = make(map[string]bool, 2*linearMembers)
+				for _, m := range dst[start:] {
+					seen[string(m.Key)] = true
+				}
+			}
+			if seen[string(key)] {
+				return false
+			}
+			seen[string(key)] = true
+		}
+		dst = append(dst, Member{key, value})
+		return true
+	}) {
+		return dst[:start], false
+	}
+	return dst, true
+}
+
+// Lookup is the value of key among members, or nil.
+func Lookup(members []Member, key string) json.RawMessage {
+	for _, m := range members {
+		if string(m.Key) == key {
+			return m.Value
+		}
+	}
+	return nil
+}
+
 // ObjectMember finds key's value in raw, a JSON object of valid JSON, as a
 // slice of raw (nil if key is absent), without splitting out the other
 // members. ok is false if raw is not an object, or a key has escapes (it

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -132,6 +133,54 @@ func FuzzObjectMembersMatchesEncodingJSON(f *testing.F) {
 		for k, v := range want {
 			if string(got[k]) != string(v) {
 				t.Fatalf("%q: member %q = %q, encoding/json %q", s, k, got[k], v)
+			}
+		}
+	})
+}
+
+// FuzzAppendMembersMatchesObjectMembers: the two split every input alike
+// (the same members, or both decline), past linearMembers too, where
+// AppendMembers looks for a key twice in a map.
+func FuzzAppendMembersMatchesObjectMembers(f *testing.F) {
+	var many, manyTwice strings.Builder
+	many.WriteString("{")
+	for i := range 3 * linearMembers {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		fmt.Fprintf(&many, `"k%d":%d`, i, i)
+	}
+	manyTwice.WriteString(many.String() + `,"k40":0}`)
+	many.WriteString("}")
+	for _, s := range []string{
+		`{"name":"echo","arguments":{"a":[1]},"_meta":{"progressToken":7}}`, `{}`, `{"a":1,"a":2}`,
+		`{"\u0061":1}`, `[1]`, many.String(), manyTwice.String(), `{"k3":1,"k3":1}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		var buf [4]Member
+		pre := Member{Key: []byte("before"), Value: json.RawMessage("0")}
+		got, ok := AppendMembers(append(buf[:0], pre), []byte(s))
+		want, wok := ObjectMembers([]byte(s))
+		if ok != wok {
+			t.Fatalf("%q: AppendMembers ok %v, ObjectMembers %v", s, ok, wok)
+		}
+		if string(got[0].Key) != "before" || (!ok && len(got) != 1) {
+			t.Fatalf("%q: dst's own members not kept alone: %q", s, got)
+		}
+		if !ok {
+			return
+		}
+		if len(got)-1 != len(want) {
+			t.Fatalf("%q: %d members, ObjectMembers %d", s, len(got)-1, len(want))
+		}
+		for _, m := range got[1:] {
+			if string(want[string(m.Key)]) != string(m.Value) || string(Lookup(got[1:], string(m.Key))) != string(m.Value) {
+				t.Fatalf("%q: member %q = %q, ObjectMembers %q", s, m.Key, m.Value, want[string(m.Key)])
 			}
 		}
 	})
