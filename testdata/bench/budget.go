@@ -60,7 +60,7 @@ func (b *bench) printBudget(w io.Writer) {
 		return
 	}
 	var hops []string
-	budget := 0.0
+	budget, haveBudget := 0.0, false
 	for _, m := range []mode{bridge, muxed} {
 		client, below, self := get(m, kSDKClientCPU("", n)), get(m, kSDKCPUBelow("", n)), get(m, kSDKCPU("", n))
 		if client <= 0 || below <= 0 || self <= 0 {
@@ -68,27 +68,23 @@ func (b *bench) printBudget(w io.Writer) {
 		}
 		if m == muxed {
 			// mcp-mux's own terms, since it is mcp-mux the target is for.
-			budget = whole/budgetTarget - client - below
+			budget, haveBudget = whole/budgetTarget-client-below, true
 		}
-		hops = append(hops, fmt.Sprintf("%s costs %s (×%.2f predicted from CPU, ×%.2f measured)",
+		hops = append(hops, fmt.Sprintf("%s %s (×%.2f predicted from CPU, ×%.2f measured)",
 			m, dur(self), whole/(client+below+self), get(m, kSDKCalls("", n))/directRate))
 	}
-	if budget == 0 {
+	if !haveBudget {
 		return
 	}
-	canned := ""
+	left := fmt.Sprintf("the hop may cost at most %s per call", dur(budget))
+	if budget <= 0 {
+		left = "the two already cost more than that: no hop can meet it"
+	}
 	if v := get(bridge, kSDKCPU(cannedDoor, n)); v > 0 {
-		canned = fmt.Sprintf("; the HTTP door alone (the bridge answering tools/call itself, `-canned`) costs %s", dur(v))
+		hops = append(hops, fmt.Sprintf("the HTTP door alone (the bridge answering tools/call itself, `-canned`) %s", dur(v)))
 	}
 	fmt.Fprintf(w, "\nWhat the %d-session target leaves the hop, medians of the same rounds: direct's client and fixture cost %s per call together, "+
 		"so ×%.1f allows %s for the client, the fixture below the hop and the hop; with mcp-mux's client and fixture as measured, "+
-		"the hop may cost at most %s per call. %s%s.\n",
-		n, dur(whole), budgetTarget, dur(whole/budgetTarget), dur(max(budget, 0)), upperFirst(strings.Join(hops, "; ")), canned)
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
+		"%s. CPU per call: %s.\n",
+		n, dur(whole), budgetTarget, dur(whole/budgetTarget), left, strings.Join(hops, "; "))
 }

@@ -216,7 +216,13 @@ func (b *bench) gosdkLoad(ctx context.Context, m mode, s sample) error {
 			errs += e
 		}
 	}
-	extra := map[mode]func(context.Context, sample) (int, error){direct: b.gosdkStateless, bridge: b.gosdkCanned}[m]
+	var extra func(context.Context, sample) (int, error)
+	switch m {
+	case direct:
+		extra = b.gosdkStateless
+	case bridge:
+		extra = b.gosdkCanned
+	}
 	if extra != nil {
 		e, err := extra(ctx, s)
 		if err != nil {
