@@ -70,7 +70,10 @@ const DefaultHTTPWriteTimeout = time.Minute
 // before it wrote anything, so agents do not see it.
 const DefaultHTTPKeepAlive = 5 * time.Second
 
-// HTTPHandler serves the merged server at HTTPPath.
+// HTTPHandler serves the merged server at HTTPPath. Its calls end when
+// mux closes because ServeHTTP's server gives every request mux's context
+// (BaseContext): the fast path's call context is the request's own
+// (requestContext). Another server must do the same.
 func (m *Mux) HTTPHandler(o HTTPOptions) http.Handler {
 	getServer := func(*http.Request) *mcp.Server { return m.server }
 	sdkLog := slog.New(m.log.WithPrefix("go-sdk http"))
