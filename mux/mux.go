@@ -259,10 +259,14 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 	cp.Mux.FillDefaults()
 	cfg = &cp
 	ctx, cancel := context.WithCancel(context.Background())
+	catalogs, err := openCatalogs()
+	if err != nil {
+		logger.Warn(err.Error())
+	}
 	m := &Mux{
 		launch:   o.launch,
 		instr:    newInstructionMemory(),
-		catalogs: openCatalogs(),
+		catalogs: catalogs,
 		cfg:      cfg,
 		log:      logger,
 		version:  version,
