@@ -63,6 +63,9 @@ type inbound struct {
 func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta, r *round) (R, error)) (_ R, err error) {
 	var zero R
+	if err := m.refuseUnaudited(in.method); err != nil {
+		return zero, err
+	}
 	in.start = time.Now()
 	defer m.stats.observe(mem.spec.Name, in.start, &err) // for mcp-mux status (stats.go), however it ends
 	if in.round != nil {

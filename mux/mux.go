@@ -279,7 +279,7 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 		backoffBase: defaultBackoff,
 	}
 	m.conf.Store(&loadedConfig{cfg: cfg, generation: 1, loaded: time.Now()})
-	m.startObserving(&cfg.Mux)
+	m.startObserving(cfg)
 	r := &roster{byName: map[string]*member{}}
 	for _, spec := range cfg.Backends {
 		if spec.Disabled {
