@@ -50,6 +50,7 @@ type inbound struct {
 	meta   mcp.Meta           // the agent's _meta: its progress token is replaced
 	method string
 	target string // the tool or prompt name, or the URI: what a requestState of mux's is bound to
+	via    string // the wrapper a tool was called through, if any (wrappers.go)
 	round  *round // the answers and requestState of a retry (rounds.go), if it is one
 	// For what mux records of it (observe.go): when forward began, and
 	// the arguments of a tool or prompt as the agent sent them.

@@ -227,7 +227,7 @@ func (m *Mux) observed(ctx context.Context, mem *member, in *inbound, res json.R
 		s.Observe(o, d)
 	}
 	if l := m.obs.audit.Load(); l != nil && audited(in.method) {
-		m.auditLine(ctx, l, mem, in, d, o)
+		m.auditLine(ctx, l, mem, in, d, o.String())
 	}
 }
 
@@ -263,9 +263,21 @@ func audited(method string) bool {
 	return method == "tools/call" || method == "prompts/get" || method == "resources/read"
 }
 
+// outcomeRefused is the audit outcome of a call mux did not run: a
+// wrapper refused it (wrappers.go). The metrics do not count it: no
+// backend had it.
+const outcomeRefused = "refused"
+
+// auditRefused queues the audit line of a call a wrapper refused.
+func (m *Mux) auditRefused(ctx context.Context, mem *member, in *inbound) {
+	if l := m.obs.audit.Load(); l != nil {
+		m.auditLine(ctx, l, mem, in, time.Since(in.start), outcomeRefused)
+	}
+}
+
 // auditLine queues the audit line of one request.
-func (m *Mux) auditLine(ctx context.Context, l *audit.Log, mem *member, in *inbound, d time.Duration, o telemetry.Outcome) {
-	e := audit.Entry{Time: in.start, Backend: mem.spec.Name, Method: in.method, Target: in.target, Duration: d, Outcome: o.String()}
+func (m *Mux) auditLine(ctx context.Context, l *audit.Log, mem *member, in *inbound, d time.Duration, outcome string) {
+	e := audit.Entry{Time: in.start, Backend: mem.spec.Name, Method: in.method, Target: in.target, Via: in.via, Duration: d, Outcome: outcome}
 	if s := sessionFrom(ctx); s != nil {
 		e.Session = s.id
 		if p := s.initParams(); p != nil && p.ClientInfo != nil {
