@@ -360,11 +360,15 @@ func check(c *cli.Context) error {
 	}
 	if !connect {
 		plans := mux.StartPlans(cfg)
+		catalog := mux.CatalogWarnings(cfg)
 		if c.Bool("json") {
-			writeJSON(map[string]any{"config": path, "ok": true, "problems": []config.Problem{}, "warnings": append([]config.Problem{}, cfg.Warnings...), "starts": plans})
+			writeJSON(map[string]any{"config": path, "ok": true, "problems": []config.Problem{}, "warnings": append([]config.Problem{}, cfg.Warnings...), "catalog_warnings": catalog, "starts": plans})
 		} else {
 			fmt.Fprintf(os.Stdout, "%s: OK (%d backends)\n", path, len(cfg.Backends))
 			writeStartPlans(os.Stdout, plans)
+			for _, w := range catalog {
+				fmt.Fprintln(os.Stdout, "warning: "+w)
+			}
 		}
 		return nil
 	}

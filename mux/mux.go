@@ -44,6 +44,9 @@ type Mux struct {
 	cfg     *config.File
 	log     *log.Logger
 	version string
+	// warned holds the filter warnings logged (logFilterWarnings): each
+	// once per start.
+	warned sync.Map
 
 	server *mcp.Server
 	// serverInfo is the server's name as JSON, for results the go-sdk
@@ -322,6 +325,7 @@ func (m *Mux) Server() *mcp.Server { return m.server }
 // first list waits for them, up to first_list_wait (waitStarted).
 func (m *Mux) Start() {
 	m.restRemembered(m.members())
+	m.logFilterWarnings()
 	local := false
 	for _, mem := range m.members() {
 		local = local || mem.spec.URL == ""
