@@ -353,13 +353,22 @@ func check(c *cli.Context) error {
 			}
 		}
 	}
+	if err := mux.CatalogsProblem(); err != nil {
+		// Not the config's: the environment's, with both check and check
+		// --connect, and either output.
+		fmt.Fprintln(os.Stderr, "warning: "+err.Error())
+	}
 	if !connect {
 		plans := mux.StartPlans(cfg)
+		catalog := mux.CatalogWarnings(cfg)
 		if c.Bool("json") {
-			writeJSON(map[string]any{"config": path, "ok": true, "problems": []config.Problem{}, "warnings": append([]config.Problem{}, cfg.Warnings...), "starts": plans})
+			writeJSON(map[string]any{"config": path, "ok": true, "problems": []config.Problem{}, "warnings": append([]config.Problem{}, cfg.Warnings...), "catalog_warnings": catalog, "starts": plans})
 		} else {
 			fmt.Fprintf(os.Stdout, "%s: OK (%d backends)\n", path, len(cfg.Backends))
 			writeStartPlans(os.Stdout, plans)
+			for _, w := range catalog {
+				fmt.Fprintln(os.Stdout, "warning: "+w)
+			}
 		}
 		return nil
 	}
@@ -417,6 +426,10 @@ func writeStartPlans(w io.Writer, plans []mux.StartPlan) {
 				p.Name, p.Tools, p.Prompts, p.Resources, p.Seen.Local().Format("2006-01-02 15:04"))
 		case p.Start == config.StartEager:
 			fmt.Fprintf(w, "  %s: starts at once (start = \"eager\")\n", p.Name)
+		case p.NoMemory && os.Getenv(mux.CatalogsEnv) == "off":
+			fmt.Fprintf(w, "  %s: starts at once (%s=off: nothing is remembered)\n", p.Name, mux.CatalogsEnv)
+		case p.NoMemory:
+			fmt.Fprintf(w, "  %s: starts at once (nothing is remembered: see the warning about %s)\n", p.Name, mux.CatalogsEnv)
 		default:
 			fmt.Fprintf(w, "  %s: not seen yet: starts at once (check --connect remembers it)\n", p.Name)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -104,6 +105,20 @@ func Inspect(ctx context.Context, cfg *config.File, logger *log.Logger, version 
 		r.OK, r.Interrupted = false, true
 	}
 	return r
+}
+
+// CatalogWarnings is what check can say without starting anything, from
+// the catalogs remembered (lazy.go): the filter patterns of cfg that match
+// none of a remembered backend's names, and the names too long for some
+// agents, as Inspect's Warnings. A backend never seen has nothing said of
+// it.
+func CatalogWarnings(cfg *config.File) []string {
+	cp := *cfg
+	cp.Mux.AuditLog = "" // nothing is called
+	m := New(&cp, log.New(io.Discard), "")
+	defer m.Close()
+	m.restRemembered(m.members())
+	return m.checkWarnings()
 }
 
 // withoutRestarts is cfg with every backend's restart = "never": a check

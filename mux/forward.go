@@ -50,6 +50,7 @@ type inbound struct {
 	meta   mcp.Meta           // the agent's _meta: its progress token is replaced
 	method string
 	target string // the tool or prompt name, or the URI: what a requestState of mux's is bound to
+	via    string // the wrapper a tool was called through, if any (wrappers.go)
 	round  *round // the answers and requestState of a retry (rounds.go), if it is one
 	// For what mux records of it (observe.go): when forward began, and
 	// the arguments of a tool or prompt as the agent sent them.
@@ -63,6 +64,9 @@ type inbound struct {
 func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 	call func(ctx context.Context, b *backends.Backend, meta mcp.Meta, r *round) (R, error)) (_ R, err error) {
 	var zero R
+	if err := m.refuseUnaudited(in.method); err != nil {
+		return zero, err
+	}
 	in.start = time.Now()
 	defer m.stats.observe(mem.spec.Name, in.start, &err) // for mcp-mux status (stats.go), however it ends
 	if in.round != nil {

@@ -74,7 +74,7 @@ func (m *Mux) knownInstructions(v *view) (string, bool) {
 // them either: then ok is false).
 func (m *Mux) mergeInstructions(v *view, earlier func(*member) (string, bool)) (merged string, ok bool) {
 	if m.cfg.Mux.Instructions != "" {
-		return m.cfg.Mux.Instructions + m.notRunning(v), true
+		return m.cfg.Mux.Instructions + m.notRunning(v) + m.filteredOut(v), true
 	}
 	ok = true
 	var sb strings.Builder
@@ -101,7 +101,7 @@ func (m *Mux) mergeInstructions(v *view, earlier func(*member) (string, bool)) (
 		}
 		parts = append(parts, instructionPart{head: fmt.Sprintf("\n\n## %s (tools and prompts %s)\n\n", mem.spec.Name, names), text: text, name: mem.spec.Name})
 	}
-	tail := m.notRunning(v)
+	tail := m.notRunning(v) + m.filteredOut(v)
 	fitInstructions(parts, maxInstructions-utf16Len(sb.String())-utf16Len(tail))
 	for _, p := range parts {
 		sb.WriteString(p.head + p.text)

@@ -47,16 +47,21 @@ const maxRememberedResources = 2000
 // once, as with start = "eager").
 const CatalogsEnv = "MCP_MUX_CATALOGS"
 
-// openCatalogs is the memory of catalogs, or nil for none.
-func openCatalogs() *catalogmem.Store {
-	switch v := os.Getenv(CatalogsEnv); v {
-	case "off":
-		return nil
-	case "":
-		return catalogmem.Open(catalogmem.DefaultPath())
-	default:
-		return catalogmem.Open(v)
+// openCatalogs is the memory of catalogs, or nil for none: CatalogsEnv
+// is "off", or a value that is not usable, which err says.
+func openCatalogs() (_ *catalogmem.Store, err error) {
+	dir, err := catalogmem.DirFrom(os.Getenv(CatalogsEnv))
+	if dir == "" {
+		return nil, err
 	}
+	return catalogmem.Open(dir), nil
+}
+
+// CatalogsProblem is why CatalogsEnv's value is not used, nil if it is
+// (or is "off"), for check to say.
+func CatalogsProblem() error {
+	_, err := openCatalogs()
+	return err
 }
 
 // specNow is mem.spec, which a reload may be changing.
@@ -451,17 +456,20 @@ type StartPlan struct {
 	Tools      int       `json:"tools"`
 	Prompts    int       `json:"prompts"`
 	Resources  int       `json:"resources"`
+	// NoMemory: nothing is remembered (MCP_MUX_CATALOGS=off), so it
+	// starts at once every time, check --connect or not.
+	NoMemory bool `json:"no_memory,omitempty"`
 }
 
 // StartPlans says when each enabled backend of cfg starts.
 func StartPlans(cfg *config.File) []StartPlan {
-	store := openCatalogs()
+	store, _ := openCatalogs()
 	var out []StartPlan
 	for _, b := range cfg.Backends {
 		if b.Disabled || b.Broken != "" {
 			continue
 		}
-		p := StartPlan{Name: b.Name, Start: b.StartPolicy(&cfg.Mux)}
+		p := StartPlan{Name: b.Name, Start: b.StartPolicy(&cfg.Mux), NoMemory: store == nil}
 		if store != nil && p.Start != config.StartEager {
 			if e, ok := store.Lookup(identityOf(b)); ok {
 				p.Remembered, p.Seen = true, e.Seen

@@ -44,6 +44,9 @@ type Mux struct {
 	cfg     *config.File
 	log     *log.Logger
 	version string
+	// warned holds the filter warnings logged (logFilterWarnings): each
+	// once per start.
+	warned sync.Map
 
 	server *mcp.Server
 	// serverInfo is the server's name as JSON, for results the go-sdk
@@ -259,10 +262,14 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 	cp.Mux.FillDefaults()
 	cfg = &cp
 	ctx, cancel := context.WithCancel(context.Background())
+	catalogs, err := openCatalogs()
+	if err != nil {
+		logger.Warn(err.Error())
+	}
 	m := &Mux{
 		launch:   o.launch,
 		instr:    newInstructionMemory(),
-		catalogs: openCatalogs(),
+		catalogs: catalogs,
 		cfg:      cfg,
 		log:      logger,
 		version:  version,
@@ -275,7 +282,7 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 		backoffBase: defaultBackoff,
 	}
 	m.conf.Store(&loadedConfig{cfg: cfg, generation: 1, loaded: time.Now()})
-	m.startObserving(&cfg.Mux)
+	m.startObserving(cfg)
 	r := &roster{byName: map[string]*member{}}
 	for _, spec := range cfg.Backends {
 		if spec.Disabled {
@@ -318,6 +325,7 @@ func (m *Mux) Server() *mcp.Server { return m.server }
 // first list waits for them, up to first_list_wait (waitStarted).
 func (m *Mux) Start() {
 	m.restRemembered(m.members())
+	m.logFilterWarnings()
 	local := false
 	for _, mem := range m.members() {
 		local = local || mem.spec.URL == ""

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/mcp-mux/mcp-mux/mux/audit"
@@ -32,6 +36,10 @@ const MetricsPath = "/metrics"
 type observer struct {
 	metrics *telemetry.Metrics
 	audit   atomic.Pointer[audit.Log] // nil: no audit_log
+	// auditDown is why the audit log the config asks for is not written
+	// (nil: it is, or none is asked for). What it would have a line for
+	// is refused meanwhile (refuseUnaudited).
+	auditDown atomic.Pointer[string]
 
 	mu      sync.Mutex
 	stopped bool
@@ -39,9 +47,9 @@ type observer struct {
 }
 
 // startObserving makes m's metrics and opens the audit log of cfg.
-func (m *Mux) startObserving(cfg *config.Settings) {
+func (m *Mux) startObserving(cfg *config.File) {
 	m.obs.metrics = telemetry.New(m.metricsState)
-	m.openAudit(cfg)
+	m.openAudit(&cfg.Mux, auditMistake(cfg))
 }
 
 // stopObserving stops the metrics listeners and closes the audit log,
@@ -62,17 +70,40 @@ func (m *Mux) stopObserving() {
 	m.obs.metrics.CountAuditDropped(nil)
 }
 
+// auditMistake is the mistake that left f's audit_log unset
+// (config.LoadForServing forgives it), as FILE:LINE: key: what; "" if
+// none.
+func auditMistake(f *config.File) string {
+	if !slices.Contains(f.Invalid, "audit_log") {
+		return ""
+	}
+	var out []string
+	for _, w := range f.Warnings {
+		if w.Key == "mux.audit_log" {
+			out = append(out, w.String())
+		}
+	}
+	if len(out) == 0 {
+		return "mux.audit_log has a mistake"
+	}
+	return strings.Join(out, "; ")
+}
+
 // openAudit makes cfg's audit_log the one written (none if it is ""),
-// closing the one before, if any. A log that cannot be opened is logged,
-// and the calls go on unaudited.
-func (m *Mux) openAudit(cfg *config.Settings) {
+// closing the one before, if any. An audit log asked for that cannot be
+// written, because of mistake (its key's, in the file) or because it
+// cannot be opened, fails closed: no log, and auditDown says why.
+func (m *Mux) openAudit(cfg *config.Settings, mistake string) {
 	var l *audit.Log
-	if cfg.AuditLog != "" {
+	down := mistake
+	if down == "" && cfg.AuditLog != "" {
 		var err error
 		if l, err = audit.Open(cfg.AuditLog, cfg.AuditArguments, m.log); err != nil {
-			m.log.Error("audit log not written: it cannot be opened", "err", err)
-			l = nil
+			down, l = err.Error(), nil
 		}
+	}
+	if down != "" {
+		m.log.Error("audit log not written: tool calls, prompts and reads are refused until it is (fix audit_log and save the file): " + down)
 	}
 	m.obs.mu.Lock()
 	if m.obs.stopped {
@@ -83,6 +114,11 @@ func (m *Mux) openAudit(cfg *config.Settings) {
 		return
 	}
 	old := m.obs.audit.Swap(l)
+	if down == "" {
+		m.obs.auditDown.Store(nil)
+	} else {
+		m.obs.auditDown.Store(&down)
+	}
 	if l != nil {
 		m.obs.metrics.CountAuditDropped(l.Dropped)
 	} else {
@@ -94,15 +130,39 @@ func (m *Mux) openAudit(cfg *config.Settings) {
 	}
 }
 
+// reloadAudit applies next's audit_log and audit_arguments. A log open
+// stays when they are unchanged, or when next's audit_log has a mistake
+// (the log goes on where it was); one asked for and not written is tried
+// again at every reload, so that saving the file after making its
+// directory is enough.
+func (m *Mux) reloadAudit(next *config.File) {
+	mistake := auditMistake(next)
+	if l := m.obs.audit.Load(); l != nil && (mistake != "" || l.Path() == next.Mux.AuditLog && l.WithArgs() == next.Mux.AuditArguments) {
+		return
+	}
+	m.openAudit(&next.Mux, mistake)
+}
+
+// refuseUnaudited is the error of a request the audit log would have a
+// line for while the log the config asks for is not written; nil if it
+// may go on.
+func (m *Mux) refuseUnaudited(method string) error {
+	if !audited(method) {
+		return nil
+	}
+	down := m.obs.auditDown.Load()
+	if down == nil {
+		return nil
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+		"mcp-mux refuses %s: the audit log the config asks for cannot be written, and nothing it would record runs unrecorded (fix audit_log and save the file; mcp-mux applies it at once): %s", method, *down)}
+}
+
 // reloadObserving applies a reload to what mux records: a backend that
-// is gone loses its series, and a changed audit_log (or audit_arguments)
-// is opened anew.
-func (m *Mux) reloadObserving(eff *config.Settings, p reloadPlan) {
+// is gone loses its series (the audit log is reloadAudit's).
+func (m *Mux) reloadObserving(p reloadPlan) {
 	for _, name := range p.remove {
 		m.obs.metrics.Forget(name)
-	}
-	if slices.Contains(p.live, "audit_log") || slices.Contains(p.live, "audit_arguments") {
-		m.openAudit(eff)
 	}
 }
 
@@ -167,7 +227,7 @@ func (m *Mux) observed(ctx context.Context, mem *member, in *inbound, res json.R
 		s.Observe(o, d)
 	}
 	if l := m.obs.audit.Load(); l != nil && audited(in.method) {
-		m.auditLine(ctx, l, mem, in, d, o)
+		m.auditLine(ctx, l, mem, in, d, o.String())
 	}
 }
 
@@ -203,9 +263,21 @@ func audited(method string) bool {
 	return method == "tools/call" || method == "prompts/get" || method == "resources/read"
 }
 
+// outcomeRefused is the audit outcome of a call mux did not run: a
+// wrapper refused it (wrappers.go). The metrics do not count it: no
+// backend had it.
+const outcomeRefused = "refused"
+
+// auditRefused queues the audit line of a call a wrapper refused.
+func (m *Mux) auditRefused(ctx context.Context, mem *member, in *inbound) {
+	if l := m.obs.audit.Load(); l != nil {
+		m.auditLine(ctx, l, mem, in, time.Since(in.start), outcomeRefused)
+	}
+}
+
 // auditLine queues the audit line of one request.
-func (m *Mux) auditLine(ctx context.Context, l *audit.Log, mem *member, in *inbound, d time.Duration, o telemetry.Outcome) {
-	e := audit.Entry{Time: in.start, Backend: mem.spec.Name, Method: in.method, Target: in.target, Duration: d, Outcome: o.String()}
+func (m *Mux) auditLine(ctx context.Context, l *audit.Log, mem *member, in *inbound, d time.Duration, outcome string) {
+	e := audit.Entry{Time: in.start, Backend: mem.spec.Name, Method: in.method, Target: in.target, Via: in.via, Duration: d, Outcome: outcome}
 	if s := sessionFrom(ctx); s != nil {
 		e.Session = s.id
 		if p := s.initParams(); p != nil && p.ClientInfo != nil {

@@ -380,11 +380,11 @@ func TestAuditArgumentsOptInAndReloadToAnotherFile(t *testing.T) {
 func quote(s string) string { return string(must(json.Marshal(s))) }
 
 // A write to the audit log that fails is logged once and never fails the
-// call; an audit log that cannot be opened costs the log, not the calls.
+// call (an audit log that cannot be opened at all is another matter:
+// TestAnAuditLogThatCannotBeWrittenRefusesWhatItWouldAudit).
 func TestAuditWriteFailureIsLoggedOnceAndNeverFailsTheCall(t *testing.T) {
 	for _, tc := range []struct{ name, path, logged string }{
 		{"a write fails", "/dev/full", "a write failed"},
-		{"cannot be opened", filepath.Join(t.TempDir(), "gone", "audit.log"), "cannot be opened"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.path == "/dev/full" && runtime.GOOS != "linux" {
@@ -410,6 +410,77 @@ func TestAuditWriteFailureIsLoggedOnceAndNeverFailsTheCall(t *testing.T) {
 			if n := strings.Count(logs.String(), "audit log"); n != 1 {
 				t.Errorf("the audit log's failure logged %d times, want once:\n%s", n, logs.String())
 			}
+		})
+	}
+}
+
+// An audit log the config asks for and mcp-mux cannot write (its
+// directory is missing: a mistake serving forgives; or it cannot be
+// opened) fails closed: the calls, reads and prompts it would have a line
+// for are refused with the reason, at FILE:LINE where there is one, and
+// logged; the lists still work. Saving the file once it can be written
+// lets them through, audited.
+func TestAnAuditLogThatCannotBeWrittenRefusesWhatItWouldAudit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fromFile bool
+		why      string
+	}{
+		{"a mistake in the file", true, `mcp-mux.toml:2: mux.audit_log: directory`},
+		{"cannot be opened", false, "audit_log: open "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			logDir := filepath.Join(dir, "logs")
+			auditPath := filepath.Join(logDir, "audit.log")
+			cfgPath := filepath.Join(dir, "mcp-mux.toml")
+			src := "[mux]\naudit_log = " + quote(auditPath) + "\n[[backend]]\nname = \"f\"\ncommand = " + quote(testkit.FixtureBin(t)) + "\nargs = [\"-name\", \"f\"]\n"
+			if err := os.WriteFile(cfgPath, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.LoadForServing(cfgPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.fromFile {
+				cfg.Mux.AuditLog, cfg.Invalid, cfg.Warnings = auditPath, nil, nil // as if the directory went between check and open
+			}
+			var logs testkit.SyncBuffer
+			m := New(cfg, log.New(&logs), "test")
+			m.Start()
+			t.Cleanup(m.Close)
+			cs := connect(t, m, nil)
+			ctx := testkit.CtxT(t)
+
+			if tools := toolNames(t, cs); !strings.Contains(strings.Join(tools, " "), "f__echo") {
+				t.Fatalf("tools/list: %v", tools)
+			}
+			refused := func(what string, err error) {
+				t.Helper()
+				if err == nil {
+					t.Errorf("%s went through unaudited", what)
+				} else if !strings.Contains(err.Error(), "audit log") || !strings.Contains(err.Error(), tc.why) {
+					t.Errorf("%s: %v, want the audit log's reason %q", what, err, tc.why)
+				}
+			}
+			_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "f__echo", Arguments: map[string]any{"x": 1}})
+			refused("tools/call", err)
+			_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "fixture://f/res/2"})
+			refused("resources/read", err)
+			_, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "f__greet", Arguments: map[string]string{"name": "x"}})
+			refused("prompts/get", err)
+			if !strings.Contains(logs.String(), tc.why) {
+				t.Errorf("the log does not say %q:\n%s", tc.why, logs.String())
+			}
+
+			if err := os.Mkdir(logDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			callText(t, cs, "f__echo", map[string]any{"x": 1})
+			testkit.Eventually(t, 10*time.Second, "the call audited", func() bool { return len(auditLines(t, auditPath)) == 1 })
 		})
 	}
 }

@@ -260,15 +260,17 @@ func (m *Mux) profileWarnings() []string {
 		v := &view{p: p}
 		known := true
 		for _, mem := range v.members(m.members()) {
-			known = known && mem.serving()
+			known = known && mem.listed()
 		}
 		if !known || p.Broken != "" {
 			continue // its lists are unknown: nothing can be said
 		}
 		var names []string
+		byMember := map[*member][]string{}
 		for _, e := range cat.tools.items {
 			if v.has(e.mem) {
 				names = append(names, e.item.Name)
+				byMember[e.mem] = append(byMember[e.mem], e.item.Name)
 			}
 		}
 		for _, f := range []struct {
@@ -276,9 +278,23 @@ func (m *Mux) profileWarnings() []string {
 			patterns []string
 		}{{"tools", p.Tools}, {"exclude_tools", p.ExcludeTools}} {
 			for j, pat := range f.patterns {
-				if !globMatchesSome(pat, names) {
-					out = append(out, fmt.Sprintf("%s: pattern %q matches none of the %d tools of its backends (globs match the names the agent sees, with the prefix: \"github__*issue*\")", p.PatternAt(cfg.Path, f.key, j), pat, len(names)))
+				if globMatchesSome(pat, names) {
+					continue
 				}
+				w := fmt.Sprintf("%s: pattern %q matches none of the %d tools of its backends (globs match the names the agent sees, with the prefix: \"github__*issue*\")", p.PatternAt(cfg.Path, f.key, j), pat, len(names))
+				for _, mem := range v.members(m.members()) {
+					mem.mu.Lock()
+					prefix := mem.prefix
+					mem.mu.Unlock()
+					if prefix == "" {
+						continue
+					}
+					if fix := config.PrefixFix(pat, prefix+m.cfg.Mux.ToolSeparator, true, byMember[mem]); fix != "" {
+						w += fmt.Sprintf("; did you mean %q?", fix)
+						break
+					}
+				}
+				out = append(out, w)
 			}
 		}
 	}

@@ -624,3 +624,36 @@ func TestABackendOutsideTheProfilesInUseNeverStartsOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// A profile with a mistake shows its agents nothing rather than more than
+// meant, and the agent it was meant for (matched by clients) is told why
+// in its instructions, where the user sees the tools missing. A clients
+// written as a string, not a list, still finds its agents: they must not
+// get everything instead.
+func TestAProfileWithAMistakeTellsItsAgentWhy(t *testing.T) {
+	for _, tc := range []struct{ name, body, why string }{
+		{"a wrong type", "clients = [\"agent-p\"]\ntool_list_max = \"5\"\n", "mcp-mux.toml:10: profile.p.tool_list_max: expected an integer"},
+		{"clients a string", "clients = \"agent-p\"\n", "mcp-mux.toml:9: profile.p.clients: expected a list of strings"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := t.TempDir() + "/mcp-mux.toml"
+			src := backendTOML(t, "one") + "\n[profile.p]\n" + tc.body
+			if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.LoadForServing(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := startMuxConfig(t, cfg)
+			cs := agentNamed(t, m, "agent-p", nil)
+			if tools := listedTools(t, cs); len(tools) != 0 {
+				t.Errorf("the agent of a profile with a mistake sees %q, want nothing", slices.Sorted(maps.Keys(tools)))
+			}
+			instr := cs.InitializeResult().Instructions
+			if !strings.Contains(instr, "Profile p shows nothing") || !strings.Contains(instr, tc.why) {
+				t.Errorf("the instructions do not say profile p has the mistake %q:\n%s", tc.why, instr)
+			}
+		})
+	}
+}

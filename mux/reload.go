@@ -203,6 +203,7 @@ func (m *Mux) Reload() error {
 	}
 	next = onlyProfile(next, m.launch) // the launch's profile's backends only (profile.go)
 	m.keepRunning(m.conf.Load().cfg, next)
+	m.reloadAudit(next) // whether or not anything else changed: one not written is tried again
 	logBroken(m.log, next)
 	plan := diffConfig(m.conf.Load().cfg, next)
 	for _, key := range plan.needsRestart {
@@ -324,7 +325,7 @@ func (m *Mux) applyReload(next *config.File, p reloadPlan) {
 	for _, s := range viewChanged {
 		m.dropHiddenSubscriptions(s)
 	}
-	m.reloadObserving(&eff.Mux, p)
+	m.reloadObserving(p)
 	// Off the lists at once; the new ones join as each is ready. Each
 	// session hears of what changes in its view only.
 	m.cat.rebuild(m)

@@ -39,6 +39,12 @@ func roundOf(responses mcp.InputResponseMap, state string) *round {
 // original name and the agent's arguments and _meta, and its result goes
 // to the agent as it sent it.
 func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (mcp.Result, error) {
+	return m.callToolVia(ctx, r, "")
+}
+
+// callToolVia is callTool for a call that came through the wrapper via
+// ("" for none), which its audit line names.
+func (m *Mux) callToolVia(ctx context.Context, r *mcp.CallToolRequest, via string) (mcp.Result, error) {
 	m.waitStarted(ctx)
 	p := r.Params
 	if !argumentsObject(p.Arguments) {
@@ -59,6 +65,7 @@ func (m *Mux) callTool(ctx context.Context, r *mcp.CallToolRequest) (mcp.Result,
 	}
 	original, _ := json.Marshal(e.original)
 	in := inboundOf(r, "tools/call", p.Name, roundOf(p.InputResponses, p.RequestState))
+	in.via = via
 	res, err := forwardBytes(ctx, m, e.mem, in, nil, []param{{"name", original}, {"arguments", bytes.TrimSpace(p.Arguments)}})
 	if err != nil {
 		return nil, err

@@ -227,6 +227,7 @@ func (mem *member) serve(b *backends.Backend, restarted bool) bool {
 	if restarted {
 		m.logHealth(mem.spec.Name + " is back")
 	}
+	m.logFilterWarnings()
 
 	idle, stopIdle := mem.idleTicker()
 	defer stopIdle()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -111,13 +112,18 @@ func (m *Mux) callWrapped(ctx context.Context, r *mcp.CallToolRequest) (mcp.Resu
 	if err != nil {
 		return nil, err // as a call by its name would get
 	}
-	if why := m.ownNameApplies(sessionFrom(ctx), e); why != "" {
+	why := m.ownNameApplies(sessionFrom(ctx), e)
+	if why == "" && !permits(wrapperAnnotations[wrapper], e.item.Annotations) {
+		why = fmt.Sprintf("%s runs only tools whose annotations say readOnlyHint: true, and %s does not: it may change things. Call it through %s, which asks for approval as a tool that may change or delete data.", wrapper, name, toolCall)
+	}
+	if why != "" {
+		// A refusal is what an auditor looks for: it has its line.
+		in := inboundOf(inner, "tools/call", name, nil)
+		in.via, in.start, in.args = wrapper, time.Now(), inner.Params.Arguments
+		m.auditRefused(ctx, e.mem, &in)
 		return refused(why), nil
 	}
-	if !permits(wrapperAnnotations[wrapper], e.item.Annotations) {
-		return refused(fmt.Sprintf("%s runs only tools whose annotations say readOnlyHint: true, and %s does not: it may change things. Call it through %s, which asks for approval as a tool that may change or delete data.", wrapper, name, toolCall)), nil
-	}
-	return m.callTool(ctx, inner)
+	return m.callToolVia(ctx, inner, wrapper)
 }
 
 // ownNameApplies is why a wrapper must not run e for s ("" if it may): the

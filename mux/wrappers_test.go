@@ -2,6 +2,8 @@ package mux
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // What an approval of a wrapper allows (wrappers.go): no more than its
@@ -266,5 +269,48 @@ func TestAnAgentThatIgnoresListChangedGetsEveryBackendInItsFirstList(t *testing.
 				t.Errorf("the quick backend's tool is missing: %v", keys(tools))
 			}
 		})
+	}
+}
+
+// The audit log tells a call made through a wrapper from one by name (the
+// approval that let it run was the wrapper's), and has a line for a call a
+// wrapper refused, with outcome "refused": a refusal is what an auditor
+// looks for.
+func TestTheAuditLogNamesTheWrapperAndTheCallsItRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	cfg := testConfig(fixture(t, "fx", "-rich"))
+	cfg.Mux.ToolList, cfg.Mux.ToolListMax, cfg.Mux.AuditLog = config.ToolListSearch, 64, path
+	m := startMuxConfig(t, cfg)
+	cs := agentNamed(t, m, "claude-ai", nil) // it does not list again: the wrappers run what it found
+
+	callText(t, cs, "fx__echo", map[string]any{"text": "by name"})
+	if res := wrapped(t, cs, toolCall, "fx__echo", map[string]any{"text": "through"}); !echoed(res, "through") {
+		t.Fatalf("call_tool fx__echo: %q", resultText(res))
+	}
+	if res := wrapped(t, cs, toolCallReadOnly, "fx__echo", map[string]any{"text": "refused"}); !res.IsError {
+		t.Fatalf("call_read_only_tool ran fx__echo: %q", resultText(res))
+	}
+	var lines []map[string]any
+	testkit.Eventually(t, 10*time.Second, "3 audit lines", func() bool {
+		lines = auditLines(t, path)
+		return len(lines) >= 3
+	})
+	want := []map[string]any{
+		{"tool": "fx__echo", "outcome": "ok", "via": nil},
+		{"tool": "fx__echo", "outcome": "ok", "via": toolCall},
+		{"tool": "fx__echo", "outcome": "refused", "via": toolCallReadOnly},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d audit lines, want %d: %v", len(lines), len(want), lines)
+	}
+	for i, l := range lines {
+		for k, v := range want[i] {
+			if l[k] != v {
+				t.Errorf("line %d: %s = %v, want %v\n%v", i+1, k, l[k], v, l)
+			}
+		}
+		if l["backend"] != "fx" || l["method"] != "tools/call" || fmt.Sprint(l["argument_names"]) != "[text]" {
+			t.Errorf("line %d: backend, method, argument_names = %v %v %v, want fx tools/call [text]", i+1, l["backend"], l["method"], l["argument_names"])
+		}
 	}
 }

@@ -29,12 +29,15 @@ const queueLen = 4096
 
 // Entry is one audited request.
 type Entry struct {
-	Time     time.Time // when it was received
-	Session  string    // mux's id of the agent's session
-	Agent    string    // the agent's name, as it gave it (clientInfo)
-	Backend  string
-	Method   string // tools/call, prompts/get or resources/read
-	Target   string // the tool or prompt name the agent called, or the URI it read
+	Time    time.Time // when it was received
+	Session string    // mux's id of the agent's session
+	Agent   string    // the agent's name, as it gave it (clientInfo)
+	Backend string
+	Method  string // tools/call, prompts/get or resources/read
+	Target  string // the tool or prompt name the agent called, or the URI it read
+	// Via is the wrapper the agent called Target through (call_tool,
+	// call_read_only_tool): the approval it ran by was the wrapper's.
+	Via      string
 	Duration time.Duration
 	Outcome  string
 	// ArgNames are the arguments' names, sorted; Args their values,
@@ -53,6 +56,7 @@ type line struct {
 	Tool       string          `json:"tool,omitempty"`
 	Prompt     string          `json:"prompt,omitempty"`
 	URI        string          `json:"uri,omitempty"`
+	Via        string          `json:"via,omitempty"`
 	DurationMS float64         `json:"duration_ms"`
 	Outcome    string          `json:"outcome"`
 	ArgNames   []string        `json:"argument_names,omitempty"`
@@ -65,7 +69,7 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 func (e *Entry) line() line {
 	l := line{
 		Time:    e.Time.UTC().Format(timeLayout),
-		Session: e.Session, Agent: e.Agent, Backend: e.Backend, Method: e.Method,
+		Session: e.Session, Agent: e.Agent, Backend: e.Backend, Method: e.Method, Via: e.Via,
 		DurationMS: float64(e.Duration.Microseconds()) / 1000,
 		Outcome:    e.Outcome,
 		ArgNames:   e.ArgNames,

@@ -2,6 +2,7 @@ package catalogmem
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,6 +98,23 @@ type Store struct {
 
 	mu      sync.Mutex
 	entries map[string]record // by Identity.Key: the backends read or put, a nil Catalog for none
+}
+
+// DirFrom is the directory a value of MCP_MUX_CATALOGS names: "" for
+// DefaultPath, "off" for none (""). Any other value must be an absolute
+// path: a relative one would depend on where the agent happens to start
+// mcp-mux, and is most often a typo ("of"); it is none, with an error that
+// says why.
+func DirFrom(env string) (string, error) {
+	switch {
+	case env == "":
+		return DefaultPath(), nil
+	case env == "off":
+		return "", nil
+	case filepath.IsAbs(env):
+		return env, nil
+	}
+	return "", fmt.Errorf("MCP_MUX_CATALOGS=%q is neither \"off\" nor an absolute path: nothing is remembered (write an absolute directory, or off, or unset it for %s)", env, cmp.Or(DefaultPath(), "the user's cache directory"))
 }
 
 // DefaultPath is the directory in the user's cache directory, or "" if

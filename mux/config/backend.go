@@ -84,6 +84,10 @@ type Backend struct {
 	// unknown), for what check --connect says of one. Not a key: a
 	// reload that only moves an entry changes nothing.
 	OverrideLines []int `toml:"-"`
+	// FilterLines is the line of each pattern of tools, exclude_tools,
+	// prompts, exclude_prompts and pin, by key, for what check says of
+	// one that matches nothing (PatternAt). Not a key, as OverrideLines.
+	FilterLines map[string][]int `toml:"-"`
 	// Pin: its tools whose own names match one of these globs are always
 	// in an agent's tool list, whatever tool_list is (and are not repeated
 	// in search results).

@@ -296,6 +296,7 @@ type parser struct {
 	problems     []problem
 	names        map[int]string // backend index → valid name, for display
 	entries      []backendEntry // the [[backend]] tables, in order (cfg.Backends is the same length)
+	scan         *lineScanner
 }
 
 func (p *parser) lineOf(k keyPath) int {
@@ -402,9 +403,13 @@ func (p *parser) parse(data []byte) (cfg *File) {
 		p.addAt(nil, scan.tooDeep, "arrays or inline tables nested more than %d deep", maxNesting)
 		return nil
 	}
+	p.scan = scan
 	top, err := decodeTOML(data)
+	var pe toml.ParseError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Message, "Key 'backend' was already created") && p.addEarly() {
+		return nil
+	}
 	if err != nil {
-		var pe toml.ParseError
 		if errors.As(err, &pe) {
 			// The library's own line is its lexer's, often the next one,
 			// and its column does not belong to either: both are taken

@@ -83,7 +83,9 @@ func (p *parser) decodeBackends(kp keyPath, v any) []backendEntry {
 	case []any:
 		elems = v
 	case map[string]any:
-		p.add(kp, "must be an array of tables: write [[backend]] (double brackets) for each backend, not [backend]")
+		if !p.addEarly() {
+			p.add(kp, "must be an array of tables: write [[backend]] (double brackets) for each backend, not [backend]")
+		}
 		return nil
 	default:
 		p.add(kp, "expected [[backend]] sections (an array of tables), got %s", kindOf(v))

@@ -8,6 +8,7 @@ package config
 import (
 	"fmt"
 	"path"
+	"strings"
 )
 
 // validateFilters reports every filter pattern that path.Match cannot use.
@@ -17,6 +18,10 @@ func (p *parser) validateFilters(bp keyPath, s *Backend) {
 	for _, f := range s.Filters() {
 		for i, pat := range f.Patterns {
 			k := append(keyPath{bp[0]}, f.Key).index(i)
+			if s.FilterLines == nil {
+				s.FilterLines = map[string][]int{}
+			}
+			s.FilterLines[f.Key] = append(s.FilterLines[f.Key], p.lineOf(k))
 			if pat == "" {
 				p.add(k, `empty pattern: it matches no %s name (write "*" for all)`, f.Kind)
 				continue
@@ -66,4 +71,39 @@ func (p *parser) checkPrefixes(entries []backendEntry, specs []Backend) {
 		}
 		first[pre] = owner{name: s.Name, seg: e.path[0], line: p.lineOf(k)}
 	}
+}
+
+// PatternAt is where the i-th pattern of b's key (tools, exclude_tools,
+// prompts, exclude_prompts, pin) is, as FILE:LINE (FILE if unknown).
+func (b *Backend) PatternAt(file, key string, i int) string {
+	if lines := b.FilterLines[key]; i < len(lines) && lines[i] > 0 {
+		return fmt.Sprintf("%s:%d", file, lines[i])
+	}
+	return file
+}
+
+// PrefixFix is the likely fix of a tools glob that matches none of the
+// names it is written against, "" if there is none. A backend's globs
+// take its own names: one written with the prefix (prefix is the
+// backend's with the separator, "github__") matches once it is removed. A
+// profile's take the names the agent sees: one written without the prefix
+// matches once it is added (add). names are the names the fixed glob
+// must match one of.
+func PrefixFix(pattern, prefix string, add bool, names []string) string {
+	if prefix == "" {
+		return ""
+	}
+	fix, ok := strings.CutPrefix(pattern, prefix)
+	if add {
+		fix, ok = prefix+pattern, !strings.HasPrefix(pattern, prefix)
+	}
+	if !ok || fix == "" {
+		return ""
+	}
+	for _, n := range names {
+		if matched, _ := path.Match(fix, n); matched {
+			return fix
+		}
+	}
+	return ""
 }

@@ -41,6 +41,15 @@ type lineScanner struct {
 
 	depth   int // nesting of arrays and inline tables
 	tooDeep int // line where depth exceeded maxNesting, 0 if never
+
+	// early is the first header of a table within a backend
+	// ([[backend.override]], [backend.env]) met before any [[backend]]:
+	// TOML then makes backend a table, and says so only at the
+	// [[backend]] after it, or not at all.
+	early struct {
+		line   int
+		header string
+	}
 }
 
 func (s *lineScanner) lineAt(pos int) int { return sort.SearchInts(s.nl, pos) + 1 }
@@ -113,6 +122,13 @@ func (s *lineScanner) header() {
 	keys := s.key()
 	if len(keys) == 0 {
 		return
+	}
+	if _, seen := s.lines["backend"]; len(keys) > 1 && keys[0] == "backend" && !seen {
+		s.early.line = s.lineAt(hpos)
+		s.early.header = "[" + strings.Join(keys, ".") + "]"
+		if array {
+			s.early.header = "[" + s.early.header + "]"
+		}
 	}
 	var path keyPath
 	for i, k := range keys {

@@ -115,3 +115,20 @@ func (p *parser) reportedUnder(k keyPath) bool {
 	}
 	return false
 }
+
+// addEarly reports, and says so, when a table within a backend (most
+// often [[backend.override]]) comes before the first [[backend]]: TOML's
+// own error for it is on the [[backend]] line, about "backend" being
+// "already created", and says nothing of the table that caused it.
+func (p *parser) addEarly() bool {
+	e := p.scan.early
+	if e.line == 0 {
+		return false
+	}
+	what := "it is for"
+	if e.header == "[[backend.override]]" {
+		what = "whose tool it overrides"
+	}
+	p.addAt(nil, e.line, "%s comes before any [[backend]]: it belongs after the [[backend]] %s (move it below that backend's keys)", e.header, what)
+	return true
+}

@@ -139,3 +139,31 @@ func TestParseForServingBreaksTheBackendOfABadOverride(t *testing.T) {
 		t.Errorf("ok broken = %q", cfg.Backends[1].Broken)
 	}
 }
+
+// An override written above the [[backend]] it is for is a TOML error on
+// the later [[backend]] line (or, with no [[backend]] at all, a [backend]
+// table): the message must point at the override and say where it goes.
+func TestConfigOverrideBeforeItsBackend(t *testing.T) {
+	const where = "[[backend.override]] comes before any [[backend]]: it belongs after the [[backend]] whose tool it overrides"
+	for _, tt := range []struct {
+		name string
+		src  string
+		want []wantProblem
+	}{
+		{"then a backend", "[mux]\nlog_level = \"info\"\n\n[[backend.override]]\ntool = \"search\"\nname = \"find\"\n\n[[backend]]\nname = \"gh\"\ncommand = \"go\"\n",
+			[]wantProblem{{4, where}}},
+		{"no backend at all", "# overrides only\n[[backend.override]]\ntool = \"search\"\n",
+			[]wantProblem{{2, where}, {0, "no enabled [[backend]]"}}},
+		{"a table of one", "[[backend.override]]\ntool = \"a\"\n[backend.env]\nA = \"b\"\n[[backend]]\nname = \"gh\"\ncommand = \"go\"\n",
+			[]wantProblem{{1, where}}},
+		{"env first", "[backend.env]\nA = \"b\"\n[[backend]]\nname = \"gh\"\ncommand = \"go\"\n",
+			[]wantProblem{{1, "[backend.env] comes before any [[backend]]: it belongs after the [[backend]] it is for"}}},
+		{"another syntax error stays", "[[backend.override]]\ntool = \"a\"\nx = [\n[[backend]]\nname = \"gh\"\n",
+			[]wantProblem{{4, "TOML syntax error"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ps := parseString(t, tt.src, noEnv)
+			checkProblems(t, "test.toml", ps, tt.want)
+		})
+	}
+}

@@ -162,6 +162,12 @@ func (p *parser) decodeProfiles(kp keyPath, v any) []Profile {
 			p.add(pk, "invalid profile name %q: use only letters, digits, \"_\" and \"-\"", name)
 		}
 		present := p.decodeStruct(pk, body, reflect.ValueOf(&pr).Elem(), profileHint)
+		if one, ok := body["clients"].(string); ok {
+			// A mistake (reported): but the agents it names are the ones
+			// the user meant, and they must get the broken profile (nothing)
+			// rather than every backend.
+			pr.Clients = []string{one}
+		}
 		if present["tool_list"] {
 			p.validateToolList(pk.child("tool_list"), pr.ToolList)
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -109,7 +111,7 @@ func TestCheckConnectWarnsAboutAPatternThatMatchesNothing(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := `backend "notes": tools pattern "ehco" matches none of its tools`
+	want := path + `:5: backend "notes": tools pattern "ehco" matches none of its tools`
 	out, err := exec.Command(testkit.MuxBin(t), "check", "--connect", "--config", path).Output()
 	if err != nil {
 		t.Fatalf("check --connect: %v\n%s", err, out)
@@ -127,5 +129,77 @@ func TestCheckConnectWarnsAboutAPatternThatMatchesNothing(t *testing.T) {
 	}
 	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], want) {
 		t.Errorf("--json warnings = %q, want one with %q", r.Warnings, want)
+	}
+}
+
+// A tools glob that matches nothing gives an agent no tools of that
+// backend, silently: the prefix written where a backend's own names are
+// meant, or left out where a profile's exposed names are. check says so
+// from the remembered catalogs (not only check --connect), at FILE:LINE
+// with the likely fix; serving logs it once per start, and the agent's
+// instructions say which backend shows no tools and why.
+func TestAToolsGlobThatMatchesNothingIsSaidWhereTheUserLooks(t *testing.T) {
+	fix := testkit.FixtureBin(t)
+	src := fmt.Sprintf(`[mux]
+shutdown_grace = "1s"
+
+[[backend]]
+name = "alpha"
+command = %q
+args = ["-name", "alpha"]
+tools = ["alpha__echo"]
+
+[[backend]]
+name = "beta"
+command = %q
+args = ["-name", "beta", "-tools", "shout"]
+
+[profile.p]
+tools = ["shout"]
+`, fix, fix)
+	cfg := testkit.WriteRawConfig(t, src)
+	env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "MCP_MUX_CATALOGS=") }), "MCP_MUX_CATALOGS="+filepath.Join(t.TempDir(), "catalogs"))
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(testkit.MuxBin(t), args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcp-mux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	backendWarning := `mcp-mux.toml:8: backend "alpha": tools pattern "alpha__echo" matches none of its tools`
+	profileWarning := `mcp-mux.toml:16: profile.p.tools #1: pattern "shout" matches none of the`
+	for _, args := range [][]string{{"check", "--connect", "-c", cfg}, {"check", "-c", cfg}} {
+		out := run(args...)
+		for _, want := range []string{backendWarning, `did you mean "echo"?`, profileWarning, `did you mean "beta__shout"?`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("mcp-mux %v does not say %q:\n%s", args, want, out)
+			}
+		}
+	}
+
+	cmd := exec.Command(testkit.MuxBin(t), "--profile", "p", "-c", cfg)
+	cmd.Env = env
+	stderr := &testkit.SyncBuffer{}
+	cmd.Stderr = stderr
+	c := mcp.NewClient(&mcp.Implementation{Name: "some-agent", Version: "1"}, nil)
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	instr := cs.InitializeResult().Instructions
+	listedTools(t, cs)
+	cs.Close()
+	for _, want := range []string{"alpha shows no tools: its tools filter", "beta shows no tools: the tools filter of profile p"} {
+		if !strings.Contains(instr, want) {
+			t.Errorf("the instructions do not say %q:\n%s", want, instr)
+		}
+	}
+	for _, want := range []string{backendWarning, profileWarning} {
+		if n := strings.Count(stderr.String(), want); n != 1 {
+			t.Errorf("serving logs %q %d times, want once:\n%s", want, n, stderr)
+		}
 	}
 }

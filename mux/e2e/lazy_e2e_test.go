@@ -68,3 +68,58 @@ func TestARememberedCatalogAcrossRuns(t *testing.T) {
 		}
 	}
 }
+
+// MCP_MUX_CATALOGS must be "off" or an absolute directory: a typo of
+// "off" made a directory of that name wherever the agent started
+// mcp-mux, silently. check and serve say so, once, and remember
+// nothing; under "off" check does not advise a check --connect that
+// would not remember either.
+func TestCatalogsEnvMustBeOffOrAbsolute(t *testing.T) {
+	cfg := testkit.WriteConfig(t, "", []string{"alpha", "-name", "alpha"})
+	cwd := t.TempDir()
+	envWith := func(v string) []string {
+		return append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "MCP_MUX_CATALOGS=") }), "MCP_MUX_CATALOGS="+v)
+	}
+	const said = `MCP_MUX_CATALOGS="of" is neither "off" nor an absolute path`
+	for _, args := range [][]string{{"check", "-c", cfg}, {"check", "--connect", "-c", cfg}} {
+		cmd := exec.Command(testkit.MuxBin(t), args...)
+		cmd.Dir, cmd.Env = cwd, envWith("of")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcp-mux %v: %v\n%s", args, err, out)
+		}
+		if n := strings.Count(string(out), said); n != 1 {
+			t.Errorf("mcp-mux %v says %q %d times, want once:\n%s", args, said, n, out)
+		}
+	}
+
+	cmd := exec.Command(testkit.MuxBin(t), "-c", cfg)
+	cmd.Dir, cmd.Env = cwd, envWith("of")
+	stderr := &testkit.SyncBuffer{}
+	cmd.Stderr = stderr
+	c := mcp.NewClient(&mcp.Implementation{Name: "some-agent", Version: "1"}, nil)
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tools := listedTools(t, cs); !slices.Contains(tools, "alpha__echo") {
+		t.Errorf("tools: %v", tools)
+	}
+	cs.Close()
+	if n := strings.Count(stderr.String(), said); n != 1 {
+		t.Errorf("serving logs %q %d times, want once:\n%s", said, n, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "of")); err == nil {
+		t.Errorf("MCP_MUX_CATALOGS=of made the directory %s", filepath.Join(cwd, "of"))
+	}
+
+	cmd = exec.Command(testkit.MuxBin(t), "check", "-c", cfg)
+	cmd.Env = envWith("off")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("check: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "check --connect remembers it") || !strings.Contains(string(out), "alpha: starts at once (MCP_MUX_CATALOGS=off: nothing is remembered)") {
+		t.Errorf("check under MCP_MUX_CATALOGS=off:\n%s", out)
+	}
+}
