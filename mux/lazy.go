@@ -354,6 +354,11 @@ func (m *Mux) startProgress(ctx context.Context, mem *member, meta mcp.Meta) fun
 func (mem *member) listed() bool {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
+	return mem.listedLocked()
+}
+
+// listedLocked is listed, with mem.mu held.
+func (mem *member) listedLocked() bool {
 	if mem.state == stateReady && mem.b != nil {
 		return true
 	}
