@@ -408,10 +408,14 @@ func check(c *cli.Context) error {
 }
 
 // writeStartPlans says when each backend starts: at once, or when the
-// agent first uses it because its catalog is remembered (and since when).
+// agent first uses it because its catalog is remembered (and since when);
+// one whose last start failed says why, and starts at once.
 func writeStartPlans(w io.Writer, plans []mux.StartPlan) {
 	for _, p := range plans {
 		switch {
+		case p.LastFailure != nil:
+			fmt.Fprintf(w, "  %s: its last start failed (%s: %s): starts at once to try again\n",
+				p.Name, p.LastFailure.At.Local().Format("2006-01-02 15:04"), p.LastFailure.Reason)
 		case p.Remembered:
 			fmt.Fprintf(w, "  %s: remembered (%d tools, %d prompts, %d resources; seen %s): starts when first used\n",
 				p.Name, p.Tools, p.Prompts, p.Resources, p.Seen.Local().Format("2006-01-02 15:04"))

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +76,8 @@ func identityOf(s config.Backend) catalogmem.Identity {
 
 // startsWhenUsed reports whether mem waits for its first use: its start
 // policy allows it and its catalog is remembered (loaded into mem then).
+// One whose last start failed starts at once instead: listing from memory
+// what may not start again would offer the agent tools that fail.
 func (mem *member) startsWhenUsed() bool {
 	spec := mem.specNow()
 	if mem.m.catalogs == nil || spec.StartPolicy(mem.m.settings()) == config.StartEager {
@@ -82,6 +85,10 @@ func (mem *member) startsWhenUsed() bool {
 	}
 	e, ok := mem.m.catalogs.Lookup(identityOf(spec))
 	if !ok {
+		return false
+	}
+	if e.Failure != nil {
+		mem.log.Info("starting it at once, not when first used: its last start failed", "at", e.Failure.At, "reason", e.Failure.Reason)
 		return false
 	}
 	cat := mem.catalogOf(e)
@@ -196,7 +203,7 @@ func (mem *member) remember(b *backends.Backend) (changed kinds) {
 	// Apart: the backend's file is written and synced to disk, and the
 	// backend is ready without it.
 	id := identityOf(spec)
-	mem.m.goOwned(func() {
+	mem.writeMemory(func() {
 		if cat.resourcesCut {
 			if err := store.Forget(id); err != nil {
 				mem.log.Warn("cannot update the remembered catalogs", "err", err)
@@ -212,6 +219,58 @@ func (mem *member) remember(b *backends.Backend) (changed kinds) {
 		}
 	})
 	return changed
+}
+
+// rememberFailure notes, beside its remembered catalog, that spec's
+// start failed with err: `check` says so, and the next run starts it at
+// once rather than list from memory what did not start.
+func (mem *member) rememberFailure(spec config.Backend, err error) {
+	store := mem.m.catalogs
+	if store == nil {
+		return
+	}
+	f := catalogmem.Failure{At: time.Now(), Reason: withoutSecrets(spec, oneLine(err.Error()))}
+	id := identityOf(spec)
+	mem.writeMemory(func() {
+		if err := store.NoteFailure(id, f); err != nil {
+			mem.log.Warn("cannot remember that its start failed", "err", err)
+		}
+	})
+}
+
+// writeMemory runs write, a change of mem's file in the memory, apart
+// from the caller; of writes that overtake one another, the last one
+// scheduled is the one kept (a failure noted, then a start that worked).
+func (mem *member) writeMemory(write func()) {
+	gen := mem.memGen.Add(1)
+	mem.m.goOwned(func() {
+		mem.memMu.Lock()
+		defer mem.memMu.Unlock()
+		if gen < mem.memWritten {
+			return // a later one was written already
+		}
+		mem.memWritten = gen
+		write()
+	})
+}
+
+// minSecretLen is the shortest env or header value withoutSecrets hides:
+// a shorter one ("1", "true") is a setting, and hiding it would garble
+// the words it occurs in.
+const minSecretLen = 6
+
+// withoutSecrets is s with every value of spec's env and headers that it
+// quotes hidden: a server may quote its configuration in its error, and
+// the memory is a file.
+func withoutSecrets(spec config.Backend, s string) string {
+	for _, vals := range []map[string]string{spec.Env, spec.Headers} {
+		for _, v := range vals {
+			if len(v) >= minSecretLen {
+				s = strings.ReplaceAll(s, v, "***")
+			}
+		}
+	}
+	return s
 }
 
 // sleep leaves the member not running, its catalog listed, in state
@@ -456,6 +515,9 @@ type StartPlan struct {
 	Tools      int       `json:"tools"`
 	Prompts    int       `json:"prompts"`
 	Resources  int       `json:"resources"`
+	// LastFailure: its last start failed, so it starts at once to be
+	// tried again, not when first used.
+	LastFailure *catalogmem.Failure `json:"last_failure,omitempty"`
 }
 
 // StartPlans says when each enabled backend of cfg starts.
@@ -469,7 +531,7 @@ func StartPlans(cfg *config.File) []StartPlan {
 		p := StartPlan{Name: b.Name, Start: b.StartPolicy(&cfg.Mux)}
 		if store != nil && p.Start != config.StartEager {
 			if e, ok := store.Lookup(identityOf(b)); ok {
-				p.Remembered, p.Seen = true, e.Seen
+				p.Remembered, p.Seen, p.LastFailure = true, e.Seen, e.Failure
 				p.Tools, p.Prompts, p.Resources = len(e.Tools), len(e.Prompts), len(e.Resources)
 			}
 		}

@@ -1,11 +1,18 @@
 package mux
 
 import (
+	"context"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
+	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -32,5 +39,124 @@ func TestATypoUnderARememberedBackendIsAnUnknownTool(t *testing.T) {
 	running := rpcCode(t, err)
 	if atRest.Code != running.Code || atRest.Message != running.Message {
 		t.Errorf("at rest: %d %q\nrunning: %d %q\nwant the same error", atRest.Code, atRest.Message, running.Code, running.Message)
+	}
+}
+
+// rememberAs makes path remember, for the backend spec, what it remembers
+// of the backend learned: spec is the same backend, started otherwise.
+func rememberAs(t *testing.T, path string, learned, spec config.Backend) {
+	t.Helper()
+	store := catalogmem.Open(path)
+	e, ok := store.Lookup(identityOf(learned))
+	if !ok {
+		t.Fatalf("nothing remembered of %s", learned.Name)
+	}
+	if _, err := store.Put(identityOf(spec), e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// toolsChanged is client options that count the tools/list_changed the
+// agent receives.
+func toolsChanged(n *atomic.Int32) *mcp.ClientOptions {
+	return &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { n.Add(1) }}
+}
+
+// A remembered backend whose start fails leaves the lists, as a running
+// one that goes down does, while it is restarted; it comes back, with
+// list_changed, once a start works.
+func TestARememberedBackendThatCannotStartLeavesTheListsUntilItStarts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs")
+	good := testConfig(fixture(t, "fx"))
+	learn(t, good, path)
+	broken := filepath.Join(t.TempDir(), "broken")
+	if err := os.WriteFile(broken, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := fixture(t, "fx", "-fail-start-while", broken)
+	rememberAs(t, path, good.Backends[0], bad)
+	cfg := testConfig(bad)
+	cfg.Mux.RestartMax = 1000 // restarting, never given up
+	m := runWithMemory(t, cfg, path)
+	var changed atomic.Int32
+	cs := connect(t, m, toolsChanged(&changed))
+	if tools := listedTools(t, cs); tools["fx__echo"] == nil {
+		t.Fatalf("not listed from memory: %v", keys(tools))
+	}
+	if _, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fx__echo", Arguments: map[string]any{"text": "x"}}); err == nil {
+		t.Fatal("a call to a backend that cannot start succeeded")
+	}
+	testkit.Eventually(t, 10*time.Second, "tools/list_changed once fx cannot start", func() bool { return changed.Load() >= 1 })
+	if state, _ := stateOf(m, "fx"); state != stateRestarting {
+		t.Errorf("fx is %q, want restarting", state)
+	}
+	if tools := listedTools(t, cs); tools["fx__echo"] != nil {
+		t.Errorf("fx, restarting after its start failed, is still listed: %v", keys(tools))
+	}
+	before := changed.Load()
+	if err := os.Remove(broken); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 20*time.Second, "fx listed again, with tools/list_changed, once it starts", func() bool {
+		return changed.Load() > before && listedTools(t, cs)["fx__echo"] != nil
+	})
+}
+
+// A remembered backend given up after too many failed starts is not
+// listed; the memory keeps why (without the secret the error quoted), so
+// that check does not say it starts when first used, and the next run
+// starts it at once rather than list from memory what last failed.
+func TestARememberedBackendGivenUpLeavesTheListsAndTheMemorySaysWhy(t *testing.T) {
+	const secret = "s3cret-token-value-4242"
+	path := filepath.Join(t.TempDir(), "catalogs")
+	good := testConfig(fixture(t, "fx"))
+	learn(t, good, path)
+	bad := fixture(t, "fx", "-fail-start", "-fail-says", "FX_TOKEN")
+	bad.Env = map[string]string{"FX_TOKEN": secret}
+	rememberAs(t, path, good.Backends[0], bad)
+	cfg := testConfig(bad, fixture(t, "other"))
+	m := runWithMemory(t, cfg, path)
+	var changed atomic.Int32
+	cs := connect(t, m, toolsChanged(&changed))
+	if tools := listedTools(t, cs); tools["fx__echo"] == nil {
+		t.Fatalf("not listed from memory: %v", keys(tools))
+	}
+	if _, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fx__echo", Arguments: map[string]any{"text": "x"}}); err == nil {
+		t.Fatal("a call to a backend that cannot start succeeded")
+	}
+	testkit.Eventually(t, 10*time.Second, "fx failed, and tools/list_changed", func() bool {
+		state, _ := stateOf(m, "fx")
+		return state == stateFailed && changed.Load() >= 1
+	})
+	if tools := listedTools(t, cs); tools["fx__echo"] != nil || tools["other__echo"] == nil {
+		t.Errorf("with fx given up, the list is %v", keys(tools))
+	}
+	m.Close()
+
+	t.Setenv(CatalogsEnv, path)
+	plans := StartPlans(cfg)
+	if len(plans) != 2 || plans[0].LastFailure == nil || !strings.Contains(plans[0].LastFailure.Reason, "failing on purpose") ||
+		time.Since(plans[0].LastFailure.At) > time.Minute {
+		t.Fatalf("check's plan for fx: %+v, want its last failure", plans[0])
+	}
+	if plans[1].LastFailure != nil {
+		t.Errorf("check's plan for other, which started: %+v", plans[1])
+	}
+	files, _ := filepath.Glob(filepath.Join(path, "*"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if strings.Contains(string(data), secret) {
+			t.Errorf("%s holds the env value the error quoted:\n%s", f, data)
+		}
+	}
+
+	// The next run does not list from memory what last failed to start.
+	m = runWithMemory(t, cfg, path)
+	cs = connect(t, m, nil)
+	if tools := listedTools(t, cs); tools["fx__echo"] != nil || tools["other__echo"] == nil {
+		t.Errorf("the next run lists %v", keys(tools))
+	}
+	if state, _ := stateOf(m, "fx"); state == stateRemembered {
+		t.Error("the next run put fx, which last failed to start, at rest")
 	}
 }

@@ -58,6 +58,9 @@ func (mem *member) run() {
 		spec := mem.spec // whole: a reload may be changing its prefix or filters
 		mem.mu.Unlock()
 		b, err := backends.Start(mem.ctx, spec.Spec(), mem.withClientRequests(m.startOptions(mem)))
+		if err != nil && mem.ctx.Err() == nil {
+			mem.rememberFailure(spec, err)
+		}
 		if err == nil {
 			r := b.InitializeResult()
 			mem.mu.Lock()
@@ -349,7 +352,9 @@ func (mem *member) setState(state string, err error) {
 // state, and requests in flight fail as its connection closes.
 func (mem *member) setDown(state string, err error) {
 	mem.mu.Lock()
-	wasListed := mem.state == stateReady
+	// Listed from memory counts: a backend at rest whose start failed
+	// leaves the lists as a running one that crashed does.
+	wasListed := mem.listedLocked()
 	mem.state = state
 	mem.since = time.Now()
 	if err != nil && !errors.Is(err, backends.ErrStopped) {
