@@ -489,7 +489,7 @@ func writeReport(w io.Writer, r *mux.Report) {
 			fmt.Fprintf(tw, "  transport\t%s\n", b.Transport)
 			fmt.Fprintf(tw, "  protocol\t%s\n", b.ProtocolVersion)
 			fmt.Fprintf(tw, "  server\t%s\n", b.Server)
-			fmt.Fprintf(tw, "  subscribe\t%s\n", yesNo(b.Subscribe))
+			fmt.Fprintf(tw, "  subscribe\t%s\n", yesNo(b.Subscribe != nil && *b.Subscribe))
 			fmt.Fprintf(tw, "  listChanged\t%s\n", strings.Join(append([]string{}, b.ListChanged...), ", "))
 			fmt.Fprintf(tw, "  resources\t%d\n", b.Resources)
 			fmt.Fprintf(tw, "  templates\t%d\n", b.Templates)

@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,5 +159,55 @@ func TestARememberedBackendGivenUpLeavesTheListsAndTheMemorySaysWhy(t *testing.T
 	}
 	if state, _ := stateOf(m, "fx"); state == stateRemembered {
 		t.Error("the next run put fx, which last failed to start, at rest")
+	}
+}
+
+// backendsDoc is mcp-mux://backends as read on cs: each backend's fields
+// as JSON has them, so that null and false differ.
+func backendsDoc(t *testing.T, cs *mcp.ClientSession) map[string]map[string]any {
+	t.Helper()
+	res, err := cs.ReadResource(testkit.CtxT(t), &mcp.ReadResourceParams{URI: uriBackends})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Backends []map[string]any }
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &doc); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	for _, b := range doc.Backends {
+		out[b["name"].(string)] = b
+	}
+	return out
+}
+
+// mcp-mux://backends shows what is remembered of a backend at rest's
+// capabilities, and of one never seen running says they are unknown,
+// not that it cannot.
+func TestTheBackendsResourceShowsRememberedCapabilities(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs")
+	learn(t, testConfig(fixture(t, "fx")), path)
+	never := fixture(t, "never", "-fail-start")
+	never.Restart = config.RestartNever
+	m := runWithMemory(t, testConfig(fixture(t, "fx"), never), path)
+	cs := connect(t, m, nil)
+	testkit.Eventually(t, 10*time.Second, "never failed", func() bool {
+		state, _ := stateOf(m, "never")
+		return state == stateFailed
+	})
+	doc := backendsDoc(t, cs)
+	fx := doc["fx"]
+	if fx["state"] != stateRemembered || fx["subscribe"] != true || fx["capabilities_from"] != "last seen" {
+		t.Errorf("fx at rest: %v, want its remembered subscribe (true), from when last seen", fx)
+	}
+	if lc, _ := fx["list_changed"].([]any); len(lc) != 3 {
+		t.Errorf("fx at rest: list_changed %v, want the three it advertised", fx["list_changed"])
+	}
+	if fx["server"] != "fx 0.0.1" {
+		t.Errorf("fx at rest: server %v", fx["server"])
+	}
+	n := doc["never"]
+	if n["subscribe"] != nil || n["list_changed"] != nil || n["capabilities_from"] != "unknown" {
+		t.Errorf("never, which never initialized: %v, want its capabilities unknown (null)", n)
 	}
 }
