@@ -211,3 +211,34 @@ func TestTheBackendsResourceShowsRememberedCapabilities(t *testing.T) {
 		t.Errorf("never, which never initialized: %v, want its capabilities unknown (null)", n)
 	}
 }
+
+// The metrics tell a backend at rest from a failed one: each backend has
+// one mcp_mux_backend_state series per state, 1 for the one it is in.
+func TestMetricsTellABackendAtRestFromAFailedOne(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalogs")
+	learn(t, testConfig(fixture(t, "fx")), path)
+	never := fixture(t, "never", "-fail-start")
+	never.Restart = config.RestartNever
+	m := runWithMemory(t, testConfig(fixture(t, "fx"), never), path)
+	url := strings.TrimSuffix(serveHTTP(t, m, HTTPOptions{}), HTTPPath) + MetricsPath
+	testkit.Eventually(t, 10*time.Second, "never failed", func() bool {
+		state, _ := stateOf(m, "never")
+		return state == stateFailed
+	})
+	fams := scrape(t, url, "")
+	for _, c := range []struct{ backend, state string }{{"fx", stateRemembered}, {"never", stateFailed}} {
+		for _, state := range backendStates {
+			want := 0.0
+			if state == c.state {
+				want = 1
+			}
+			if got := sample(fams, "mcp_mux_backend_state", "backend", c.backend, "state", state); got != want {
+				t.Errorf("mcp_mux_backend_state{backend=%q,state=%q} = %v, want %v", c.backend, state, got, want)
+			}
+		}
+		// up stays what it says: ready or not.
+		if got := sample(fams, "mcp_mux_backend_up", "backend", c.backend); got != 0 {
+			t.Errorf("mcp_mux_backend_up{backend=%q} = %v, want 0", c.backend, got)
+		}
+	}
+}

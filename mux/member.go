@@ -30,6 +30,10 @@ const (
 	stateNeedsLogin = "needs login"
 )
 
+// backendStates are every state a backend can be in (lazy.go has two
+// more), one mcp_mux_backend_state series each.
+var backendStates = []string{stateStarting, stateReady, stateRestarting, stateRemembered, stateIdle, stateStopped, stateFailed, stateNeedsLogin}
+
 // kinds is a set of catalog parts.
 type kinds uint8
 
