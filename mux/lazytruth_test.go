@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -240,5 +241,58 @@ func TestMetricsTellABackendAtRestFromAFailedOne(t *testing.T) {
 		if got := sample(fams, "mcp_mux_backend_up", "backend", c.backend); got != 0 {
 			t.Errorf("mcp_mux_backend_up{backend=%q} = %v, want 0", c.backend, got)
 		}
+	}
+}
+
+// A cold start of many backends that come after the first list, at
+// staggered times, costs an agent that lists again on every
+// tools/list_changed (Claude Code) a few of them, not one a backend; the
+// last is not held back, so each backend's tools are listed soon after
+// it is ready.
+func TestLateBackendsShareTheirListChanged(t *testing.T) {
+	const n = 10
+	var specs []config.Backend
+	for i := range n {
+		delay := 300*time.Millisecond + time.Duration(i)*200*time.Millisecond
+		specs = append(specs, fixture(t, fmt.Sprintf("b%d", i), "-start-delay", delay.String()))
+	}
+	cfg := testConfig(specs...)
+	cfg.Mux.FirstListWait.Duration = 100 * time.Millisecond
+	cfg.Mux.Instructions = "Backends b0 to b9." // initialize does not wait for theirs
+	m := startMuxConfig(t, cfg)
+	var changed atomic.Int32
+	var last atomic.Int64
+	opts := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed.Add(1)
+		last.Store(time.Now().UnixNano())
+	}}
+	cs := connectWith(t, m, mcp.NewClient(&mcp.Implementation{Name: "claude-code", Version: "2.1"}, opts), "2025-11-25")
+	if got := len(toolNames(t, cs)); got == n*(1+len(controlTools)) {
+		t.Fatal("the first list waited for every backend: none is late")
+	}
+	testkit.Eventually(t, 30*time.Second, "every backend ready", func() bool {
+		for _, st := range m.Status() {
+			if st.State != stateReady {
+				return false
+			}
+		}
+		return true
+	})
+	var ready time.Time
+	for _, st := range m.Status() {
+		if st.Since.After(ready) {
+			ready = st.Since
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, "every tool listed after list_changed", func() bool {
+		return last.Load() > ready.UnixNano() && len(toolNames(t, cs)) == n*(1+len(controlTools))
+	})
+	t.Logf("%d backends ready from 0.3 s to 2.1 s after the start: %d tools/list_changed; the last %v after the last backend was ready",
+		n, changed.Load(), time.Unix(0, last.Load()).Sub(ready))
+	if got := changed.Load(); got > n/2 {
+		t.Errorf("%d tools/list_changed for %d late backends, want at most %d", got, n, n/2)
+	}
+	if d := time.Unix(0, last.Load()).Sub(ready); d > lateHold+time.Second {
+		t.Errorf("the last tools/list_changed came %v after the last backend was ready", d)
 	}
 }

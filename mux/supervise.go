@@ -354,7 +354,7 @@ func (mem *member) setDown(state string, err error) {
 	mem.mu.Lock()
 	// Listed from memory counts: a backend at rest whose start failed
 	// leaves the lists as a running one that crashed does.
-	wasListed := mem.listedLocked()
+	wasListed, late := mem.listedLocked(), mem.late && mem.state == stateStarting
 	mem.state = state
 	mem.since = time.Now()
 	if err != nil && !errors.Is(err, backends.ErrStopped) {
@@ -367,6 +367,10 @@ func (mem *member) setDown(state string, err error) {
 		mem.m.cat.rebuild(mem.m)
 		mem.m.lists.markBackend(mem.spec.Name, allKinds)
 		mem.m.logHealth(mem.spec.Name + " is down (" + state + ")")
+	}
+	if late {
+		// A list_changed held for it to start (holdForLate) need not.
+		mem.m.lists.poke()
 	}
 	mem.m.builtinChanged(uriBackends)
 }
