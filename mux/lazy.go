@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -229,7 +228,7 @@ func (mem *member) rememberFailure(spec config.Backend, err error) {
 	if store == nil {
 		return
 	}
-	f := catalogmem.Failure{At: time.Now(), Reason: withoutSecrets(spec, oneLine(err.Error()))}
+	f := catalogmem.Failure{At: time.Now(), Reason: oneLine(err.Error())}
 	id := identityOf(spec)
 	mem.writeMemory(func() {
 		if err := store.NoteFailure(id, f); err != nil {
@@ -252,25 +251,6 @@ func (mem *member) writeMemory(write func()) {
 		mem.memWritten = gen
 		write()
 	})
-}
-
-// minSecretLen is the shortest env or header value withoutSecrets hides:
-// a shorter one ("1", "true") is a setting, and hiding it would garble
-// the words it occurs in.
-const minSecretLen = 6
-
-// withoutSecrets is s with every value of spec's env and headers that it
-// quotes hidden: a server may quote its configuration in its error, and
-// the memory is a file.
-func withoutSecrets(spec config.Backend, s string) string {
-	for _, vals := range []map[string]string{spec.Env, spec.Headers} {
-		for _, v := range vals {
-			if len(v) >= minSecretLen {
-				s = strings.ReplaceAll(s, v, "***")
-			}
-		}
-	}
-	return s
 }
 
 // sleep leaves the member not running, its catalog listed, in state

@@ -152,10 +152,24 @@ func (s *Store) Lookup(id Identity) (Entry, bool) {
 // maxReasonBytes bounds the reason of a Failure kept.
 const maxReasonBytes = 500
 
+// minSecretLen is the shortest env or header value NoteFailure hides: a
+// shorter one ("1", "true") is a setting, and hiding it would garble the
+// words it occurs in.
+const minSecretLen = 6
+
 // NoteFailure remembers that the backend id failed to start, beside what
 // it offered when last seen: that catalog is no longer what it will list.
-// Nothing is noted of a backend not remembered.
+// Nothing is noted of a backend not remembered. Every value of id's env
+// and headers that the reason quotes is hidden: a server may quote its
+// configuration in its error.
 func (s *Store) NoteFailure(id Identity, f Failure) error {
+	for _, vals := range []map[string]string{id.Env, id.Headers} {
+		for _, v := range vals {
+			if len(v) >= minSecretLen {
+				f.Reason = strings.ReplaceAll(f.Reason, v, "***")
+			}
+		}
+	}
 	if len(f.Reason) > maxReasonBytes {
 		f.Reason = strings.ToValidUTF8(f.Reason[:maxReasonBytes], "") + "…"
 	}

@@ -771,4 +771,21 @@ func TestAFailedStartIsRememberedUntilAPut(t *testing.T) {
 	if names := backendFiles(t, dir); len(names) != 1 {
 		t.Errorf("files: %v, want the one backend's", names)
 	}
+
+	// A server that quotes its configuration: no value reaches the file.
+	id.Env = map[string]string{"TOKEN": "s3cret-env-4242", "DEBUG": "1"}
+	id.Headers = map[string]string{"Authorization": "Bearer s3cret-header-4242"}
+	if _, err := s.Put(id, sampleEntry()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.NoteFailure(id, Failure{At: at, Reason: "TOKEN=s3cret-env-4242 refused; Authorization: Bearer s3cret-header-4242; DEBUG=1"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(fileOf(dir, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "s3cret") || !strings.Contains(string(data), "DEBUG=1") {
+		t.Errorf("the file of a failure quoting secrets:\n%s", data)
+	}
 }
