@@ -417,10 +417,14 @@ func check(c *cli.Context) error {
 }
 
 // writeStartPlans says when each backend starts: at once, or when the
-// agent first uses it because its catalog is remembered (and since when).
+// agent first uses it because its catalog is remembered (and since when);
+// one whose last start failed says why, and starts at once.
 func writeStartPlans(w io.Writer, plans []mux.StartPlan) {
 	for _, p := range plans {
 		switch {
+		case p.LastFailure != nil:
+			fmt.Fprintf(w, "  %s: its last start failed (%s: %s): starts at once to try again\n",
+				p.Name, p.LastFailure.At.Local().Format("2006-01-02 15:04"), p.LastFailure.Reason)
 		case p.Remembered:
 			fmt.Fprintf(w, "  %s: remembered (%d tools, %d prompts, %d resources; seen %s): starts when first used\n",
 				p.Name, p.Tools, p.Prompts, p.Resources, p.Seen.Local().Format("2006-01-02 15:04"))
@@ -498,7 +502,7 @@ func writeReport(w io.Writer, r *mux.Report) {
 			fmt.Fprintf(tw, "  transport\t%s\n", b.Transport)
 			fmt.Fprintf(tw, "  protocol\t%s\n", b.ProtocolVersion)
 			fmt.Fprintf(tw, "  server\t%s\n", b.Server)
-			fmt.Fprintf(tw, "  subscribe\t%s\n", yesNo(b.Subscribe))
+			fmt.Fprintf(tw, "  subscribe\t%s\n", yesNo(b.Subscribe != nil && *b.Subscribe))
 			fmt.Fprintf(tw, "  listChanged\t%s\n", strings.Join(append([]string{}, b.ListChanged...), ", "))
 			fmt.Fprintf(tw, "  resources\t%d\n", b.Resources)
 			fmt.Fprintf(tw, "  templates\t%d\n", b.Templates)

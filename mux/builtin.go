@@ -56,12 +56,17 @@ type BackendStatus struct {
 	URL             string    `json:"url,omitempty"`       // a remote backend's, as it may be shown
 	ProtocolVersion string    `json:"protocol_version,omitempty"`
 	Server          string    `json:"server,omitempty"`
-	Subscribe       bool      `json:"subscribe"`
-	ListChanged     []string  `json:"list_changed"`
-	Resources       int       `json:"resources"`
-	Templates       int       `json:"templates"`
-	Tools           int       `json:"tools"`
-	Prompts         int       `json:"prompts"`
+	// Subscribe and ListChanged are nil (null) while its capabilities
+	// are unknown: it never initialized. CapabilitiesFrom says whose
+	// they are: "running" (its process now), "last seen" (remembered, or
+	// its last process) or "unknown".
+	Subscribe        *bool    `json:"subscribe"`
+	ListChanged      []string `json:"list_changed"`
+	CapabilitiesFrom string   `json:"capabilities_from"`
+	Resources        int      `json:"resources"`
+	Templates        int      `json:"templates"`
+	Tools            int      `json:"tools"`
+	Prompts          int      `json:"prompts"`
 	// SignIn is a remote backend's OAuth sign-in: "signed in" (by
 	// Issuer), "needs login" (run `mcp-mux login NAME`), or "" when it
 	// does not sign in (or its server has not asked yet).
@@ -83,8 +88,7 @@ func (mem *member) status() BackendStatus {
 	defer mem.mu.Unlock()
 	st := BackendStatus{
 		Name: mem.spec.Name, State: mem.state, Since: mem.since, Restarts: mem.restarts, LastError: mem.lastErr, Late: mem.late,
-		ListChanged: []string{},
-		Resources:   mem.cat.nres, Templates: len(mem.cat.templates),
+		Resources: mem.cat.nres, Templates: len(mem.cat.templates),
 	}
 	// What the agent sees of them: the filters hide the rest.
 	tf, pf := nameFilter{mem.spec.Tools, mem.spec.ExcludeTools}, nameFilter{mem.spec.Prompts, mem.spec.ExcludePrompts}
@@ -104,6 +108,10 @@ func (mem *member) status() BackendStatus {
 	if mem.state == stateNeedsLogin {
 		st.SignIn = stateNeedsLogin
 	}
+	var init *mcp.InitializeResult
+	// Without a process, what it said when last seen (remembered, or its
+	// last process): what was never said is unknown, not "cannot".
+	init, st.CapabilitiesFrom = mem.initResult, "last seen"
 	if b := mem.b; b != nil {
 		if ok, iss := b.SignedIn(); ok {
 			st.SignIn, st.Issuer = "signed in", iss
@@ -111,23 +119,30 @@ func (mem *member) status() BackendStatus {
 		st.PID = b.PID()
 		st.StdoutNoise = b.StdoutNoise()
 		st.Transport = b.Transport()
-		if r := b.InitializeResult(); r != nil {
-			st.ProtocolVersion = r.ProtocolVersion
-			if r.ServerInfo != nil {
-				st.Server = strings.TrimSpace(r.ServerInfo.Name + " " + r.ServerInfo.Version)
-			}
-		}
-		caps := b.Capabilities()
-		st.Subscribe = b.SupportsSubscribe()
-		if caps.Tools != nil && caps.Tools.ListChanged {
-			st.ListChanged = append(st.ListChanged, "tools")
-		}
-		if caps.Prompts != nil && caps.Prompts.ListChanged {
-			st.ListChanged = append(st.ListChanged, "prompts")
-		}
-		if caps.Resources != nil && caps.Resources.ListChanged {
-			st.ListChanged = append(st.ListChanged, "resources")
-		}
+		init, st.CapabilitiesFrom = b.InitializeResult(), "running"
+	}
+	if init == nil {
+		st.CapabilitiesFrom = "unknown"
+		return st
+	}
+	st.ProtocolVersion = init.ProtocolVersion
+	if init.ServerInfo != nil {
+		st.Server = strings.TrimSpace(init.ServerInfo.Name + " " + init.ServerInfo.Version)
+	}
+	caps := init.Capabilities
+	if caps == nil {
+		caps = &mcp.ServerCapabilities{}
+	}
+	sub := caps.Resources != nil && caps.Resources.Subscribe
+	st.Subscribe, st.ListChanged = &sub, []string{}
+	if caps.Tools != nil && caps.Tools.ListChanged {
+		st.ListChanged = append(st.ListChanged, "tools")
+	}
+	if caps.Prompts != nil && caps.Prompts.ListChanged {
+		st.ListChanged = append(st.ListChanged, "prompts")
+	}
+	if caps.Resources != nil && caps.Resources.ListChanged {
+		st.ListChanged = append(st.ListChanged, "resources")
 	}
 	return st
 }

@@ -80,6 +80,8 @@ func identityOf(s config.Backend) catalogmem.Identity {
 
 // startsWhenUsed reports whether mem waits for its first use: its start
 // policy allows it and its catalog is remembered (loaded into mem then).
+// One whose last start failed starts at once instead: listing from memory
+// what may not start again would offer the agent tools that fail.
 func (mem *member) startsWhenUsed() bool {
 	spec := mem.specNow()
 	if mem.m.catalogs == nil || spec.StartPolicy(mem.m.settings()) == config.StartEager {
@@ -87,6 +89,10 @@ func (mem *member) startsWhenUsed() bool {
 	}
 	e, ok := mem.m.catalogs.Lookup(identityOf(spec))
 	if !ok {
+		return false
+	}
+	if e.Failure != nil {
+		mem.log.Info("starting it at once, not when first used: its last start failed", "at", e.Failure.At, "reason", e.Failure.Reason)
 		return false
 	}
 	cat := mem.catalogOf(e)
@@ -201,7 +207,7 @@ func (mem *member) remember(b *backends.Backend) (changed kinds) {
 	// Apart: the backend's file is written and synced to disk, and the
 	// backend is ready without it.
 	id := identityOf(spec)
-	mem.m.goOwned(func() {
+	mem.writeMemory(func() {
 		if cat.resourcesCut {
 			if err := store.Forget(id); err != nil {
 				mem.log.Warn("cannot update the remembered catalogs", "err", err)
@@ -217,6 +223,39 @@ func (mem *member) remember(b *backends.Backend) (changed kinds) {
 		}
 	})
 	return changed
+}
+
+// rememberFailure notes, beside its remembered catalog, that spec's
+// start failed with err: `check` says so, and the next run starts it at
+// once rather than list from memory what did not start.
+func (mem *member) rememberFailure(spec config.Backend, err error) {
+	store := mem.m.catalogs
+	if store == nil {
+		return
+	}
+	f := catalogmem.Failure{At: time.Now(), Reason: oneLine(err.Error())}
+	id := identityOf(spec)
+	mem.writeMemory(func() {
+		if err := store.NoteFailure(id, f); err != nil {
+			mem.log.Warn("cannot remember that its start failed", "err", err)
+		}
+	})
+}
+
+// writeMemory runs write, a change of mem's file in the memory, apart
+// from the caller; of writes that overtake one another, the last one
+// scheduled is the one kept (a failure noted, then a start that worked).
+func (mem *member) writeMemory(write func()) {
+	gen := mem.memGen.Add(1)
+	mem.m.goOwned(func() {
+		mem.memMu.Lock()
+		defer mem.memMu.Unlock()
+		if gen < mem.memWritten {
+			return // a later one was written already
+		}
+		mem.memWritten = gen
+		write()
+	})
 }
 
 // sleep leaves the member not running, its catalog listed, in state
@@ -359,6 +398,11 @@ func (m *Mux) startProgress(ctx context.Context, mem *member, meta mcp.Meta) fun
 func (mem *member) listed() bool {
 	mem.mu.Lock()
 	defer mem.mu.Unlock()
+	return mem.listedLocked()
+}
+
+// listedLocked is listed, with mem.mu held.
+func (mem *member) listedLocked() bool {
 	if mem.state == stateReady && mem.b != nil {
 		return true
 	}
@@ -459,6 +503,9 @@ type StartPlan struct {
 	// NoMemory: nothing is remembered (MCP_MUX_CATALOGS=off), so it
 	// starts at once every time, check --connect or not.
 	NoMemory bool `json:"no_memory,omitempty"`
+	// LastFailure: its last start failed, so it starts at once to be
+	// tried again, not when first used.
+	LastFailure *catalogmem.Failure `json:"last_failure,omitempty"`
 }
 
 // StartPlans says when each enabled backend of cfg starts.
@@ -472,7 +519,7 @@ func StartPlans(cfg *config.File) []StartPlan {
 		p := StartPlan{Name: b.Name, Start: b.StartPolicy(&cfg.Mux), NoMemory: store == nil}
 		if store != nil && p.Start != config.StartEager {
 			if e, ok := store.Lookup(identityOf(b)); ok {
-				p.Remembered, p.Seen = true, e.Seen
+				p.Remembered, p.Seen, p.LastFailure = true, e.Seen, e.Failure
 				p.Tools, p.Prompts, p.Resources = len(e.Tools), len(e.Prompts), len(e.Resources)
 			}
 		}

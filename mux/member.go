@@ -30,6 +30,10 @@ const (
 	stateNeedsLogin = "needs login"
 )
 
+// backendStates are every state a backend can be in (lazy.go has two
+// more), one mcp_mux_backend_state series each.
+var backendStates = []string{stateStarting, stateReady, stateRestarting, stateRemembered, stateIdle, stateStopped, stateFailed, stateNeedsLogin}
+
 // kinds is a set of catalog parts.
 type kinds uint8
 
@@ -100,7 +104,12 @@ type member struct {
 	stateChanged chan struct{} // closed and replaced at each change of state
 	use          chan struct{} // a request wants it started (cap 1)
 	lastUse      atomic.Int64  // when a request last wanted it (unix ns)
-	idleChecks   atomic.Int64  // idle_stop checks made (a test waits for them)
+	// memGen numbers the writes of its file in the memory as they are
+	// scheduled; memWritten, guarded by memMu, is the last one written.
+	memGen     atomic.Uint64
+	memMu      sync.Mutex
+	memWritten uint64
+	idleChecks atomic.Int64 // idle_stop checks made (a test waits for them)
 
 	series memberSeries // its request metrics by method (observe.go)
 }

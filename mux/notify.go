@@ -14,6 +14,10 @@ import (
 // of mux: a backend that sends a burst of 50 costs the agent one or two.
 const coalesceWindow = 50 * time.Millisecond
 
+// lateHold bounds how long a list_changed waits for the backends still
+// starting after the first list (holdForLate).
+const lateHold = time.Second
+
 // notifyTimeout bounds the context of one notification sent through the
 // go-sdk (notequeue.go). The go-sdk's write to an HTTP agent that stopped
 // reading does not end with it (boundWrites in http.go ends that write);
@@ -76,6 +80,43 @@ func (n *listNotifier) poke() {
 	}
 }
 
+// holdForLate holds the next notification while backends late for the
+// first list are still starting, so that they share it: each list_changed
+// makes an agent like Claude Code list every page again, and a cold start
+// of twenty servers sent it one a backend. It ends when none is left
+// starting (the last one's goes out at once) or lateHold after it began.
+func (n *listNotifier) holdForLate() {
+	m := n.m
+	if !m.lateStarting() {
+		return
+	}
+	t := time.NewTimer(lateHold)
+	defer t.Stop()
+	for m.lateStarting() {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-n.wake: // a mark, or a late backend went down: look again
+		}
+	}
+}
+
+// lateStarting reports whether a backend that was late for the first
+// list is still starting.
+func (m *Mux) lateStarting() bool {
+	for _, mem := range m.members() {
+		mem.mu.Lock()
+		late := mem.late && mem.state == stateStarting
+		mem.mu.Unlock()
+		if late {
+			return true
+		}
+	}
+	return false
+}
+
 func (n *listNotifier) loop() {
 	m := n.m
 	for {
@@ -84,6 +125,7 @@ func (n *listNotifier) loop() {
 			return
 		case <-n.wake:
 		}
+		n.holdForLate()
 		n.mu.Lock()
 		all, byBackend, bySession := n.pending, n.byBackend, n.bySession
 		n.pending, n.byBackend, n.bySession = 0, nil, nil

@@ -306,10 +306,10 @@ func (m *Mux) notified(method string) { m.obs.metrics.Notified(method) }
 // metricsState is what /metrics reads of the mux when it is scraped: each
 // backend's state and restarts, and the sessions by transport.
 func (m *Mux) metricsState() telemetry.State {
-	var st telemetry.State
+	st := telemetry.State{BackendStates: backendStates}
 	for _, mem := range m.members() {
 		mem.mu.Lock()
-		b := telemetry.BackendState{Name: mem.spec.Name, Up: mem.state == stateReady, Restarts: mem.restarts}
+		b := telemetry.BackendState{Name: mem.spec.Name, Up: mem.state == stateReady, State: mem.state, Restarts: mem.restarts}
 		mem.mu.Unlock()
 		st.Backends = append(st.Backends, b)
 	}

@@ -367,7 +367,7 @@ func TestBackendsResourceShowsState(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.Contents[0].Text), &v); err != nil {
 		t.Fatal(err)
 	}
-	if len(v.Backends) != 2 || v.Backends[0].State != "ready" || v.Backends[0].PID == 0 || !v.Backends[0].Subscribe || v.Backends[0].Resources != 3 {
+	if len(v.Backends) != 2 || v.Backends[0].State != "ready" || v.Backends[0].PID == 0 || v.Backends[0].Subscribe == nil || !*v.Backends[0].Subscribe || v.Backends[0].Resources != 3 {
 		t.Errorf("notes: %+v", v.Backends[0])
 	}
 	if v.Backends[1].State == "ready" || v.Backends[1].LastError == "" {

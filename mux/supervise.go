@@ -58,6 +58,9 @@ func (mem *member) run() {
 		spec := mem.spec // whole: a reload may be changing its prefix or filters
 		mem.mu.Unlock()
 		b, err := backends.Start(mem.ctx, spec.Spec(), mem.withClientRequests(m.startOptions(mem)))
+		if err != nil && mem.ctx.Err() == nil {
+			mem.rememberFailure(spec, err)
+		}
 		if err == nil {
 			r := b.InitializeResult()
 			mem.mu.Lock()
@@ -350,7 +353,9 @@ func (mem *member) setState(state string, err error) {
 // state, and requests in flight fail as its connection closes.
 func (mem *member) setDown(state string, err error) {
 	mem.mu.Lock()
-	wasListed := mem.state == stateReady
+	// Listed from memory counts: a backend at rest whose start failed
+	// leaves the lists as a running one that crashed does.
+	wasListed, late := mem.listedLocked(), mem.late && mem.state == stateStarting
 	mem.state = state
 	mem.since = time.Now()
 	if err != nil && !errors.Is(err, backends.ErrStopped) {
@@ -363,6 +368,10 @@ func (mem *member) setDown(state string, err error) {
 		mem.m.cat.rebuild(mem.m)
 		mem.m.lists.markBackend(mem.spec.Name, allKinds)
 		mem.m.logHealth(mem.spec.Name + " is down (" + state + ")")
+	}
+	if late {
+		// A list_changed held for it to start (holdForLate) need not.
+		mem.m.lists.poke()
 	}
 	mem.m.builtinChanged(uriBackends)
 }

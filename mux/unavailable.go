@@ -117,12 +117,14 @@ func (m *Mux) unknownName(v *view, kind, name string) error {
 	var unprefixed []string
 	for _, mem := range members {
 		mem.mu.Lock()
-		prefix, ready := mem.prefix, mem.state == stateReady && mem.b != nil
+		// One listed at rest has its whole catalog known: a name it
+		// lacks is as unknown as one a running backend lacks.
+		prefix, listed := mem.prefix, mem.listedLocked()
 		o := mem.outageLocked()
 		mem.mu.Unlock()
 		prefixes[prefix] = true
 		switch {
-		case ready:
+		case listed:
 		case prefix == "":
 			unprefixed = append(unprefixed, o.with(fmt.Sprintf("unprefixed: the %s may be one of its", kind)))
 		case strings.HasPrefix(name, prefix+sep):

@@ -6,13 +6,15 @@
 // With it the catalog is known before the backends run: an agent's first
 // list can be complete at once, and a backend need only be started when
 // something of it is used. A backend whose catalog changed since is seen
-// as it now is once it runs, and remembered so from then on.
+// as it now is once it runs, and remembered so from then on. A start that
+// failed is noted beside the catalog (NoteFailure), when and why, until a
+// start works: what a remembered catalog promises may no longer hold.
 //
 // A backend is remembered by its Identity, everything that makes it: a
 // change of any field is another backend. Env and header values are
 // secrets, so they never reach a file: only their hashes go into the
 // key, which is itself a hash, and the file holds nothing else of the
-// Identity but the backend's name.
+// Identity but the backend's name; a failure's reason has them hidden.
 //
 // The files live in a directory of the user's cache directory
 // (DefaultPath), one per backend, named by its key. A process reads only

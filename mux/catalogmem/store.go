@@ -68,6 +68,16 @@ type Entry struct {
 	// now. It is remembered to the day: an unchanged catalog is written
 	// again only a day after it last was.
 	Seen time.Time `json:"-"`
+	// Failure is its last start, if that failed after this was seen
+	// (NoteFailure); a Put forgets it.
+	Failure *Failure `json:"-"`
+}
+
+// Failure is a backend's last start that failed: when, and why on one
+// line. A start that works forgets it.
+type Failure struct {
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
 }
 
 // record is one backend's file, <Key>.json. Its key is its file's name:
@@ -77,6 +87,7 @@ type record struct {
 	Name    string          `json:"name,omitempty"` // for a person reading the file
 	Seen    time.Time       `json:"seen"`
 	Catalog json.RawMessage `json:"catalog"` // an Entry, encoded by encodeEntry; none: not remembered
+	Failure *Failure        `json:"failure,omitempty"`
 
 	unsaved bool // a write of it failed: the next Put writes again
 }
@@ -152,8 +163,52 @@ func (s *Store) Lookup(id Identity) (Entry, bool) {
 	if json.Unmarshal(r.Catalog, &e) != nil {
 		return Entry{}, false
 	}
-	e.Seen = r.Seen
+	e.Seen, e.Failure = r.Seen, r.Failure
 	return e, true
+}
+
+// maxReasonBytes bounds the reason of a Failure kept.
+const maxReasonBytes = 500
+
+// minSecretLen is the shortest env or header value NoteFailure hides: a
+// shorter one ("1", "true") is a setting, and hiding it would garble the
+// words it occurs in.
+const minSecretLen = 6
+
+// NoteFailure remembers that the backend id failed to start, beside what
+// it offered when last seen: that catalog is no longer what it will list.
+// Nothing is noted of a backend not remembered. Every value of id's env
+// and headers that the reason quotes is hidden: a server may quote its
+// configuration in its error.
+func (s *Store) NoteFailure(id Identity, f Failure) error {
+	for _, vals := range []map[string]string{id.Env, id.Headers} {
+		for _, v := range vals {
+			if len(v) >= minSecretLen {
+				f.Reason = strings.ReplaceAll(f.Reason, v, "***")
+			}
+		}
+	}
+	if len(f.Reason) > maxReasonBytes {
+		f.Reason = strings.ToValidUTF8(f.Reason[:maxReasonBytes], "") + "…"
+	}
+	key := id.Key()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	r := s.load(key)
+	if len(r.Catalog) == 0 {
+		return nil
+	}
+	r.Failure = &f
+	var err error
+	if s.dir != "" {
+		if err = s.write(key, r); err != nil {
+			r.unsaved = true
+		}
+	}
+	s.mu.Lock()
+	s.entries[key] = r
+	s.mu.Unlock()
+	return err
 }
 
 // load returns what is remembered under key, reading its file the first
@@ -203,7 +258,7 @@ func (s *Store) Put(id Identity, e Entry) (changed bool, err error) {
 
 	old := s.load(key)
 	changed = len(old.Catalog) == 0 || !bytes.Equal(old.Catalog, catalog)
-	if !changed && !old.unsaved && r.Seen.Sub(old.Seen) < refreshAfter {
+	if !changed && !old.unsaved && old.Failure == nil && r.Seen.Sub(old.Seen) < refreshAfter {
 		return false, nil
 	}
 	if s.dir == "" {

@@ -733,3 +733,59 @@ func TestTwoStoresOnOneDirectoryLoseNothing(t *testing.T) {
 		t.Errorf("the backend every writer put is %v, %q; want one's", ok, e.Instructions)
 	}
 }
+
+// A failed start is kept beside the catalog, across opens, until a Put
+// of the same, unchanged catalog forgets it; nothing is noted of a
+// backend not remembered.
+func TestAFailedStartIsRememberedUntilAPut(t *testing.T) {
+	dir := catalogPath(t)
+	id := identityN(1)
+	s := Open(dir)
+	if _, err := s.Put(id, sampleEntry()); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Truncate(time.Second)
+	long := strings.Repeat("é", maxReasonBytes)
+	if err := s.NoteFailure(id, Failure{At: at, Reason: long}); err != nil {
+		t.Fatal(err)
+	}
+	e, ok := Open(dir).Lookup(id)
+	if !ok || e.Failure == nil || !e.Failure.At.Equal(at) || len(e.Failure.Reason) > maxReasonBytes+len("…") || !strings.HasPrefix(long, strings.TrimSuffix(e.Failure.Reason, "…")) {
+		t.Fatalf("after NoteFailure, reopened: %v %+v", ok, e.Failure)
+	}
+	if !sameCatalog(t, e, sampleEntry()) {
+		t.Error("NoteFailure changed the catalog")
+	}
+	if _, err := s.Put(id, sampleEntry()); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := Open(dir).Lookup(id); e.Failure != nil {
+		t.Errorf("a Put of the unchanged catalog kept the failure: %+v", e.Failure)
+	}
+	if err := s.NoteFailure(identityN(2), Failure{At: at, Reason: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := Open(dir).Lookup(identityN(2)); ok {
+		t.Error("a failure of a backend not remembered made it remembered")
+	}
+	if names := backendFiles(t, dir); len(names) != 1 {
+		t.Errorf("files: %v, want the one backend's", names)
+	}
+
+	// A server that quotes its configuration: no value reaches the file.
+	id.Env = map[string]string{"TOKEN": "s3cret-env-4242", "DEBUG": "1"}
+	id.Headers = map[string]string{"Authorization": "Bearer s3cret-header-4242"}
+	if _, err := s.Put(id, sampleEntry()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.NoteFailure(id, Failure{At: at, Reason: "TOKEN=s3cret-env-4242 refused; Authorization: Bearer s3cret-header-4242; DEBUG=1"}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(fileOf(dir, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "s3cret") || !strings.Contains(string(data), "DEBUG=1") {
+		t.Errorf("the file of a failure quoting secrets:\n%s", data)
+	}
+}

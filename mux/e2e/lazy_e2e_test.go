@@ -123,3 +123,54 @@ func TestCatalogsEnvMustBeOffOrAbsolute(t *testing.T) {
 		t.Errorf("check under MCP_MUX_CATALOGS=off:\n%s", out)
 	}
 }
+
+// A remembered backend whose start failed: check does not say it starts
+// when first used, but that its last start failed, when and why.
+func TestCheckSaysARememberedBackendLastFailedToStart(t *testing.T) {
+	catalogs := filepath.Join(t.TempDir(), "catalogs")
+	env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "MCP_MUX_CATALOGS=") }), "MCP_MUX_CATALOGS="+catalogs)
+	broken := filepath.Join(t.TempDir(), "broken")
+	cfg := testkit.WriteConfig(t, "", []string{"alpha", "-name", "alpha", "-fail-start-while", broken})
+	check := func() string {
+		t.Helper()
+		cmd := exec.Command(testkit.MuxBin(t), "check", "-c", cfg)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcp-mux check: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	cmd := exec.Command(testkit.MuxBin(t), "check", "--connect", "-c", cfg)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mcp-mux check --connect: %v\n%s", err, out)
+	}
+	if out := check(); !strings.Contains(out, "alpha: remembered (") {
+		t.Fatalf("check after check --connect:\n%s", out)
+	}
+
+	// It no longer starts: its first use finds out.
+	if err := os.WriteFile(broken, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(testkit.MuxBin(t), "-c", cfg)
+	cmd.Env = env
+	c := mcp.NewClient(&mcp.Implementation{Name: "some-agent", Version: "1"}, nil)
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"text": "x"}}); err == nil {
+		t.Fatal("a call to alpha, which cannot start, succeeded")
+	}
+	// The memory is written apart from the call's answer: check reads it
+	// while this mcp-mux still runs.
+	testkit.Eventually(t, 10*time.Second, "check saying alpha's last start failed", func() bool {
+		return strings.Contains(check(), "alpha: its last start failed (")
+	})
+	cs.Close()
+	if out := check(); strings.Contains(out, "starts when first used") || !strings.Contains(out, "failing on purpose") {
+		t.Errorf("check, alpha's last start failed:\n%s", out)
+	}
+}

@@ -1,6 +1,7 @@
 // Package telemetry is mcp-mux's metrics, in the Prometheus text format at
 // /metrics: requests forwarded to backends by backend, method and
-// outcome, with their durations; each backend's state and restarts; agent
+// outcome, with their durations; each backend's state (up, and which)
+// and restarts; agent
 // sessions by transport; notifications sent to agents by kind.
 //
 // Labels are only what the config and the protocol bound: backend names,
@@ -14,7 +15,7 @@
 // when /metrics is scraped (State), not counted as it changes.
 //
 // The text format is written here rather than by the Prometheus client
-// library: seven metric families of counters, gauges and one histogram
+// library: eight metric families of counters, gauges and one histogram
 // are a few atomics and a printer, and the library brought the protobuf
 // runtime along, whose init and code were 1.3-1.7 MB of every mcp-mux's
 // resident memory (binary 28.9 -> 25.3 MB).
@@ -66,14 +67,19 @@ func noteLabel(method string) string { return method[len("notifications/"):] }
 // BackendState is one backend as a scrape sees it.
 type BackendState struct {
 	Name     string
-	Up       bool // ready: it answers requests
-	Restarts int  // since it was started with its current settings
+	Up       bool   // ready: it answers requests
+	State    string // one of State.BackendStates
+	Restarts int    // since it was started with its current settings
 }
 
 // State is what the mux knows at scrape time.
 type State struct {
 	Backends []BackendState
-	Sessions map[string]int // by transport: "stdio", "http"
+	// BackendStates are the states a backend can be in, each a series of
+	// mcp_mux_backend_state per backend: one that is not there reads as
+	// absent, not as 0, to a rule.
+	BackendStates []string
+	Sessions      map[string]int // by transport: "stdio", "http"
 }
 
 // buckets are the upper bounds of the request duration histogram, in
@@ -209,6 +215,16 @@ func (m *Metrics) write(w *bufio.Writer) {
 		family(w, "mcp_mux_backend_restarts_total", "counter", "Restarts of the backend after it went down, since it was started with its current settings.")
 		for _, b := range st.Backends {
 			sample(w, "mcp_mux_backend_restarts_total", []string{"backend", b.Name}, float64(b.Restarts))
+		}
+		family(w, "mcp_mux_backend_state", "gauge", "The backend's state: 1 for the one it is in, 0 for each other (remembered and idle are at rest, not down).")
+		for _, b := range st.Backends {
+			for _, s := range st.BackendStates {
+				in := 0.0
+				if s == b.State {
+					in = 1
+				}
+				sample(w, "mcp_mux_backend_state", []string{"backend", b.Name, "state", s}, in)
+			}
 		}
 		family(w, "mcp_mux_backend_up", "gauge", "Whether the backend is running and ready (1) or not (0: starting, restarting, stopped, failed, at rest).")
 		for _, b := range st.Backends {

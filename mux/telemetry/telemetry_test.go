@@ -60,8 +60,9 @@ func find(families map[string]*dto.MetricFamily, family string, labels ...string
 func TestTheTextIsWhatPrometheusReads(t *testing.T) {
 	m := New(func() State {
 		return State{
-			Backends: []BackendState{{Name: "b", Up: true, Restarts: 2}, {Name: `a"\` + "\n", Up: false}},
-			Sessions: map[string]int{"stdio": 1},
+			Backends:      []BackendState{{Name: "b", Up: true, State: "ready", Restarts: 2}, {Name: `a"\` + "\n", Up: false, State: "needs login"}},
+			BackendStates: []string{"ready", "needs login", "failed"},
+			Sessions:      map[string]int{"stdio": 1},
 		}
 	})
 	s := m.Series("b", "tools/call")
@@ -106,6 +107,10 @@ func TestTheTextIsWhatPrometheusReads(t *testing.T) {
 		{"mcp_mux_backend_up", []string{"backend", "b"}, 1},
 		{"mcp_mux_backend_up", []string{"backend", `a"\` + "\n"}, 0},
 		{"mcp_mux_backend_restarts_total", []string{"backend", "b"}, 2},
+		{"mcp_mux_backend_state", []string{"backend", "b", "state", "ready"}, 1},
+		{"mcp_mux_backend_state", []string{"backend", "b", "state", "failed"}, 0},
+		{"mcp_mux_backend_state", []string{"backend", `a"\` + "\n", "state", "needs login"}, 1},
+		{"mcp_mux_backend_state", []string{"backend", `a"\` + "\n", "state", "ready"}, 0},
 		{"mcp_mux_sessions", []string{"transport", "stdio"}, 1},
 		{"mcp_mux_sessions", []string{"transport", "http"}, 0},
 		{"mcp_mux_notifications_total", []string{"kind", "resources/updated"}, 2},
