@@ -103,15 +103,15 @@ func importAction(c *cli.Context) error {
 		total += len(f.Servers)
 		own += len(f.own)
 	}
+	if total == 0 && own == 0 {
+		return cli.Exit("mcp-mux import: no MCP servers found; pass a client's config file as an argument", 1)
+	}
 	if c.Bool("apply") {
 		// A second run finds only mcp-mux's own entries: nothing to do.
 		return importApply(c, read, settingsDirs)
 	}
 	if total == 0 {
-		if own > 0 {
-			return cli.Exit("mcp-mux import: no MCP servers found besides mcp-mux's own entries; pass a client's config file as an argument", 1)
-		}
-		return cli.Exit("mcp-mux import: no MCP servers found; pass a client's config file as an argument", 1)
+		return cli.Exit("mcp-mux import: no MCP servers found besides mcp-mux's own entries; pass a client's config file as an argument", 1)
 	}
 
 	files := make([]*clientimport.File, len(read))

@@ -48,7 +48,11 @@ func newApplyHome(t *testing.T) *applyHome {
 	case "darwin":
 		h.cfgDir = filepath.Join(h.home, "Library", "Application Support")
 	}
-	h.env = append(h.env, "PATH="+os.Getenv("PATH"))
+	// The temporary directory is one of its own: mcp-mux refuses to write
+	// a binary under it into the clients (a go run build), and the
+	// binaries the tests run are under the test's.
+	tmp := t.TempDir()
+	h.env = append(h.env, "PATH="+os.Getenv("PATH"), "TMPDIR="+tmp, "TMP="+tmp, "TEMP="+tmp)
 	// Installed under another name, as by `go build -o mm`: its own
 	// entries must still be known by its path.
 	exe := ""
@@ -432,5 +436,19 @@ func TestImportApplyLeavesABrokenFileAlone(t *testing.T) {
 		if v != snap[what] {
 			t.Errorf("%s changed", what)
 		}
+	}
+}
+
+// TestImportApplyWithNoClientFilesSaysNoServersFound: on a machine where
+// no client keeps MCP servers, --apply says so as import does, and fails.
+func TestImportApplyWithNoClientFilesSaysNoServersFound(t *testing.T) {
+	home := t.TempDir()
+	env := []string{"HOME=" + home, "USERPROFILE=" + home, "PATH=" + os.Getenv("PATH")}
+	_, stderr, code := runEnv(t, t.TempDir(), env, "import", "--apply")
+	if code != 1 || !strings.Contains(stderr, "no MCP servers found") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		t.Errorf("written in the home: %v", entries)
 	}
 }
