@@ -158,7 +158,7 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 	// EntryFor), so a project's profile there has only the project's
 	// servers; elsewhere a project's entry stands in for the user's, and
 	// its profile has the user's servers too.
-	exe := muxExecutable()
+	exe, _ := muxCommand()
 	names := map[scopeKey]string{}
 	entries := map[scopeKey]string{}
 	taken := map[string]bool{}
@@ -418,18 +418,6 @@ func appendNew(list []string, add ...string) []string {
 		}
 	}
 	return list
-}
-
-// muxExecutable is the path of this mcp-mux, for the clients' entries.
-func muxExecutable() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return "mcp-mux"
-	}
-	if p, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = p
-	}
-	return exe
 }
 
 // applyWrite writes w, unless its file changed since it was read; an

@@ -66,6 +66,10 @@ func importAction(c *cli.Context) error {
 		fmt.Fprintln(stderr, "mcp-mux import --undo:")
 		return importUndo(stderr)
 	}
+	exe, temporary := muxCommand()
+	if temporary != "" && c.Bool("apply") {
+		return cli.Exit("mcp-mux import --apply: nothing was changed: "+temporaryBuildAdvice(exe, temporary)+" with --apply.", 1)
+	}
 	var read []*readFile
 	var settingsDirs []string // where else Claude Code's settings may be: the current directory, as for .mcp.json
 	if c.NArg() > 0 {
@@ -97,7 +101,7 @@ func importAction(c *cli.Context) error {
 			read = append(read, f)
 		}
 	}
-	setAsideMuxEntries(stderr, read, muxExecutable())
+	setAsideMuxEntries(stderr, read, exe)
 	total, own := 0, 0
 	for _, f := range read {
 		total += len(f.Servers)
@@ -272,14 +276,7 @@ func reportImport(w io.Writer, res *clientimport.Result, out string) {
 // printRegistration prints the block that registers mcp-mux alone in the
 // clients whose files were imported.
 func printRegistration(w io.Writer, files []*clientimport.File, out string, vars []string) {
-	exe, err := os.Executable()
-	if err == nil {
-		if p, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = p
-		}
-	} else {
-		exe = "mcp-mux"
-	}
+	exe, temporary := muxCommand()
 	config := out
 	if config == "" {
 		config = "/path/to/the/saved/output.toml"
@@ -316,6 +313,9 @@ func printRegistration(w io.Writer, files []*clientimport.File, out string, vars
 	fmt.Fprintln(w, "\nNext, register mcp-mux alone in place of the servers it now runs (remove them from the client's config, or they run twice).")
 	if out == "" {
 		fmt.Fprintln(w, "The config went to stdout: put the path of the file you saved it in after \"-c\" (with --output FILE this is filled in).")
+	}
+	if temporary != "" {
+		fmt.Fprintf(w, "Warning: %s, and use its path in the block.\n", temporaryBuildAdvice(exe, temporary))
 	}
 	if len(mcpServers) > 0 {
 		fmt.Fprintf(w, "\n%s (\"mcpServers\"):\n%s\n", strings.Join(mcpServers, ", "), indentJSON(map[string]any{"mcpServers": map[string]any{name: entry}}))
@@ -484,10 +484,7 @@ func initAction(c *cli.Context) error {
 		}
 		return cli.Exit("mcp-mux init: "+err.Error(), 1)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		exe = "mcp-mux"
-	}
+	exe, temporary := muxCommand()
 	fmt.Fprintf(stderr, "wrote %s: a commented starter config with one backend, %q (%s %s).\n", path, backend.Name, backend.Command, strings.Join(backend.Args, " "))
 	if !found {
 		fmt.Fprintf(stderr, "Neither uvx nor npx is on PATH: install Node.js (for npx) or replace that backend, or check will say %q is not found.\n", backend.Command)
@@ -502,5 +499,8 @@ Next:
   4. Register mcp-mux alone in your agent, e.g. in claude_desktop_config.json:
 %s
 `, shellArg(path), reg)
+	if temporary != "" {
+		fmt.Fprintf(stderr, "\nWarning: %s, and use its path in step 4.\n", temporaryBuildAdvice(exe, temporary))
+	}
 	return nil
 }
