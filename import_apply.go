@@ -258,7 +258,7 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 			if e.Entry == nil {
 				k := scopeKey{f.Client, m.scope}
 				name := names[k]
-				reg := registration{Command: exe, Args: []string{"-c", cfgPath, "--profile", name}}
+				reg := registration{Command: exe, Args: []string{"-c", cfgPath, "--profile", name}, Env: entryEnv(all, k)}
 				if f.Client == clientimport.ClientVSCode {
 					reg.Type = "stdio"
 				}
@@ -373,10 +373,51 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 		reportImport(stderr, res, cfgPath)
 	}
 	if len(res.Vars) > 0 {
-		fmt.Fprintf(stderr, "\nThe config refers to %s: set them in the environment the clients start mcp-mux in (or in the \"env\" of its entry).\n", strings.Join(res.Vars, ", "))
+		var passed, unset []string
+		for _, v := range res.Vars {
+			if slices.ContainsFunc(order, func(k scopeKey) bool { return entryEnv(all, k)[v] != "" }) {
+				passed = append(passed, v)
+			} else {
+				unset = append(unset, v)
+			}
+		}
+		if len(passed) > 0 {
+			fmt.Fprintf(stderr, "\nThe config refers to %s: mcp-mux's entries pass them on from the clients, as the clients passed them to the servers (the \"env\" of each entry).\n", strings.Join(passed, ", "))
+		}
+		if len(unset) > 0 {
+			fmt.Fprintf(stderr, "\nThe config refers to %s: set them in the environment the clients start mcp-mux in (or in the \"env\" of its entry).\n", strings.Join(unset, ", "))
+		}
 	}
 	fmt.Fprintf(stderr, "\nRestart the clients to use mcp-mux. mcp-mux import --undo puts these files back as they were.\n")
 	return nil
+}
+
+// entryEnv is the "env" of mcp-mux's entry for k: each variable its
+// servers had from the client (all, as moved), written as the client
+// wrote it, so that the client gives mcp-mux what the backends need as it
+// gave it to the servers; VS Code, given ${input:ID}, keeps asking the
+// user for it. Claude Desktop expands no variable in its entries: it
+// starts mcp-mux with its own environment, as it started the servers.
+func entryEnv(all []moved, k scopeKey) map[string]string {
+	if k.client == clientimport.ClientClaudeDesktop {
+		return nil
+	}
+	withUser := k.project != "" && k.client != clientimport.ClientClaudeCode
+	var env map[string]string
+	for _, m := range all {
+		if m.file.Client != k.client || (m.scope != k.project && !(withUser && m.scope == "")) {
+			continue
+		}
+		for _, name := range m.srv.Vars {
+			if ref := m.srv.VarRefs[name]; ref != "" && env[name] == "" {
+				if env == nil {
+					env = map[string]string{}
+				}
+				env[name] = ref
+			}
+		}
+	}
+	return env
 }
 
 // isSharedFile reports whether f is shared with others, so --apply must

@@ -196,8 +196,9 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 
 	// Cursor and VS Code: the whole file, comments, trailing commas and
 	// tabs as they were; the servers' comments inside them gone with them.
+	// Cursor's search server had ${env:SEARCH_KEY}: mcp-mux gets it so.
 	wantCursor := "{\n  // Cursor's own servers.\n  \"mcpServers\": {\n    \"mcp-mux\": {\n      \"command\": " + q(exe) + ",\n      \"args\": [\n        \"-c\",\n        " + q(cfg) +
-		",\n        \"--profile\",\n        \"cursor\"\n      ]\n    },\n    /* \"old\": {\"command\": \"x\"}, */\n  },\n}\n"
+		",\n        \"--profile\",\n        \"cursor\"\n      ],\n      \"env\": {\n        \"SEARCH_KEY\": \"${env:SEARCH_KEY}\"\n      }\n    },\n    /* \"old\": {\"command\": \"x\"}, */\n  },\n}\n"
 	if got := string(read("cursor")); got != wantCursor {
 		t.Errorf("Cursor's file:\n%s\nwant\n%s", got, wantCursor)
 	}
@@ -436,6 +437,48 @@ func TestImportApplyLeavesABrokenFileAlone(t *testing.T) {
 		if v != snap[what] {
 			t.Errorf("%s changed", what)
 		}
+	}
+}
+
+// TestImportApplyPassesTheClientsVariablesToMcpMux: a variable the moved
+// servers had from their client (VS Code's ${input:ID}, which VS Code
+// asks the user for; Cursor's ${env:NAME}) is in the "env" of mcp-mux's
+// entry there, written as the client wrote it, so that mcp-mux has what
+// the backends need: VS Code keeps asking, and check passes with what
+// the clients give.
+func TestImportApplyPassesTheClientsVariablesToMcpMux(t *testing.T) {
+	h := newApplyHome(t)
+	fixture, _ := json.Marshal(testkit.FixtureBin(t))
+	vscode := `{
+  "inputs": [{"type": "promptString", "id": "gh-token", "description": "GitHub token", "password": true}],
+  "servers": {
+    "github": {"type": "stdio", "command": ` + string(fixture) + `, "args": ["-name", "github"], "env": {"GITHUB_TOKEN": "${input:gh-token}"}}
+  }
+}
+`
+	os.WriteFile(h.files["vscode"], []byte(vscode), 0o644)
+	out, code := h.run(t, "import", "--apply")
+	if code != 0 {
+		t.Fatalf("--apply: exit %d\n%s", code, out)
+	}
+	for what, want := range map[string]string{
+		"vscode":  `"GH_TOKEN": "${input:gh-token}"`,
+		"cursor":  `"SEARCH_KEY": "${env:SEARCH_KEY}"`,
+		"desktop": "",
+		"claude":  "",
+	} {
+		data, _ := os.ReadFile(h.files[what])
+		e := muxEntry(t, h.files[what], data)
+		if want == "" && len(e.Env) > 0 || want != "" && (len(e.Env) != 1 || !strings.Contains(string(data), want)) {
+			t.Errorf("%s's entry: env %q, want %s\n%s", what, e.Env, want, data)
+		}
+	}
+	if data, _ := os.ReadFile(h.files["vscode"]); !strings.Contains(string(data), `"id": "gh-token"`) {
+		t.Errorf("VS Code's inputs are gone:\n%s", data)
+	}
+	// With what VS Code and Cursor give mcp-mux, the config passes check.
+	if out, code := runEnv3(t, append(slices.Clone(h.env), "GH_TOKEN=t0k", "SEARCH_KEY=k"), "check", "--config", h.config()); code != 0 {
+		t.Errorf("check: exit %d\n%s", code, out)
 	}
 }
 
