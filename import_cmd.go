@@ -33,7 +33,7 @@ func importCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the config to `FILE` (default: stdout)"},
 			&cli.BoolFlag{Name: "force", Usage: "overwrite the --output file if it exists"},
 			&cli.BoolFlag{Name: "apply", Usage: "also move the clients over: add their servers to the config (--output, default: " + displayUserConfigPath() + ") with a profile per client, and replace them in each client's file with one mcp-mux entry, saving each file changed beside it"},
-			&cli.BoolFlag{Name: "undo", Usage: "put back the files the last --apply changed"},
+			&cli.BoolFlag{Name: "undo", Usage: "take back what each --apply changed in the clients' files and the config, newest first, keeping what changed since"},
 		},
 		Action: importAction,
 	}
@@ -60,8 +60,8 @@ func displayUserConfigPath() string {
 func importAction(c *cli.Context) error {
 	stderr := c.App.ErrWriter
 	if c.Bool("undo") {
-		if c.Bool("apply") || c.NArg() > 0 || c.String("output") != "" {
-			return cli.Exit("mcp-mux import: --undo takes no file, --apply or --output: it puts back what the last --apply changed", 1)
+		if c.Bool("apply") || c.NArg() > 0 || c.String("output") != "" || c.Bool("force") {
+			return cli.Exit("mcp-mux import: --undo takes no file, --apply, --output or --force: it takes back what each --apply changed, and never what you changed since (each file's copy from before --apply is kept until then)", 1)
 		}
 		fmt.Fprintln(stderr, "mcp-mux import --undo:")
 		return importUndo(stderr)

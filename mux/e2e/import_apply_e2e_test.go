@@ -366,7 +366,8 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 		t.Errorf("import after --apply: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 
-	// --undo: every byte and mode back, the config it created gone.
+	// --undo: every byte and mode back, the config it created gone, and
+	// the saved copies, useless now.
 	out, code = h.run(t, "import", "--undo")
 	if code != 0 {
 		t.Fatalf("--undo: exit %d\n%s", code, out)
@@ -380,12 +381,15 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 		if what == "mcp.json" {
 			continue
 		}
-		if !strings.Contains(out, "restored   "+path+" from "+path+".mcp-mux-backup-") {
+		if !strings.Contains(out, "restored   "+path+"\n") {
 			t.Errorf("--undo does not say it restored %s:\n%s", path, out)
 		}
 	}
 	if _, err := os.Stat(cfg); !os.IsNotExist(err) || !strings.Contains(out, "removed    "+cfg) {
 		t.Errorf("the config --apply created is still there (%v):\n%s", err, out)
+	}
+	if b := backupsUnder(t, h.home); len(b) != 0 {
+		t.Errorf("saved copies left: %q", b)
 	}
 	if out, code := h.run(t, "import", "--undo"); code != 1 || !strings.Contains(out, "nothing to undo") {
 		t.Errorf("second --undo: exit %d\n%s", code, out)
@@ -486,7 +490,8 @@ func TestImportApplyPassesTheClientsVariablesToMcpMux(t *testing.T) {
 // no client keeps MCP servers, --apply says so as import does, and fails.
 func TestImportApplyWithNoClientFilesSaysNoServersFound(t *testing.T) {
 	home := t.TempDir()
-	env := []string{"HOME=" + home, "USERPROFILE=" + home, "PATH=" + os.Getenv("PATH")}
+	tmp := t.TempDir() // not the binary's
+	env := []string{"HOME=" + home, "USERPROFILE=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + tmp, "TMP=" + tmp, "TEMP=" + tmp}
 	_, stderr, code := runEnv(t, t.TempDir(), env, "import", "--apply")
 	if code != 1 || !strings.Contains(stderr, "no MCP servers found") {
 		t.Errorf("exit %d\n%s", code, stderr)
