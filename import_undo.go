@@ -297,15 +297,6 @@ func (u *undoer) undoWhole(f undoFile) error {
 // same backends from old: the same profile, or for the whole config the
 // same backends.
 func (u *undoer) stillRun(path string, now, old []byte) string {
-	for _, f := range u.left {
-		for _, c := range f.Changes {
-			for _, a := range c.Added {
-				if name, profile, ok := addedRunsWith(a, path); ok {
-					return entryName(name, f.Path, "", profile)
-				}
-			}
-		}
-	}
 	cur, err := clientimport.ReadExisting(path, now)
 	if err != nil {
 		cur = nil
@@ -318,23 +309,49 @@ func (u *undoer) stillRun(path string, now, old []byte) string {
 	}
 	home, _ := os.UserHomeDir()
 	for _, file := range u.clientFiles(path) {
+		var f *clientimport.File
 		data, err := os.ReadFile(file)
-		if err != nil {
-			continue
+		if err == nil {
+			f, err = clientimport.Read(file, data, clientimport.Options{Home: home})
 		}
-		f, err := clientimport.Read(file, data, clientimport.Options{Home: home})
 		if err != nil {
+			// Unread, an entry left alone in it counts as there.
+			if name, profile, ok := u.leftAlone(file, "", path); ok {
+				return entryName(name, file, "", profile)
+			}
 			continue
 		}
 		for _, s := range f.Servers {
 			profile, ok := runsWith(s.Args, path)
-			if !ok || u.applied(file, s.Name, path) || prev != nil && cur != nil && sameView(cur, prev, profile) {
+			if !ok {
+				continue
+			}
+			if _, _, left := u.leftAlone(file, s.Name, path); !left && (u.applied(file, s.Name, path) || prev != nil && cur != nil && sameView(cur, prev, profile)) {
 				continue
 			}
 			return entryName(s.Name, file, s.Project, profile)
 		}
 	}
 	return ""
+}
+
+// leftAlone reports whether an entry an --apply wrote in file, running
+// mcp-mux with the config at cfg, named name ("": any), was left alone by
+// this --undo; with its name and profile.
+func (u *undoer) leftAlone(file, name, cfg string) (string, string, bool) {
+	for _, f := range u.left {
+		if f.Path != file {
+			continue
+		}
+		for _, c := range f.Changes {
+			for _, a := range c.Added {
+				if n, p, ok := addedRunsWith(a, cfg); ok && (name == "" || n == name) {
+					return n, p, true
+				}
+			}
+		}
+	}
+	return "", "", false
 }
 
 func entryName(name, file, project, profile string) string {

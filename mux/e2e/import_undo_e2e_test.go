@@ -221,3 +221,25 @@ func TestImportUndoTakesBackEveryApplyNewestFirst(t *testing.T) {
 		t.Errorf("saved copies left after a clean --undo: %q\n%s", b, out)
 	}
 }
+
+// TestImportUndoRemovesTheConfigNoEntryRuns: a file from which the user
+// removed mcp-mux's entry since --apply is left alone, said so, but then
+// nothing runs mcp-mux with the config any more, and --undo removes it.
+func TestImportUndoRemovesTheConfigNoEntryRuns(t *testing.T) {
+	h := newApplyHome(t)
+	if out, code := h.run(t, "import", "--apply"); code != 0 {
+		t.Fatalf("--apply: exit %d\n%s", code, out)
+	}
+	mine := `{"mcpServers": {"mine": {"command": "mine"}}}`
+	os.WriteFile(h.files["cursor"], []byte(mine), 0o640)
+	out, code := h.run(t, "import", "--undo")
+	if code != 1 || !strings.Contains(out, "left alone "+h.files["cursor"]+`: mcp-mux's entry "mcp-mux" in its mcpServers is gone since --apply`) {
+		t.Errorf("--undo: exit %d\n%s", code, out)
+	}
+	if got, _ := os.ReadFile(h.files["cursor"]); string(got) != mine {
+		t.Errorf("Cursor's file: %s", got)
+	}
+	if _, err := os.Stat(h.config()); !os.IsNotExist(err) {
+		t.Errorf("the config no entry runs is still there (%v):\n%s", err, out)
+	}
+}
