@@ -7,12 +7,8 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,6 +48,7 @@ type plannedWrite struct {
 	path     string
 	old, new []byte
 	what     string
+	changes  []clientimport.Change // in a client's JSON file, for --undo
 }
 
 func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error {
@@ -60,6 +57,11 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 	manifest, err := undoManifestPath()
 	if err != nil {
 		return cli.Exit("mcp-mux import --apply: "+err.Error(), 1)
+	}
+	// What earlier runs changed stays recorded beside what this one does.
+	record, err := readManifest(manifest)
+	if err != nil {
+		return cli.Exit("mcp-mux import --apply: nothing was changed: the record of earlier runs, for --undo, cannot be read: "+err.Error(), 1)
 	}
 	cfgPath := c.String("output")
 	if cfgPath == "" {
@@ -158,7 +160,7 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 	// EntryFor), so a project's profile there has only the project's
 	// servers; elsewhere a project's entry stands in for the user's, and
 	// its profile has the user's servers too.
-	exe := muxExecutable()
+	exe, _ := muxCommand()
 	names := map[scopeKey]string{}
 	entries := map[scopeKey]string{}
 	taken := map[string]bool{}
@@ -258,7 +260,7 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 			if e.Entry == nil {
 				k := scopeKey{f.Client, m.scope}
 				name := names[k]
-				reg := registration{Command: exe, Args: []string{"-c", cfgPath, "--profile", name}}
+				reg := registration{Command: exe, Args: []string{"-c", cfgPath, "--profile", name}, Env: entryEnv(all, k)}
 				if f.Client == clientimport.ClientVSCode {
 					reg.Type = "stdio"
 				}
@@ -284,13 +286,13 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 		if len(edits) == 0 {
 			continue
 		}
-		out, err := clientimport.RewriteServers(f.File, f.data, edits)
+		out, changes, err := clientimport.RewriteServers(f.File, f.data, edits)
 		if err != nil {
 			notes = append(notes, "left alone "+err.Error())
 			continue
 		}
 		if !bytes.Equal(out, f.data) {
-			plan = append(plan, plannedWrite{path: f.Path, old: f.data, new: out, what: strings.Join(said, "; ")})
+			plan = append(plan, plannedWrite{path: f.Path, old: f.data, new: out, what: strings.Join(said, "; "), changes: changes})
 		}
 	}
 
@@ -318,9 +320,10 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 			}
 			var out []byte
 			var added []clientimport.PermissionRule
+			var changes []clientimport.Change
 			if err == nil {
 				carried := clientimport.CarryOver(rules, clientimport.SettingsProject(path, home), cc, muxServerName)
-				out, added, err = clientimport.AddPermissionRules(path, data, carried)
+				out, added, changes, err = clientimport.AddPermissionRules(path, data, carried)
 			}
 			if err != nil {
 				notes = append(notes, "left alone "+pathError(path, err))
@@ -331,7 +334,7 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 				for _, a := range added {
 					what = append(what, a.List+" "+a.Rule)
 				}
-				plan = append(plan, plannedWrite{path: path, old: data, new: out, what: "permission rules added: " + strings.Join(what, ", ")})
+				plan = append(plan, plannedWrite{path: path, old: data, new: out, what: "permission rules added: " + strings.Join(what, ", "), changes: changes})
 			}
 		}
 	}
@@ -366,17 +369,58 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 	if len(done) == 0 {
 		return cli.Exit("mcp-mux import --apply: no file was changed", 1)
 	}
-	if err := writeManifest(manifest, done); err != nil {
+	if err := recordApply(manifest, record, done); err != nil {
 		return cli.Exit("mcp-mux import --apply: the files were changed, but what --undo needs was not saved: "+err.Error(), 1)
 	}
 	if !cfgExisted && len(res.Backends) > 0 {
 		reportImport(stderr, res, cfgPath)
 	}
 	if len(res.Vars) > 0 {
-		fmt.Fprintf(stderr, "\nThe config refers to %s: set them in the environment the clients start mcp-mux in (or in the \"env\" of its entry).\n", strings.Join(res.Vars, ", "))
+		var passed, unset []string
+		for _, v := range res.Vars {
+			if slices.ContainsFunc(order, func(k scopeKey) bool { return entryEnv(all, k)[v] != "" }) {
+				passed = append(passed, v)
+			} else {
+				unset = append(unset, v)
+			}
+		}
+		if len(passed) > 0 {
+			fmt.Fprintf(stderr, "\nThe config refers to %s: mcp-mux's entries pass them on from the clients, as the clients passed them to the servers (the \"env\" of each entry).\n", strings.Join(passed, ", "))
+		}
+		if len(unset) > 0 {
+			fmt.Fprintf(stderr, "\nThe config refers to %s: set them in the environment the clients start mcp-mux in (or in the \"env\" of its entry).\n", strings.Join(unset, ", "))
+		}
 	}
-	fmt.Fprintf(stderr, "\nRestart the clients to use mcp-mux. mcp-mux import --undo puts these files back as they were.\n")
+	fmt.Fprintf(stderr, "\nRestart the clients to use mcp-mux. mcp-mux import --undo takes back what --apply changed in these files (and what any earlier --apply did).\n")
 	return nil
+}
+
+// entryEnv is the "env" of mcp-mux's entry for k: each variable its
+// servers had from the client (all, as moved), written as the client
+// wrote it, so that the client gives mcp-mux what the backends need as it
+// gave it to the servers; VS Code, given ${input:ID}, keeps asking the
+// user for it. Claude Desktop expands no variable in its entries: it
+// starts mcp-mux with its own environment, as it started the servers.
+func entryEnv(all []moved, k scopeKey) map[string]string {
+	if k.client == clientimport.ClientClaudeDesktop {
+		return nil
+	}
+	withUser := k.project != "" && k.client != clientimport.ClientClaudeCode
+	var env map[string]string
+	for _, m := range all {
+		if m.file.Client != k.client || (m.scope != k.project && !(withUser && m.scope == "")) {
+			continue
+		}
+		for _, name := range m.srv.Vars {
+			if ref := m.srv.VarRefs[name]; ref != "" && env[name] == "" {
+				if env == nil {
+					env = map[string]string{}
+				}
+				env[name] = ref
+			}
+		}
+	}
+	return env
 }
 
 // isSharedFile reports whether f is shared with others, so --apply must
@@ -420,24 +464,12 @@ func appendNew(list []string, add ...string) []string {
 	return list
 }
 
-// muxExecutable is the path of this mcp-mux, for the clients' entries.
-func muxExecutable() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return "mcp-mux"
-	}
-	if p, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = p
-	}
-	return exe
-}
-
 // applyWrite writes w, unless its file changed since it was read; an
 // existing file is first saved beside it (FILE.mcp-mux-backup-STAMP, with
 // its mode) and then rewritten in place, which keeps its mode, owner and
 // any link to it. A new file is created 0600, as a config may hold secrets.
 func applyWrite(w plannedWrite, stamp string) (undoFile, error) {
-	u := undoFile{Path: w.path, Written: digest(w.new)}
+	u := undoFile{Path: w.path, Written: digest(w.new), Changes: w.changes}
 	now, err := os.ReadFile(w.path)
 	switch {
 	case w.old == nil && err == nil:
@@ -482,120 +514,4 @@ func applyWrite(w plannedWrite, stamp string) (undoFile, error) {
 		return u, fmt.Errorf("%s: %w (its copy is %s)", w.path, err, backup)
 	}
 	return u, nil
-}
-
-func digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// undoManifest is what the last --apply changed, for --undo.
-type undoManifest struct {
-	Applied string     `json:"applied"`
-	Files   []undoFile `json:"files"`
-}
-
-type undoFile struct {
-	Path    string `json:"path"`
-	Backup  string `json:"backup,omitempty"` // "": --apply created the file
-	Written string `json:"written_sha256"`   // what --apply wrote in it
-}
-
-// undoManifestPath is where --apply records what it changed: beside the
-// user's config file, wherever the config went.
-func undoManifestPath() (string, error) {
-	p := config.UserPath(os.Getenv)
-	if p == "" {
-		return "", errors.New("neither XDG_CONFIG_HOME nor HOME is set, so there is nowhere to record what --apply changes")
-	}
-	return filepath.Join(filepath.Dir(p), "import-undo.json"), nil
-}
-
-func writeManifest(path string, files []undoFile) error {
-	data, err := json.MarshalIndent(undoManifest{Applied: time.Now().Format(time.RFC3339), Files: files}, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o600)
-}
-
-// importUndo puts back the files the last --apply changed, each only if
-// it still holds what --apply wrote (a file edited since is left alone,
-// with where its copy is), and removes a file --apply created.
-func importUndo(w io.Writer) error {
-	path, err := undoManifestPath()
-	if err != nil {
-		return cli.Exit("mcp-mux import --undo: "+err.Error(), 1)
-	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return cli.Exit("mcp-mux import --undo: nothing to undo: no import --apply is recorded in "+path, 1)
-	}
-	var m undoManifest
-	if err == nil {
-		err = json.Unmarshal(data, &m)
-	}
-	if err != nil {
-		return cli.Exit("mcp-mux import --undo: "+pathError(path, err), 1)
-	}
-	var left []undoFile
-	// The reverse of the order written: the clients, then the config.
-	for _, f := range slices.Backward(m.Files) {
-		if err := undoOne(f); err != nil {
-			fmt.Fprintf(w, "  left alone %s\n", err)
-			left = append(left, f)
-			continue
-		}
-		if f.Backup == "" {
-			fmt.Fprintf(w, "  removed    %s (import --apply created it)\n", f.Path)
-		} else {
-			fmt.Fprintf(w, "  restored   %s from %s\n", f.Path, f.Backup)
-		}
-	}
-	if len(left) == 0 {
-		if err := os.Remove(path); err != nil {
-			return cli.Exit("mcp-mux import --undo: "+err.Error(), 1)
-		}
-		return nil
-	}
-	slices.Reverse(left)
-	m.Files = left
-	if err := writeManifest(path, left); err != nil {
-		return cli.Exit("mcp-mux import --undo: "+err.Error(), 1)
-	}
-	return cli.Exit("mcp-mux import --undo: some files were left alone (above)", 1)
-}
-
-func undoOne(f undoFile) error {
-	now, err := os.ReadFile(f.Path)
-	if err != nil {
-		return errors.New(pathError(f.Path, err))
-	}
-	if digest(now) != f.Written {
-		if f.Backup == "" {
-			return fmt.Errorf("%s: it changed since import --apply created it", f.Path)
-		}
-		return fmt.Errorf("%s: it changed since import --apply wrote it; its earlier copy is %s", f.Path, f.Backup)
-	}
-	if f.Backup == "" {
-		return os.Remove(f.Path)
-	}
-	old, err := os.ReadFile(f.Backup)
-	if err != nil {
-		return errors.New(pathError(f.Backup, err))
-	}
-	fi, err := os.Stat(f.Backup)
-	if err != nil {
-		return errors.New(pathError(f.Backup, err))
-	}
-	if err := os.WriteFile(f.Path, old, fi.Mode().Perm()); err != nil {
-		return errors.New(pathError(f.Path, err))
-	}
-	if runtime.GOOS != "windows" {
-		os.Chmod(f.Path, fi.Mode().Perm())
-	}
-	return nil
 }

@@ -39,3 +39,18 @@ func TestApplyWriteLeavesAFileChangedSinceRead(t *testing.T) {
 		t.Errorf("written: %s", data)
 	}
 }
+
+// TestReadManifestTakesAnOlderRecord: the record an older mcp-mux wrote
+// (its one --apply, at the top) is read as the first --apply, so that
+// --undo still takes it back, whole file by whole file.
+func TestReadManifestTakesAnOlderRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "import-undo.json")
+	os.WriteFile(path, []byte(`{"applied": "2026-01-01T00:00:00Z", "files": [{"path": "/c.toml", "written_sha256": "ab"}, {"path": "/m.json", "backup": "/m.json.b", "written_sha256": "cd"}]}`), 0o600)
+	m, err := readManifest(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Applies) != 1 || m.Applies[0].Applied != "2026-01-01T00:00:00Z" || len(m.Applies[0].Files) != 2 || m.Applies[0].Files[1].Backup != "/m.json.b" || m.Files != nil {
+		t.Errorf("%+v", m)
+	}
+}

@@ -33,7 +33,7 @@ func importCommand() *cli.Command {
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the config to `FILE` (default: stdout)"},
 			&cli.BoolFlag{Name: "force", Usage: "overwrite the --output file if it exists"},
 			&cli.BoolFlag{Name: "apply", Usage: "also move the clients over: add their servers to the config (--output, default: " + displayUserConfigPath() + ") with a profile per client, and replace them in each client's file with one mcp-mux entry, saving each file changed beside it"},
-			&cli.BoolFlag{Name: "undo", Usage: "put back the files the last --apply changed"},
+			&cli.BoolFlag{Name: "undo", Usage: "take back what each --apply changed in the clients' files and the config, newest first, keeping what changed since"},
 		},
 		Action: importAction,
 	}
@@ -60,11 +60,15 @@ func displayUserConfigPath() string {
 func importAction(c *cli.Context) error {
 	stderr := c.App.ErrWriter
 	if c.Bool("undo") {
-		if c.Bool("apply") || c.NArg() > 0 || c.String("output") != "" {
-			return cli.Exit("mcp-mux import: --undo takes no file, --apply or --output: it puts back what the last --apply changed", 1)
+		if c.Bool("apply") || c.NArg() > 0 || c.String("output") != "" || c.Bool("force") {
+			return cli.Exit("mcp-mux import: --undo takes no file, --apply, --output or --force: it takes back what each --apply changed, and never what you changed since (each file's copy from before --apply is kept until then)", 1)
 		}
 		fmt.Fprintln(stderr, "mcp-mux import --undo:")
 		return importUndo(stderr)
+	}
+	exe, temporary := muxCommand()
+	if temporary != "" && c.Bool("apply") {
+		return cli.Exit("mcp-mux import --apply: nothing was changed: "+temporaryBuildAdvice(exe, temporary)+" with --apply.", 1)
 	}
 	var read []*readFile
 	var settingsDirs []string // where else Claude Code's settings may be: the current directory, as for .mcp.json
@@ -97,21 +101,21 @@ func importAction(c *cli.Context) error {
 			read = append(read, f)
 		}
 	}
-	setAsideMuxEntries(stderr, read, muxExecutable())
+	setAsideMuxEntries(stderr, read, exe)
 	total, own := 0, 0
 	for _, f := range read {
 		total += len(f.Servers)
 		own += len(f.own)
+	}
+	if total == 0 && own == 0 {
+		return cli.Exit("mcp-mux import: no MCP servers found; pass a client's config file as an argument", 1)
 	}
 	if c.Bool("apply") {
 		// A second run finds only mcp-mux's own entries: nothing to do.
 		return importApply(c, read, settingsDirs)
 	}
 	if total == 0 {
-		if own > 0 {
-			return cli.Exit("mcp-mux import: no MCP servers found besides mcp-mux's own entries; pass a client's config file as an argument", 1)
-		}
-		return cli.Exit("mcp-mux import: no MCP servers found; pass a client's config file as an argument", 1)
+		return cli.Exit("mcp-mux import: no MCP servers found besides mcp-mux's own entries; pass a client's config file as an argument", 1)
 	}
 
 	files := make([]*clientimport.File, len(read))
@@ -272,14 +276,7 @@ func reportImport(w io.Writer, res *clientimport.Result, out string) {
 // printRegistration prints the block that registers mcp-mux alone in the
 // clients whose files were imported.
 func printRegistration(w io.Writer, files []*clientimport.File, out string, vars []string) {
-	exe, err := os.Executable()
-	if err == nil {
-		if p, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = p
-		}
-	} else {
-		exe = "mcp-mux"
-	}
+	exe, temporary := muxCommand()
 	config := out
 	if config == "" {
 		config = "/path/to/the/saved/output.toml"
@@ -316,6 +313,9 @@ func printRegistration(w io.Writer, files []*clientimport.File, out string, vars
 	fmt.Fprintln(w, "\nNext, register mcp-mux alone in place of the servers it now runs (remove them from the client's config, or they run twice).")
 	if out == "" {
 		fmt.Fprintln(w, "The config went to stdout: put the path of the file you saved it in after \"-c\" (with --output FILE this is filled in).")
+	}
+	if temporary != "" {
+		fmt.Fprintf(w, "Warning: %s, and use its path in the block.\n", temporaryBuildAdvice(exe, temporary))
 	}
 	if len(mcpServers) > 0 {
 		fmt.Fprintf(w, "\n%s (\"mcpServers\"):\n%s\n", strings.Join(mcpServers, ", "), indentJSON(map[string]any{"mcpServers": map[string]any{name: entry}}))
@@ -484,10 +484,7 @@ func initAction(c *cli.Context) error {
 		}
 		return cli.Exit("mcp-mux init: "+err.Error(), 1)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		exe = "mcp-mux"
-	}
+	exe, temporary := muxCommand()
 	fmt.Fprintf(stderr, "wrote %s: a commented starter config with one backend, %q (%s %s).\n", path, backend.Name, backend.Command, strings.Join(backend.Args, " "))
 	if !found {
 		fmt.Fprintf(stderr, "Neither uvx nor npx is on PATH: install Node.js (for npx) or replace that backend, or check will say %q is not found.\n", backend.Command)
@@ -502,5 +499,8 @@ Next:
   4. Register mcp-mux alone in your agent, e.g. in claude_desktop_config.json:
 %s
 `, shellArg(path), reg)
+	if temporary != "" {
+		fmt.Fprintf(stderr, "\nWarning: %s, and use its path in step 4.\n", temporaryBuildAdvice(exe, temporary))
+	}
 	return nil
 }

@@ -136,13 +136,14 @@ type ServersEdit struct {
 
 // RewriteServers is f's file (data, as read) with edits made, keyed by
 // the project of ~/.claude.json whose servers they are ("" for the
-// servers at the top of the file).
-func RewriteServers(f *File, data []byte, edits map[string]ServersEdit) ([]byte, error) {
+// servers at the top of the file); and what changed, for Undo.
+func RewriteServers(f *File, data []byte, edits map[string]ServersEdit) ([]byte, []Change, error) {
 	root, err := scanJSONC(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
+		return nil, nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	var splices []splice
+	var changes []Change
 	for _, project := range slices.Sorted(maps.Keys(edits)) {
 		e := edits[project]
 		path := []string{"mcpServers"}
@@ -156,30 +157,42 @@ func RewriteServers(f *File, data []byte, edits map[string]ServersEdit) ([]byte,
 		}
 		obj := root.lookup(path...)
 		if obj == nil || obj.kind != '{' {
-			return nil, fmt.Errorf("%s: %s is not an object", f.Path, strings.Join(path, "."))
+			return nil, nil, fmt.Errorf("%s: %s is not an object", f.Path, strings.Join(path, "."))
 		}
 		remove := map[string]bool{e.Name: true}
 		for _, r := range e.Remove {
 			remove[r] = true
 		}
-		if sp, ok := replaceMembers(data, obj, remove, e.Name, e.Entry); ok {
-			splices = append(splices, sp)
+		sp, member, ok := replaceMembers(data, obj, remove, e.Name, e.Entry)
+		if !ok {
+			continue
 		}
+		splices = append(splices, sp)
+		c := Change{At: path, Before: string(data[obj.start:obj.end]), After: spliced(data, obj, sp), Added: []string{member}}
+		c.Indent, _ = indentUnit(data, obj)
+		for _, m := range obj.members {
+			if remove[m.key] {
+				c.Removed = append(c.Removed, string(data[m.keyStart:m.val.end]))
+			}
+		}
+		changes = append(changes, c)
 	}
-	return applySplices(data, splices), nil
+	return applySplices(data, splices), changes, nil
 }
 
 // AddPermissionRules is a Claude Code settings file (data, as read from
 // path) with the new rules of carried added to the end of their lists,
-// each once and only when the list lacks it; and the rules added.
-func AddPermissionRules(path string, data []byte, carried []CarriedRule) ([]byte, []PermissionRule, error) {
+// each once and only when the list lacks it; the rules added; and what
+// changed, for Undo.
+func AddPermissionRules(path string, data []byte, carried []CarriedRule) ([]byte, []PermissionRule, []Change, error) {
 	root, err := scanJSONC(data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	perms := root.get("permissions")
 	var splices []splice
 	var added []PermissionRule
+	var changes []Change
 	for _, list := range PermissionLists {
 		arr := perms.get(list)
 		if arr == nil || arr.kind != '[' {
@@ -208,8 +221,10 @@ func AddPermissionRules(path string, data []byte, carried []CarriedRule) ([]byte
 			}
 		}
 		if len(items) > 0 {
-			splices = append(splices, appendElements(data, arr, items))
+			sp := appendElements(data, arr, items)
+			splices = append(splices, sp)
+			changes = append(changes, Change{At: []string{"permissions", list}, Before: string(data[arr.start:arr.end]), After: spliced(data, arr, sp), Added: items})
 		}
 	}
-	return applySplices(data, splices), added, nil
+	return applySplices(data, splices), added, changes, nil
 }

@@ -277,23 +277,22 @@ func marshalCompact(v any) string {
 
 // replaceMembers is the splice that removes the members of object obj
 // whose key is in remove, and puts the member key: entry where the first
-// of them was, indented as its siblings are. Everything else inside obj
+// of them was, indented as its siblings are; and that member as written. Everything else inside obj
 // (members kept, comments between them, a trailing comma) stays as it is;
 // a member removed that stood on lines of its own takes its lines with it.
-func replaceMembers(data []byte, obj *jvalue, remove map[string]bool, key string, entry any) (splice, bool) {
+func replaceMembers(data []byte, obj *jvalue, remove map[string]bool, key string, entry any) (sp splice, member string, ok bool) {
+	drop := map[int]bool{}
 	first := -1
-	var final []int // the members left, the entry at first
 	for i, m := range obj.members {
 		if remove[m.key] {
-			if first >= 0 {
-				continue
+			drop[i] = true
+			if first < 0 {
+				first = i
 			}
-			first = i
 		}
-		final = append(final, i)
 	}
 	if first < 0 {
-		return splice{}, false
+		return splice{}, "", false
 	}
 	memberIndent, unit := indentUnit(data, obj)
 	keyJSON, _ := json.Marshal(key)
@@ -301,8 +300,31 @@ func replaceMembers(data []byte, obj *jvalue, remove map[string]bool, key string
 	if _, alone := lineIndent(data, obj.members[first].keyStart); !alone {
 		text = string(keyJSON) + ": " + marshalCompact(entry) // an object on one line stays on one
 	}
+	return editMembers(data, obj, drop, first, []string{text}), text, true
+}
+
+// editMembers is the splice that removes the members (or elements) of
+// obj whose index is in drop, and puts texts (members or elements as
+// written, in order) where the member at index at was (at is one of drop,
+// or -1 to put nothing). Everything else inside obj stays as it is; a
+// member removed that stood on lines of its own takes its lines with it.
+func editMembers(data []byte, obj *jvalue, drop map[int]bool, at int, texts []string) splice {
+	text := ""
+	if at >= 0 {
+		sep := " "
+		if ind, alone := lineIndent(data, obj.members[at].keyStart); alone {
+			sep = "\n" + ind
+		}
+		text = strings.Join(texts, ","+sep)
+	}
+	last := -1 // the last member left, or put in at
+	for i := range obj.members {
+		if !drop[i] || (i == at && len(texts) > 0) {
+			last = i
+		}
+	}
 	n := len(obj.members)
-	trailing := obj.members[n-1].comma >= 0
+	trailing := n > 0 && obj.members[n-1].comma >= 0
 	inner := obj.start + 1
 	var b strings.Builder
 	pos := inner
@@ -311,7 +333,7 @@ func replaceMembers(data []byte, obj *jvalue, remove map[string]bool, key string
 		if m.comma >= 0 {
 			after = m.comma + 1
 		}
-		if remove[m.key] && i != first {
+		if drop[i] && (i != at || len(texts) == 0) {
 			start, end := m.keyStart, after
 			if _, alone := lineIndent(data, start); alone {
 				start = bytes.LastIndexByte(data[:start], '\n') + 1
@@ -336,7 +358,7 @@ func replaceMembers(data []byte, obj *jvalue, remove map[string]bool, key string
 			continue
 		}
 		b.Write(data[pos:m.keyStart])
-		if i == first {
+		if i == at {
 			b.WriteString(text)
 		} else {
 			b.Write(data[m.keyStart:m.val.end])
@@ -344,13 +366,13 @@ func replaceMembers(data []byte, obj *jvalue, remove map[string]bool, key string
 		if m.comma >= 0 {
 			b.Write(data[m.val.end:m.comma]) // a comment before the comma
 		}
-		if final[len(final)-1] != i || trailing {
+		if last != i || trailing {
 			b.WriteByte(',')
 		}
 		pos = after
 	}
 	b.Write(data[pos : obj.end-1])
-	return splice{start: inner, end: obj.end - 1, text: b.String()}, true
+	return splice{start: inner, end: obj.end - 1, text: b.String()}
 }
 
 // skipLineRest passes, from pos, blanks and comments to the end of the

@@ -24,7 +24,7 @@ func rewrite(t *testing.T, data string, remove []string, path ...string) string 
 	for _, r := range remove {
 		set[r] = true
 	}
-	sp, ok := replaceMembers([]byte(data), obj, set, "mcp-mux", testEntry)
+	sp, _, ok := replaceMembers([]byte(data), obj, set, "mcp-mux", testEntry)
 	if !ok {
 		return data
 	}
@@ -119,7 +119,7 @@ func FuzzReplaceMembers(f *testing.F) {
 		if obj == nil || obj.kind != '{' || len(obj.members) == 0 {
 			return
 		}
-		sp, _ := replaceMembers([]byte(in), obj, map[string]bool{obj.members[0].key: true}, "mcp-mux", testEntry)
+		sp, _, _ := replaceMembers([]byte(in), obj, map[string]bool{obj.members[0].key: true}, "mcp-mux", testEntry)
 		out := applySplices([]byte(in), []splice{sp})
 		if _, err := decodeObject("f", stripJSONC(out)); err != nil && json.Valid(stripJSONC([]byte(in))) {
 			t.Errorf("%v\n%s\n->\n%s", err, in, out)
@@ -142,7 +142,7 @@ func TestAddPermissionRules(t *testing.T) {
 		{PermissionRule{"allow", "mcp__mem__read"}, []string{"mcp__mcp-mux__mem__read"}},
 		{PermissionRule{"deny", "mcp__mem__delete"}, []string{"mcp__mcp-mux__mem__delete", "mcp__mcp-mux__mem__delete"}},
 	}
-	out, added, err := AddPermissionRules("settings.json", []byte(in), carried)
+	out, added, _, err := AddPermissionRules("settings.json", []byte(in), carried)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestAddPermissionRules(t *testing.T) {
 	if string(out) != want || len(added) != 2 {
 		t.Errorf("got %v\n%s", added, out)
 	}
-	again, added, _ := AddPermissionRules("settings.json", out, carried)
+	again, added, _, _ := AddPermissionRules("settings.json", out, carried)
 	if !bytes.Equal(again, out) || len(added) != 0 {
 		t.Errorf("second time added %v", added)
 	}

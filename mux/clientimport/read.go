@@ -92,6 +92,10 @@ type Server struct {
 	// Vars are the environment variables its values refer to as ${NAME}
 	// without a default: they must be set when mcp-mux loads the config.
 	Vars []string
+	// VarRefs are how the client wrote each of Vars ("${input:gh-token}",
+	// "${env:NAME}", "${NAME}"): mcp-mux's entry in that client gives
+	// them to mcp-mux so.
+	VarRefs map[string]string
 }
 
 // Remote reports whether s is served over HTTP rather than run.

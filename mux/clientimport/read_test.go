@@ -193,6 +193,10 @@ func TestImportReadsEachClientFormat(t *testing.T) {
 			!slices.Contains(s.Notes, `its key "dev" was left out, as mcp-mux has no equivalent`) {
 			t.Errorf("vars %v notes %q", s.Vars, s.Notes)
 		}
+		// As VS Code writes them, for the env of mcp-mux's entry there.
+		if want := map[string]string{"API_KEY": "${input:api-key}", "VSCODE_TOKEN": "${env:VSCODE_TOKEN}"}; !reflect.DeepEqual(s.VarRefs, want) {
+			t.Errorf("var refs %q, want %q", s.VarRefs, want)
+		}
 		if d := server(t, f, "docs", ""); d.Transport != "streamable" || d.URL != "http://docs.test/mcp" || d.Headers["Authorization"] != "Bearer sk-docsQpWoEiRuTyAlSkDj" {
 			t.Errorf("docs: %+v", d)
 		}

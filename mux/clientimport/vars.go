@@ -50,6 +50,10 @@ func (c *converter) vars(s *Server, in, where string) string {
 					// One with a default need not be set.
 					if !strings.Contains(v.ref, ":-") && !slices.Contains(s.Vars, v.name) {
 						s.Vars = append(s.Vars, v.name)
+						if s.VarRefs == nil {
+							s.VarRefs = map[string]string{}
+						}
+						s.VarRefs[v.name] = in[i : i+2+end+1]
 					}
 				} else {
 					addLit(v.literal)

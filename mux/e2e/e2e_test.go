@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if _, why := findFish(); why != "" {
 		tellTerminal("mux/e2e: the fish completion test is skipped: " + why)
 	}
+	if _, why := claudeCodeMissing(); why != "" {
+		tellTerminal("mux/e2e: the Claude Code test of import --apply and --undo is skipped: " + why)
+	}
 	testkit.Main(m)
 }
 

@@ -48,7 +48,11 @@ func newApplyHome(t *testing.T) *applyHome {
 	case "darwin":
 		h.cfgDir = filepath.Join(h.home, "Library", "Application Support")
 	}
-	h.env = append(h.env, "PATH="+os.Getenv("PATH"))
+	// The temporary directory is one of its own: mcp-mux refuses to write
+	// a binary under it into the clients (a go run build), and the
+	// binaries the tests run are under the test's.
+	tmp := t.TempDir()
+	h.env = append(h.env, "PATH="+os.Getenv("PATH"), "TMPDIR="+tmp, "TMP="+tmp, "TEMP="+tmp)
 	// Installed under another name, as by `go build -o mm`: its own
 	// entries must still be known by its path.
 	exe := ""
@@ -192,8 +196,9 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 
 	// Cursor and VS Code: the whole file, comments, trailing commas and
 	// tabs as they were; the servers' comments inside them gone with them.
+	// Cursor's search server had ${env:SEARCH_KEY}: mcp-mux gets it so.
 	wantCursor := "{\n  // Cursor's own servers.\n  \"mcpServers\": {\n    \"mcp-mux\": {\n      \"command\": " + q(exe) + ",\n      \"args\": [\n        \"-c\",\n        " + q(cfg) +
-		",\n        \"--profile\",\n        \"cursor\"\n      ]\n    },\n    /* \"old\": {\"command\": \"x\"}, */\n  },\n}\n"
+		",\n        \"--profile\",\n        \"cursor\"\n      ],\n      \"env\": {\n        \"SEARCH_KEY\": \"${env:SEARCH_KEY}\"\n      }\n    },\n    /* \"old\": {\"command\": \"x\"}, */\n  },\n}\n"
 	if got := string(read("cursor")); got != wantCursor {
 		t.Errorf("Cursor's file:\n%s\nwant\n%s", got, wantCursor)
 	}
@@ -361,7 +366,8 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 		t.Errorf("import after --apply: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 
-	// --undo: every byte and mode back, the config it created gone.
+	// --undo: every byte and mode back, the config it created gone, and
+	// the saved copies, useless now.
 	out, code = h.run(t, "import", "--undo")
 	if code != 0 {
 		t.Fatalf("--undo: exit %d\n%s", code, out)
@@ -375,12 +381,15 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 		if what == "mcp.json" {
 			continue
 		}
-		if !strings.Contains(out, "restored   "+path+" from "+path+".mcp-mux-backup-") {
+		if !strings.Contains(out, "restored   "+path+"\n") {
 			t.Errorf("--undo does not say it restored %s:\n%s", path, out)
 		}
 	}
 	if _, err := os.Stat(cfg); !os.IsNotExist(err) || !strings.Contains(out, "removed    "+cfg) {
 		t.Errorf("the config --apply created is still there (%v):\n%s", err, out)
+	}
+	if b := backupsUnder(t, h.home); len(b) != 0 {
+		t.Errorf("saved copies left: %q", b)
 	}
 	if out, code := h.run(t, "import", "--undo"); code != 1 || !strings.Contains(out, "nothing to undo") {
 		t.Errorf("second --undo: exit %d\n%s", code, out)
@@ -432,5 +441,62 @@ func TestImportApplyLeavesABrokenFileAlone(t *testing.T) {
 		if v != snap[what] {
 			t.Errorf("%s changed", what)
 		}
+	}
+}
+
+// TestImportApplyPassesTheClientsVariablesToMcpMux: a variable the moved
+// servers had from their client (VS Code's ${input:ID}, which VS Code
+// asks the user for; Cursor's ${env:NAME}) is in the "env" of mcp-mux's
+// entry there, written as the client wrote it, so that mcp-mux has what
+// the backends need: VS Code keeps asking, and check passes with what
+// the clients give.
+func TestImportApplyPassesTheClientsVariablesToMcpMux(t *testing.T) {
+	h := newApplyHome(t)
+	fixture, _ := json.Marshal(testkit.FixtureBin(t))
+	vscode := `{
+  "inputs": [{"type": "promptString", "id": "gh-token", "description": "GitHub token", "password": true}],
+  "servers": {
+    "github": {"type": "stdio", "command": ` + string(fixture) + `, "args": ["-name", "github"], "env": {"GITHUB_TOKEN": "${input:gh-token}"}}
+  }
+}
+`
+	os.WriteFile(h.files["vscode"], []byte(vscode), 0o644)
+	out, code := h.run(t, "import", "--apply")
+	if code != 0 {
+		t.Fatalf("--apply: exit %d\n%s", code, out)
+	}
+	for what, want := range map[string]string{
+		"vscode":  `"GH_TOKEN": "${input:gh-token}"`,
+		"cursor":  `"SEARCH_KEY": "${env:SEARCH_KEY}"`,
+		"desktop": "",
+		"claude":  "",
+	} {
+		data, _ := os.ReadFile(h.files[what])
+		e := muxEntry(t, h.files[what], data)
+		if want == "" && len(e.Env) > 0 || want != "" && (len(e.Env) != 1 || !strings.Contains(string(data), want)) {
+			t.Errorf("%s's entry: env %q, want %s\n%s", what, e.Env, want, data)
+		}
+	}
+	if data, _ := os.ReadFile(h.files["vscode"]); !strings.Contains(string(data), `"id": "gh-token"`) {
+		t.Errorf("VS Code's inputs are gone:\n%s", data)
+	}
+	// With what VS Code and Cursor give mcp-mux, the config passes check.
+	if out, code := runEnv3(t, append(slices.Clone(h.env), "GH_TOKEN=t0k", "SEARCH_KEY=k"), "check", "--config", h.config()); code != 0 {
+		t.Errorf("check: exit %d\n%s", code, out)
+	}
+}
+
+// TestImportApplyWithNoClientFilesSaysNoServersFound: on a machine where
+// no client keeps MCP servers, --apply says so as import does, and fails.
+func TestImportApplyWithNoClientFilesSaysNoServersFound(t *testing.T) {
+	home := t.TempDir()
+	tmp := t.TempDir() // not the binary's
+	env := []string{"HOME=" + home, "USERPROFILE=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + tmp, "TMP=" + tmp, "TEMP=" + tmp}
+	_, stderr, code := runEnv(t, t.TempDir(), env, "import", "--apply")
+	if code != 1 || !strings.Contains(stderr, "no MCP servers found") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		t.Errorf("written in the home: %v", entries)
 	}
 }

@@ -85,6 +85,13 @@ func runBinEnv(t *testing.T, bin, dir string, env []string, args ...string) (std
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir, cmd.Env = dir, env
+	return runCmd(t, cmd)
+}
+
+// runCmd runs cmd, an mcp-mux made ready to run, as runEnv does.
+func runCmd(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, code int) {
+	t.Helper()
+	args := cmd.Args[1:]
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
