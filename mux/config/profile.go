@@ -229,7 +229,7 @@ func (p *parser) validateProfiles(profiles []Profile, specs []Backend) []Problem
 		for j, b := range pr.Backends {
 			if !slices.Contains(known, b) {
 				msg := fmt.Sprintf("unknown backend %q; the backends are: %s", b, strings.Join(known, ", "))
-				if s := closest(b, known); s != "" {
+				if s := Closest(b, known); s != "" {
 					msg = fmt.Sprintf("unknown backend %q; did you mean %q?", b, s)
 				}
 				p.add(pk.child("backends").index(j), "%s", msg)
