@@ -66,3 +66,13 @@ func TestProgressOffATerminalIsNeverSilent(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckSaysOneOfAThingInTheSingular: "1 resources" and "OK (1
+// backends)" read as a program that does not count.
+func TestCheckSaysOneOfAThingInTheSingular(t *testing.T) {
+	var out strings.Builder
+	writeStartPlans(&out, []mux.StartPlan{{Name: "notes", Remembered: true, Seen: time.Now(), Tools: 1, Prompts: 1, Resources: 1}})
+	if got := out.String(); !strings.Contains(got, "remembered (1 tool, 1 prompt, 1 resource; seen ") {
+		t.Errorf("got %q", got)
+	}
+}

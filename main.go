@@ -358,7 +358,7 @@ func check(c *cli.Context) error {
 		if c.Bool("json") {
 			writeJSON(map[string]any{"config": path, "ok": true, "problems": []config.Problem{}, "warnings": append([]config.Problem{}, cfg.Warnings...), "starts": plans})
 		} else {
-			fmt.Fprintf(os.Stdout, "%s: OK (%d backends)\n", path, len(cfg.Backends))
+			fmt.Fprintf(os.Stdout, "%s: OK (%s)\n", path, count(len(cfg.Backends), "backend"))
 			writeStartPlans(os.Stdout, plans)
 		}
 		return nil
@@ -413,8 +413,8 @@ func writeStartPlans(w io.Writer, plans []mux.StartPlan) {
 	for _, p := range plans {
 		switch {
 		case p.Remembered:
-			fmt.Fprintf(w, "  %s: remembered (%d tools, %d prompts, %d resources; seen %s): starts when first used\n",
-				p.Name, p.Tools, p.Prompts, p.Resources, p.Seen.Local().Format("2006-01-02 15:04"))
+			fmt.Fprintf(w, "  %s: remembered (%s, %s, %s; seen %s): starts when first used\n",
+				p.Name, count(p.Tools, "tool"), count(p.Prompts, "prompt"), count(p.Resources, "resource"), p.Seen.Local().Format("2006-01-02 15:04"))
 		case p.Start == config.StartEager:
 			fmt.Fprintf(w, "  %s: starts at once (start = \"eager\")\n", p.Name)
 		default:
