@@ -25,6 +25,8 @@ type progress struct {
 	live  bool
 	start time.Time
 
+	label func(name string) string // backendLabeler's
+
 	mu      sync.Mutex
 	pending []string // enabled backends not settled yet, in config order
 
@@ -40,7 +42,7 @@ const redrawEvery = 200 * time.Millisecond
 const stillEvery = 5 * time.Second
 
 func newProgress(w io.Writer, live bool, cfg *config.File) *progress {
-	p := &progress{w: w, live: live, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &progress{w: w, live: live, start: time.Now(), label: backendLabeler(cfg), stop: make(chan struct{}), done: make(chan struct{})}
 	for _, b := range cfg.Backends {
 		if !b.Disabled {
 			p.pending = append(p.pending, b.Name)
@@ -83,7 +85,7 @@ func (p *progress) settled(s mux.BackendStatus) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.pending = slices.DeleteFunc(p.pending, func(n string) bool { return n == s.Name })
-	line := settledLine(s, time.Since(p.start))
+	line := settledLine(p.label(s.Name), s, time.Since(p.start))
 	if !p.live {
 		fmt.Fprintln(p.w, line)
 		return
@@ -110,17 +112,36 @@ func (p *progress) close() {
 	}
 }
 
-// settledLine is one backend's line: what it offers, or why it failed.
-func settledLine(s mux.BackendStatus, after time.Duration) string {
+// settledLine is one backend's line, label its name: what it offers, or
+// why it failed.
+func settledLine(label string, s mux.BackendStatus, after time.Duration) string {
 	if !s.Ready() {
 		cause := s.LastError
 		if cause == "" {
 			cause = "no error recorded"
 		}
-		return fmt.Sprintf("backend %s: %s: %s", s.Name, s.State, cause)
+		return fmt.Sprintf("%s: %s: %s", label, s.State, cause)
 	}
-	return fmt.Sprintf("backend %s: ready (%s, %s, %s, %s) after %.1fs", s.Name,
+	return fmt.Sprintf("%s: ready (%s, %s, %s, %s) after %.1fs", label,
 		count(s.Tools, "tool"), count(s.Prompts, "prompt"), count(s.Resources, "resource"), count(s.Templates, "template"), after.Seconds())
+}
+
+// backendLabeler names the backends of cfg in check's output: "backend
+// notes", and an entry named by its place as every message names it,
+// `backend #2 ("notes", a duplicate name)`, not "backend backend #2".
+func backendLabeler(cfg *config.File) func(name string) string {
+	byPlace := map[string]string{}
+	for i := range cfg.Backends {
+		if b := &cfg.Backends[i]; b.Renamed != "" {
+			byPlace[b.Name] = b.Label()
+		}
+	}
+	return func(name string) string {
+		if l, ok := byPlace[name]; ok {
+			return l
+		}
+		return "backend " + name
+	}
 }
 
 func count(n int, what string) string {

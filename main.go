@@ -399,7 +399,7 @@ func check(c *cli.Context) error {
 	if c.Bool("json") {
 		writeJSON(report)
 	} else {
-		writeReport(os.Stdout, report)
+		writeReport(os.Stdout, report, backendLabeler(cfg))
 	}
 	if !report.OK {
 		return cli.Exit("", 1)
@@ -462,12 +462,13 @@ func writeJSON(v any) {
 	enc.Encode(v)
 }
 
-// writeReport prints a check --connect report as a table per backend, then the collisions.
-func writeReport(w io.Writer, r *mux.Report) {
+// writeReport prints a check --connect report as a table per backend, each
+// headed by its label (backendLabeler), then the collisions.
+func writeReport(w io.Writer, r *mux.Report, label func(name string) string) {
 	fmt.Fprintf(w, "config: %s\n\n", r.Config)
 	for _, b := range r.Backends {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "backend %s\n", b.Name)
+		fmt.Fprintln(tw, label(b.Name))
 		fmt.Fprintf(tw, "  state\t%s\n", b.State)
 		if b.LastError != "" {
 			fmt.Fprintf(tw, "  error\t%s\n", b.LastError)
