@@ -261,14 +261,14 @@ func serve(c *cli.Context) error {
 	defer tracer.Shutdown(traceFlushTimeout) // after m.Exit: the last spans go out
 	m.Start()
 	oneThread() // after Start, which decodes the remembered catalogs on every core (threads.go)
-	defer serveControl(m, logger)()
+	// Before the control endpoint, whose document says where the metrics are.
+	metrics, metricsDone := serveMetrics(m, cfg, logger)
+	defer metricsDone()
+	defer serveControl(m, metrics, logger)()
 	if err := m.WatchConfig(); err != nil {
 		logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)
 	}
 	defer reloadOnSIGHUP(m)()
-	if cfg.Mux.MetricsListen != "" {
-		serveMetrics(m, cfg, logger)
-	}
 	if addr != "" {
 		// Over HTTP, for any number of agents, until a signal ends it;
 		// stdin is not the protocol then.
@@ -299,22 +299,6 @@ func serve(c *cli.Context) error {
 	}
 	logger.Info("exiting")
 	return nil
-}
-
-// serveMetrics serves /metrics on [mux] metrics_listen until m ends. One
-// that cannot be served costs the metrics, not the agent's tools: it is
-// logged.
-func serveMetrics(m *mux.Mux, cfg *config.File, logger *log.Logger) {
-	if err := cfg.ServeMetricsCheck(); err != nil {
-		logger.Error("metrics not served: " + err.Error())
-		return
-	}
-	ln, err := net.Listen("tcp", cfg.Mux.MetricsListen)
-	if err != nil {
-		logger.Error("metrics not served", "err", err)
-		return
-	}
-	m.ServeMetrics(ln, cfg.Mux.HTTPToken)
 }
 
 func check(c *cli.Context) error {
