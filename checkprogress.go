@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -26,6 +27,7 @@ type progress struct {
 	start time.Time
 
 	label func(name string) string // backendLabeler's
+	goRun map[string]bool          // the backends whose command is `go run`: they compile first
 
 	mu      sync.Mutex
 	pending []string // enabled backends not settled yet, in config order
@@ -43,16 +45,18 @@ const stillEvery = 5 * time.Second
 
 func newProgress(w io.Writer, live bool, cfg *config.File) *progress {
 	p := &progress{w: w, live: live, start: time.Now(), label: backendLabeler(cfg), stop: make(chan struct{}), done: make(chan struct{})}
+	p.goRun = map[string]bool{}
 	for _, b := range cfg.Backends {
 		if !b.Disabled {
 			p.pending = append(p.pending, b.Name)
+			p.goRun[b.Name] = isGoRun(b.Command, b.Args)
 		}
 	}
 	every := redrawEvery
 	if !live {
 		every = stillEvery
 		if len(p.pending) > 0 {
-			fmt.Fprintf(w, "starting %s…\n", strings.Join(p.pending, ", "))
+			fmt.Fprintf(w, "starting %s…%s\n", strings.Join(p.pending, ", "), p.compiling())
 		}
 	}
 	go func() {
@@ -68,7 +72,7 @@ func newProgress(w io.Writer, live bool, cfg *config.File) *progress {
 				if live {
 					p.drawStatus()
 				} else if len(p.pending) > 0 {
-					fmt.Fprintf(p.w, "still starting %s… %.0fs\n", strings.Join(p.pending, ", "), time.Since(p.start).Seconds())
+					fmt.Fprintf(p.w, "still starting %s… %.0fs%s\n", strings.Join(p.pending, ", "), time.Since(p.start).Seconds(), p.compiling())
 				}
 				p.mu.Unlock()
 			}
@@ -100,7 +104,32 @@ func (p *progress) drawStatus() {
 		fmt.Fprint(p.w, clearLine)
 		return
 	}
-	fmt.Fprintf(p.w, "%sstarting %s… %.1fs", clearLine, strings.Join(p.pending, ", "), time.Since(p.start).Seconds())
+	fmt.Fprintf(p.w, "%sstarting %s… %.1fs%s", clearLine, strings.Join(p.pending, ", "), time.Since(p.start).Seconds(), p.compiling())
+}
+
+// compiling says which of the backends still starting run with `go run`,
+// whose first start compiles them (a minute on a fresh machine): a
+// status that said only "starting" read as a hang. p.mu is held.
+func (p *progress) compiling() string {
+	var names []string
+	for _, n := range p.pending {
+		if p.goRun[n] {
+			names = append(names, n)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return " (go run compiles " + names[0] + " on its first start)"
+	}
+	return " (go run compiles " + strings.Join(names, ", ") + " on their first start)"
+}
+
+// isGoRun reports whether command and args are `go run …`.
+func isGoRun(command string, args []string) bool {
+	base := strings.TrimSuffix(strings.ToLower(filepath.Base(command)), ".exe")
+	return base == "go" && len(args) > 0 && args[0] == "run"
 }
 
 // close stops the redrawing and erases the status line.

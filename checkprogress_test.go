@@ -76,3 +76,36 @@ func TestCheckSaysOneOfAThingInTheSingular(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// TestProgressSaysWhenGoRunIsCompiling: a backend run with `go run` (the
+// shipped example's) spends its first start compiling; the progress lines
+// say so while it is still starting, not only "starting".
+func TestProgressSaysWhenGoRunIsCompiling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		out := &testkit.SyncBuffer{}
+		cfg := &config.File{Backends: []config.Backend{
+			{Name: "a", Command: "/usr/local/go/bin/go", Args: []string{"run", "./testdata/fixture"}},
+			{Name: "b", Command: "go", Args: []string{"run", "."}},
+			{Name: "c", Command: "go", Args: []string{"version"}},
+		}}
+		p := newProgress(out, false, cfg)
+		time.Sleep(stillEvery)
+		synctest.Wait()
+		p.settled(mux.BackendStatus{Name: "a", State: "ready", Tools: 1})
+		time.Sleep(stillEvery)
+		synctest.Wait()
+		p.settled(mux.BackendStatus{Name: "b", State: "ready", Tools: 1})
+		time.Sleep(stillEvery)
+		synctest.Wait()
+		p.close()
+		want := "starting a, b, c… (go run compiles a, b on their first start)\n" +
+			"still starting a, b, c… 5s (go run compiles a, b on their first start)\n" +
+			"backend a: ready (1 tool, 0 prompts, 0 resources, 0 templates) after 5.0s\n" +
+			"still starting b, c… 10s (go run compiles b on its first start)\n" +
+			"backend b: ready (1 tool, 0 prompts, 0 resources, 0 templates) after 10.0s\n" +
+			"still starting c… 15s\n"
+		if got := out.String(); got != want {
+			t.Errorf("got  %q\nwant %q", got, want)
+		}
+	})
+}
