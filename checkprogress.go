@@ -117,13 +117,15 @@ func (p *progress) compiling() string {
 			names = append(names, n)
 		}
 	}
-	switch len(names) {
-	case 0:
+	switch {
+	case len(names) == 0:
 		return ""
-	case 1:
-		return " (go run compiles " + names[0] + " on its first start)"
+	case len(names) == len(p.pending) && len(names) == 1:
+		return " (go run compiles it first)"
+	case len(names) == len(p.pending):
+		return " (go run compiles them first)"
 	}
-	return " (go run compiles " + strings.Join(names, ", ") + " on their first start)"
+	return " (go run compiles " + strings.Join(names, ", ") + " first)"
 }
 
 // isGoRun reports whether command and args are `go run …`.

@@ -98,14 +98,19 @@ func TestProgressSaysWhenGoRunIsCompiling(t *testing.T) {
 		time.Sleep(stillEvery)
 		synctest.Wait()
 		p.close()
-		want := "starting a, b, c… (go run compiles a, b on their first start)\n" +
-			"still starting a, b, c… 5s (go run compiles a, b on their first start)\n" +
+		want := "starting a, b, c… (go run compiles a, b first)\n" +
+			"still starting a, b, c… 5s (go run compiles a, b first)\n" +
 			"backend a: ready (1 tool, 0 prompts, 0 resources, 0 templates) after 5.0s\n" +
-			"still starting b, c… 10s (go run compiles b on its first start)\n" +
+			"still starting b, c… 10s (go run compiles b first)\n" +
 			"backend b: ready (1 tool, 0 prompts, 0 resources, 0 templates) after 10.0s\n" +
 			"still starting c… 15s\n"
 		if got := out.String(); got != want {
 			t.Errorf("got  %q\nwant %q", got, want)
 		}
 	})
+	// The example's: every backend compiles.
+	p := &progress{pending: []string{"notes", "tasks"}, goRun: map[string]bool{"notes": true, "tasks": true}}
+	if got := p.compiling(); got != " (go run compiles them first)" {
+		t.Errorf("every backend a go run: %q", got)
+	}
 }
