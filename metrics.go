@@ -43,7 +43,7 @@ func serveMetrics(m *mux.Mux, cfg *config.File, logger *log.Logger) (metricsURL 
 				"config", doc.Config)
 			return
 		}
-		logger.Warn("metrics not served: another program has "+addr+without, "err", err)
+		logger.Warn("metrics not served: cannot listen on "+addr+without, "err", err)
 	})
 	return "", wg.Wait
 }

@@ -179,7 +179,7 @@ func TestASecondMuxOnTheSameMetricsListenServesItsAgent(t *testing.T) {
 		t.Errorf("the metrics at %s: %d, f's calls %v; want the first's one call", addr, code, callsCounted(fams, "f"))
 	}
 
-	// A port another program has is not blamed on an mcp-mux.
+	// A port another program has is not blamed on an mcp-mux: the error says why.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,10 @@ func TestASecondMuxOnTheSameMetricsListenServesItsAgent(t *testing.T) {
 	defer ln.Close()
 	other := startWire(t, testkit.WriteConfig(t, fmt.Sprintf("metrics_listen = %q", ln.Addr()), []string{"f", "-name", "f"}))
 	other.initialize()
-	testkit.Eventually(t, 10*time.Second, "a mux to say another program has the port", func() bool {
-		return strings.Contains(other.stderr.String(), "metrics not served: another program has "+ln.Addr().String()+"; this mcp-mux serves its agent without metrics")
+	testkit.Eventually(t, 10*time.Second, "a mux to say it cannot listen there", func() bool {
+		return strings.Contains(other.stderr.String(), "metrics not served: cannot listen on "+ln.Addr().String()+"; this mcp-mux serves its agent without metrics")
 	})
+	if strings.Contains(other.stderr.String(), "in use by mcp-mux") {
+		t.Errorf("another program's port is blamed on an mcp-mux:\n%s", other.stderr)
+	}
 }
