@@ -209,10 +209,10 @@ func (p *parser) dottedProfileNames(pk keyPath, name string, body map[string]any
 		if _, known := fields[k]; known {
 			continue
 		}
-		msg := fmt.Sprintf("a profile's name cannot hold a dot: [profile.%s.%s] is the table %q inside the profile %q; name it with letters, digits, \"_\" and \"-\" only",
+		msg := fmt.Sprintf("unknown key: [profile.%s.%s] is the table %q inside the profile %q, and a profile's name cannot hold a dot; name it with letters, digits, \"_\" and \"-\" only",
 			fmtSeg(name), fmtSeg(k), k, name)
 		if s := name + "-" + k; profileNameRe.MatchString(s) {
-			msg += fmt.Sprintf(", e.g. [profile.%s]", s)
+			msg += fmt.Sprintf(" (e.g. [profile.%s])", s)
 		}
 		p.add(pk.child(k), "%s", msg)
 		if out == nil {
