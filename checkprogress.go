@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -25,6 +26,9 @@ type progress struct {
 	live  bool
 	start time.Time
 
+	label func(name string) string // backendLabeler's
+	goRun map[string]bool          // the backends whose command is `go run`: they compile first
+
 	mu      sync.Mutex
 	pending []string // enabled backends not settled yet, in config order
 
@@ -40,17 +44,19 @@ const redrawEvery = 200 * time.Millisecond
 const stillEvery = 5 * time.Second
 
 func newProgress(w io.Writer, live bool, cfg *config.File) *progress {
-	p := &progress{w: w, live: live, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &progress{w: w, live: live, start: time.Now(), label: backendLabeler(cfg), stop: make(chan struct{}), done: make(chan struct{})}
+	p.goRun = map[string]bool{}
 	for _, b := range cfg.Backends {
 		if !b.Disabled {
 			p.pending = append(p.pending, b.Name)
+			p.goRun[b.Name] = isGoRun(b.Command, b.Args)
 		}
 	}
 	every := redrawEvery
 	if !live {
 		every = stillEvery
 		if len(p.pending) > 0 {
-			fmt.Fprintf(w, "starting %s…\n", strings.Join(p.pending, ", "))
+			fmt.Fprintf(w, "starting %s…%s\n", strings.Join(p.pending, ", "), p.compiling())
 		}
 	}
 	go func() {
@@ -66,7 +72,7 @@ func newProgress(w io.Writer, live bool, cfg *config.File) *progress {
 				if live {
 					p.drawStatus()
 				} else if len(p.pending) > 0 {
-					fmt.Fprintf(p.w, "still starting %s… %.0fs\n", strings.Join(p.pending, ", "), time.Since(p.start).Seconds())
+					fmt.Fprintf(p.w, "still starting %s… %.0fs%s\n", strings.Join(p.pending, ", "), time.Since(p.start).Seconds(), p.compiling())
 				}
 				p.mu.Unlock()
 			}
@@ -83,7 +89,7 @@ func (p *progress) settled(s mux.BackendStatus) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.pending = slices.DeleteFunc(p.pending, func(n string) bool { return n == s.Name })
-	line := settledLine(s, time.Since(p.start))
+	line := settledLine(p.label(s.Name), s, time.Since(p.start))
 	if !p.live {
 		fmt.Fprintln(p.w, line)
 		return
@@ -98,7 +104,34 @@ func (p *progress) drawStatus() {
 		fmt.Fprint(p.w, clearLine)
 		return
 	}
-	fmt.Fprintf(p.w, "%sstarting %s… %.1fs", clearLine, strings.Join(p.pending, ", "), time.Since(p.start).Seconds())
+	fmt.Fprintf(p.w, "%sstarting %s… %.1fs%s", clearLine, strings.Join(p.pending, ", "), time.Since(p.start).Seconds(), p.compiling())
+}
+
+// compiling says which of the backends still starting run with `go run`,
+// whose first start compiles them (a minute on a fresh machine): a
+// status that said only "starting" read as a hang. p.mu is held.
+func (p *progress) compiling() string {
+	var names []string
+	for _, n := range p.pending {
+		if p.goRun[n] {
+			names = append(names, n)
+		}
+	}
+	switch {
+	case len(names) == 0:
+		return ""
+	case len(names) == len(p.pending) && len(names) == 1:
+		return " (go run compiles it first)"
+	case len(names) == len(p.pending):
+		return " (go run compiles them first)"
+	}
+	return " (go run compiles " + strings.Join(names, ", ") + " first)"
+}
+
+// isGoRun reports whether command and args are `go run …`.
+func isGoRun(command string, args []string) bool {
+	base := strings.TrimSuffix(strings.ToLower(filepath.Base(command)), ".exe")
+	return base == "go" && len(args) > 0 && args[0] == "run"
 }
 
 // close stops the redrawing and erases the status line.
@@ -110,17 +143,36 @@ func (p *progress) close() {
 	}
 }
 
-// settledLine is one backend's line: what it offers, or why it failed.
-func settledLine(s mux.BackendStatus, after time.Duration) string {
+// settledLine is one backend's line, label its name: what it offers, or
+// why it failed.
+func settledLine(label string, s mux.BackendStatus, after time.Duration) string {
 	if !s.Ready() {
 		cause := s.LastError
 		if cause == "" {
 			cause = "no error recorded"
 		}
-		return fmt.Sprintf("backend %s: %s: %s", s.Name, s.State, cause)
+		return fmt.Sprintf("%s: %s: %s", label, s.State, cause)
 	}
-	return fmt.Sprintf("backend %s: ready (%s, %s, %s, %s) after %.1fs", s.Name,
+	return fmt.Sprintf("%s: ready (%s, %s, %s, %s) after %.1fs", label,
 		count(s.Tools, "tool"), count(s.Prompts, "prompt"), count(s.Resources, "resource"), count(s.Templates, "template"), after.Seconds())
+}
+
+// backendLabeler names the backends of cfg in check's output: "backend
+// notes", and an entry named by its place as every message names it,
+// `backend #2 ("notes", a duplicate name)`, not "backend backend #2".
+func backendLabeler(cfg *config.File) func(name string) string {
+	byPlace := map[string]string{}
+	for i := range cfg.Backends {
+		if b := &cfg.Backends[i]; b.Renamed != "" {
+			byPlace[b.Name] = b.Label()
+		}
+	}
+	return func(name string) string {
+		if l, ok := byPlace[name]; ok {
+			return l
+		}
+		return "backend " + name
+	}
 }
 
 func count(n int, what string) string {

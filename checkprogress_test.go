@@ -66,3 +66,51 @@ func TestProgressOffATerminalIsNeverSilent(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckSaysOneOfAThingInTheSingular: "1 resources" and "OK (1
+// backends)" read as a program that does not count.
+func TestCheckSaysOneOfAThingInTheSingular(t *testing.T) {
+	var out strings.Builder
+	writeStartPlans(&out, []mux.StartPlan{{Name: "notes", Remembered: true, Seen: time.Now(), Tools: 1, Prompts: 1, Resources: 1}})
+	if got := out.String(); !strings.Contains(got, "remembered (1 tool, 1 prompt, 1 resource; seen ") {
+		t.Errorf("got %q", got)
+	}
+}
+
+// TestProgressSaysWhenGoRunIsCompiling: a backend run with `go run` (the
+// shipped example's) spends its first start compiling; the progress lines
+// say so while it is still starting, not only "starting".
+func TestProgressSaysWhenGoRunIsCompiling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		out := &testkit.SyncBuffer{}
+		cfg := &config.File{Backends: []config.Backend{
+			{Name: "a", Command: "/usr/local/go/bin/go", Args: []string{"run", "./testdata/fixture"}},
+			{Name: "b", Command: "go", Args: []string{"run", "."}},
+			{Name: "c", Command: "go", Args: []string{"version"}},
+		}}
+		p := newProgress(out, false, cfg)
+		time.Sleep(stillEvery)
+		synctest.Wait()
+		p.settled(mux.BackendStatus{Name: "a", State: "ready", Tools: 1})
+		time.Sleep(stillEvery)
+		synctest.Wait()
+		p.settled(mux.BackendStatus{Name: "b", State: "ready", Tools: 1})
+		time.Sleep(stillEvery)
+		synctest.Wait()
+		p.close()
+		want := "starting a, b, c… (go run compiles a, b first)\n" +
+			"still starting a, b, c… 5s (go run compiles a, b first)\n" +
+			"backend a: ready (1 tool, 0 prompts, 0 resources, 0 templates) after 5.0s\n" +
+			"still starting b, c… 10s (go run compiles b first)\n" +
+			"backend b: ready (1 tool, 0 prompts, 0 resources, 0 templates) after 10.0s\n" +
+			"still starting c… 15s\n"
+		if got := out.String(); got != want {
+			t.Errorf("got  %q\nwant %q", got, want)
+		}
+	})
+	// The example's: every backend compiles.
+	p := &progress{pending: []string{"notes", "tasks"}, goRun: map[string]bool{"notes": true, "tasks": true}}
+	if got := p.compiling(); got != " (go run compiles them first)" {
+		t.Errorf("every backend a go run: %q", got)
+	}
+}

@@ -266,7 +266,7 @@ func reportImport(w io.Writer, res *clientimport.Result, out string) {
 	case err != nil:
 		fmt.Fprintln(w, "\ncheck: "+err.Error())
 	default:
-		fmt.Fprintf(w, "\ncheck: OK (%d backends)\n", len(cfg.Backends))
+		fmt.Fprintf(w, "\ncheck: OK (%s)\n", count(len(cfg.Backends), "backend"))
 		for _, p := range cfg.Warnings {
 			fmt.Fprintln(w, "  warning: "+p.String())
 		}

@@ -261,14 +261,14 @@ func serve(c *cli.Context) error {
 	defer tracer.Shutdown(traceFlushTimeout) // after m.Exit: the last spans go out
 	m.Start()
 	oneThread() // after Start, which decodes the remembered catalogs on every core (threads.go)
-	defer serveControl(m, logger)()
+	// Before the control endpoint, whose document says where the metrics are.
+	metrics, metricsDone := serveMetrics(m, cfg, logger)
+	defer metricsDone()
+	defer serveControl(m, metrics, logger)()
 	if err := m.WatchConfig(); err != nil {
 		logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)
 	}
 	defer reloadOnSIGHUP(m)()
-	if cfg.Mux.MetricsListen != "" {
-		serveMetrics(m, cfg, logger)
-	}
 	if addr != "" {
 		// Over HTTP, for any number of agents, until a signal ends it;
 		// stdin is not the protocol then.
@@ -299,22 +299,6 @@ func serve(c *cli.Context) error {
 	}
 	logger.Info("exiting")
 	return nil
-}
-
-// serveMetrics serves /metrics on [mux] metrics_listen until m ends. One
-// that cannot be served costs the metrics, not the agent's tools: it is
-// logged.
-func serveMetrics(m *mux.Mux, cfg *config.File, logger *log.Logger) {
-	if err := cfg.ServeMetricsCheck(); err != nil {
-		logger.Error("metrics not served: " + err.Error())
-		return
-	}
-	ln, err := net.Listen("tcp", cfg.Mux.MetricsListen)
-	if err != nil {
-		logger.Error("metrics not served", "err", err)
-		return
-	}
-	m.ServeMetrics(ln, cfg.Mux.HTTPToken)
 }
 
 func check(c *cli.Context) error {
@@ -364,7 +348,7 @@ func check(c *cli.Context) error {
 		if c.Bool("json") {
 			writeJSON(map[string]any{"config": path, "ok": true, "problems": []config.Problem{}, "warnings": append([]config.Problem{}, cfg.Warnings...), "catalog_warnings": catalog, "starts": plans})
 		} else {
-			fmt.Fprintf(os.Stdout, "%s: OK (%d backends)\n", path, len(cfg.Backends))
+			fmt.Fprintf(os.Stdout, "%s: OK (%s)\n", path, count(len(cfg.Backends), "backend"))
 			writeStartPlans(os.Stdout, plans)
 			for _, w := range catalog {
 				fmt.Fprintln(os.Stdout, "warning: "+w)
@@ -408,7 +392,7 @@ func check(c *cli.Context) error {
 	if c.Bool("json") {
 		writeJSON(report)
 	} else {
-		writeReport(os.Stdout, report)
+		writeReport(os.Stdout, report, backendLabeler(cfg))
 	}
 	if !report.OK {
 		return cli.Exit("", 1)
@@ -426,8 +410,8 @@ func writeStartPlans(w io.Writer, plans []mux.StartPlan) {
 			fmt.Fprintf(w, "  %s: its last start failed (%s: %s): starts at once to try again\n",
 				p.Name, p.LastFailure.At.Local().Format("2006-01-02 15:04"), p.LastFailure.Reason)
 		case p.Remembered:
-			fmt.Fprintf(w, "  %s: remembered (%d tools, %d prompts, %d resources; seen %s): starts when first used\n",
-				p.Name, p.Tools, p.Prompts, p.Resources, p.Seen.Local().Format("2006-01-02 15:04"))
+			fmt.Fprintf(w, "  %s: remembered (%s, %s, %s; seen %s): starts when first used\n",
+				p.Name, count(p.Tools, "tool"), count(p.Prompts, "prompt"), count(p.Resources, "resource"), p.Seen.Local().Format("2006-01-02 15:04"))
 		case p.Start == config.StartEager:
 			fmt.Fprintf(w, "  %s: starts at once (start = \"eager\")\n", p.Name)
 		case p.NoMemory && os.Getenv(mux.CatalogsEnv) == "off":
@@ -479,12 +463,13 @@ func writeJSON(v any) {
 	enc.Encode(v)
 }
 
-// writeReport prints a check --connect report as a table per backend, then the collisions.
-func writeReport(w io.Writer, r *mux.Report) {
+// writeReport prints a check --connect report as a table per backend, each
+// headed by its label (backendLabeler), then the collisions.
+func writeReport(w io.Writer, r *mux.Report, label func(name string) string) {
 	fmt.Fprintf(w, "config: %s\n\n", r.Config)
 	for _, b := range r.Backends {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "backend %s\n", b.Name)
+		fmt.Fprintln(tw, label(b.Name))
 		fmt.Fprintf(tw, "  state\t%s\n", b.State)
 		if b.LastError != "" {
 			fmt.Fprintf(tw, "  error\t%s\n", b.LastError)

@@ -21,9 +21,14 @@ import (
 
 // serveControl opens this mcp-mux's control endpoint and returns what
 // closes it (and removes it). Without one, mcp-mux serves all the same:
-// only `status` does not see it.
-func serveControl(m *mux.Mux, logger *log.Logger) (stop func()) {
-	srv, err := control.Listen(m.StatusDocument)
+// only `status` does not see it. metrics is the URL it serves metrics on
+// ("" if none; metrics.go), for a second mcp-mux that finds the port taken.
+func serveControl(m *mux.Mux, metrics string, logger *log.Logger) (stop func()) {
+	srv, err := control.Listen(func() control.Document {
+		doc := m.StatusDocument()
+		doc.Metrics = metrics
+		return doc
+	})
 	if err != nil {
 		logger.Warn("mcp-mux status will not see this mcp-mux: no control endpoint", "err", err)
 		return func() {}

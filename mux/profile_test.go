@@ -176,7 +176,7 @@ func TestSearchInAProfileNeverNamesWhatItHides(t *testing.T) {
 	if !slices.Equal(found, []string{"gh__list_issues"}) {
 		t.Errorf("search issue: %q, want gh__list_issues only", found)
 	}
-	for _, q := range []map[string]any{{"query": "delete"}, {"query": "query"}, {"query": "echo", "backend": "db"}, {"query": ""}} {
+	for _, q := range []map[string]any{{"query": "delete"}, {"query": "query"}, {"query": "echo", "backend": "dc"}, {"query": ""}} {
 		found, res := searchFor(t, cs, q)
 		out, _ := json.Marshal(res)
 		for _, hidden := range []string{"delete_issue", "get_repo", "db", "write_file"} {
@@ -184,6 +184,12 @@ func TestSearchInAProfileNeverNamesWhatItHides(t *testing.T) {
 				t.Errorf("search %v names %q, hidden by the profile: %s", q, hidden, out)
 			}
 		}
+	}
+	// A backend the profile hides is answered as one that does not exist.
+	_, hidden := searchFor(t, cs, map[string]any{"query": "echo", "backend": "db"})
+	_, absent := searchFor(t, cs, map[string]any{"query": "echo", "backend": "zz"})
+	if h, a := strings.ReplaceAll(text(t, hidden.Content), `"db"`, "X"), strings.ReplaceAll(text(t, absent.Content), `"zz"`, "X"); h != a || !hidden.IsError {
+		t.Errorf("search in the hidden backend db: %q\nin the absent zz: %q\nwant the same error", h, a)
 	}
 }
 

@@ -454,6 +454,13 @@ func (m *Mux) searchTools(ctx context.Context, s *session, args json.RawMessage)
 		return m.searchMiss(m.catalogFor(s), "search_tools needs a query: words that say what the tool should do", late), nil
 	}
 	items, now := t.cat.tools.items, m.catalogFor(s)
+	if a.Backend != "" {
+		name, why := backendNamed(v.members(m.members()), a.Backend)
+		if why != "" {
+			return m.searchMiss(now, why, late), nil
+		}
+		a.Backend = name
+	}
 	hits := t.ix.Search(a.Query, a.Limit, func(i int) bool {
 		e := items[i]
 		if a.Backend != "" && e.mem.spec.Name != a.Backend || pinned(e) {
@@ -502,7 +509,11 @@ func (m *Mux) searchMiss(cat *catalog, why string, late []string) *mcp.CallToolR
 		counts[e.mem.spec.Name]++
 	}
 	var sb strings.Builder
-	sb.WriteString(why + ". The backends and their tools:")
+	sb.WriteString(why)
+	if !strings.HasSuffix(why, "?") {
+		sb.WriteString(".")
+	}
+	sb.WriteString(" The backends and their tools:")
 	for _, name := range order {
 		fmt.Fprintf(&sb, " %s (%d),", name, counts[name])
 	}
@@ -511,6 +522,31 @@ func (m *Mux) searchMiss(cat *catalog, why string, late []string) *mcp.CallToolR
 		out += " Still starting: " + strings.Join(late, ", ") + "."
 	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: out}}}
+}
+
+// backendNamed is the backend of members that search_tools' "backend"
+// argument names: by its name, or by its tools' prefix, which is what the
+// argument's description tells the agent to write. Among members only (the
+// session's view), a backend its profile hides is answered as one that
+// does not exist; why says so, with the nearest name.
+func backendNamed(members []*member, arg string) (name, why string) {
+	var names []string
+	for _, mem := range members {
+		if mem.spec.Name == arg {
+			return arg, ""
+		}
+		names = append(names, mem.spec.Name)
+	}
+	for _, mem := range members {
+		if mem.spec.EffectivePrefix() == arg {
+			return mem.spec.Name, ""
+		}
+	}
+	why = fmt.Sprintf("no backend %q in this session", arg)
+	if near := config.Closest(arg, names); near != "" {
+		why += fmt.Sprintf("; did you mean %q?", near)
+	}
+	return "", why
 }
 
 // lateBackends are the backends of the view v still starting.

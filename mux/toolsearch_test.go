@@ -161,6 +161,33 @@ func TestSearchFindsOnlyWhatTheAgentCouldCall(t *testing.T) {
 	}
 }
 
+// search_tools with a backend the session does not have says so, with
+// the nearest name, and the backends it has, instead of "no tool matches".
+// A backend's tools' prefix names it too, as the argument's description
+// says.
+func TestSearchForAnUnknownBackendSaysSo(t *testing.T) {
+	notes, tasks := fixture(t, "notes"), fixture(t, "tasks")
+	prefix := "todo"
+	tasks.Prefix = &prefix
+	cfg := testConfig(notes, tasks)
+	cfg.Mux.ToolList = config.ToolListSearch
+	cs := agentNamed(t, startMuxConfig(t, cfg), "some-agent", nil)
+	for _, tc := range []struct{ backend, want string }{
+		{"taks", `no backend "taks" in this session; did you mean "tasks"? `},
+		{"zzqqxx", `no backend "zzqqxx" in this session. `},
+	} {
+		_, res := searchFor(t, cs, map[string]any{"query": "echo", "backend": tc.backend})
+		got := text(t, res.Content)
+		if !res.IsError || !strings.HasPrefix(got, tc.want) || !strings.Contains(got, "The backends and their tools: notes (") || !strings.Contains(got, "tasks (") {
+			t.Errorf("backend %q: %q (error: %v), want a tool error starting %q and listing the backends", tc.backend, got, res.IsError, tc.want)
+		}
+	}
+	if found, res := searchFor(t, cs, map[string]any{"query": "echo", "backend": "todo"}); !slices.Contains(found, "todo__echo") ||
+		slices.ContainsFunc(found, func(n string) bool { return !strings.HasPrefix(n, "todo__") }) {
+		t.Errorf("backend = todo, the prefix of tasks: found %q (%s), want todo__echo and only tasks' tools", found, text(t, res.Content))
+	}
+}
+
 // TestAFoundToolCallsTheSameByNameAndThroughCallTool: what search found,
 // called by its name or through call_tool, gives what it gives in "all"
 // mode: the result, progress, and cancellation at the backend.

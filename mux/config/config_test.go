@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -254,6 +255,20 @@ func TestConfigExample(t *testing.T) {
 	}
 	if cfg.Mux.StartupTimeout.Duration != 120*time.Second {
 		t.Errorf("startup_timeout = %s, want 120s", cfg.Mux.StartupTimeout)
+	}
+	// Each backend's `go run` gets the Go environment of the `go run .`
+	// that started mcp-mux, its build cache above all (found through
+	// XDG_CACHE_HOME or HOME when GOCACHE is not set): without it a
+	// backend compiled the fixture and its dependencies again, 70 s on a
+	// fresh machine, where the cache already had them.
+	for _, b := range cfg.Backends {
+		for _, v := range []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS", "GOENV", "GOTOOLCHAIN", "GOPROXY", "CGO_ENABLED", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"} {
+			if !slices.ContainsFunc(b.InheritEnv, func(p string) bool {
+				return p == v || strings.HasSuffix(p, "*") && strings.HasPrefix(v, strings.TrimSuffix(p, "*"))
+			}) {
+				t.Errorf("example backend %s: inherit_env %q does not pass %s on to its go run", b.Name, b.InheritEnv, v)
+			}
+		}
 	}
 	// Every key is documented in the example.
 	data, err := os.ReadFile(path)

@@ -168,7 +168,7 @@ func backendHint(key string) string {
 
 func (p *parser) unknownKey(kp keyPath, key string, known []string, hint func(string) string) {
 	msg := "unknown key"
-	if s := closest(key, known); s != "" {
+	if s := Closest(key, known); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	} else if h := hint(key); h != "" {
 		msg += "; " + h
@@ -423,9 +423,10 @@ func kindOf(v any) string {
 	return "a value of another type"
 }
 
-// closest returns the candidate nearest to key if its edit distance is at
-// most 2 (and smaller than the key itself), else "".
-func closest(key string, candidates []string) string {
+// Closest returns the candidate nearest to key if its edit distance is at
+// most 2 (and smaller than the key itself), else "": the name a "did you
+// mean" suggests.
+func Closest(key string, candidates []string) string {
 	best, bestD := "", 3
 	lk := strings.ToLower(key)
 	for _, c := range candidates {

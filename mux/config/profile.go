@@ -8,6 +8,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"reflect"
 	"slices"
@@ -161,6 +162,7 @@ func (p *parser) decodeProfiles(kp keyPath, v any) []Profile {
 		if !profileNameRe.MatchString(name) {
 			p.add(pk, "invalid profile name %q: use only letters, digits, \"_\" and \"-\"", name)
 		}
+		body = p.dottedProfileNames(pk, name, body)
 		present := p.decodeStruct(pk, body, reflect.ValueOf(&pr).Elem(), profileHint)
 		if one, ok := body["clients"].(string); ok {
 			// A mistake (reported): but the agents it names are the ones
@@ -195,6 +197,37 @@ func (p *parser) decodeProfiles(kp keyPath, v any) []Profile {
 			}
 		}
 		out = append(out, pr)
+	}
+	return out
+}
+
+// dottedProfileNames reports each table in the profile name's body that
+// no profile key is: [profile.Bad.Name] meant a profile "Bad.Name", and
+// TOML reads it as the table Name inside the profile Bad, which "unknown
+// key" would not explain. It returns body without them.
+func (p *parser) dottedProfileNames(pk keyPath, name string, body map[string]any) map[string]any {
+	fields := tomlFields(reflect.TypeFor[Profile]())
+	var out map[string]any
+	for _, k := range p.sortedKeys(pk, body) {
+		if _, ok := body[k].(map[string]any); !ok {
+			continue
+		}
+		if _, known := fields[k]; known {
+			continue
+		}
+		msg := fmt.Sprintf("unknown key: [profile.%s.%s] is the table %q inside the profile %q, and a profile's name cannot hold a dot; name it with letters, digits, \"_\" and \"-\" only",
+			fmtSeg(name), fmtSeg(k), k, name)
+		if s := name + "-" + k; profileNameRe.MatchString(s) {
+			msg += fmt.Sprintf(" (e.g. [profile.%s])", s)
+		}
+		p.add(pk.child(k), "%s", msg)
+		if out == nil {
+			out = maps.Clone(body)
+		}
+		delete(out, k)
+	}
+	if out == nil {
+		return body
 	}
 	return out
 }
@@ -235,7 +268,7 @@ func (p *parser) validateProfiles(profiles []Profile, specs []Backend) []Problem
 		for j, b := range pr.Backends {
 			if !slices.Contains(known, b) {
 				msg := fmt.Sprintf("unknown backend %q; the backends are: %s", b, strings.Join(known, ", "))
-				if s := closest(b, known); s != "" {
+				if s := Closest(b, known); s != "" {
 					msg = fmt.Sprintf("unknown backend %q; did you mean %q?", b, s)
 				}
 				p.add(pk.child("backends").index(j), "%s", msg)

@@ -69,6 +69,9 @@ func TestProfileMistakes(t *testing.T) {
 		{"bad name", "[profile.\"my view\"]\nbackends = [\"fs\"]\n", []wantProblem{
 			{7, `profile."my view": invalid profile name "my view"`},
 		}},
+		{"a dot in the name", "[profile.Bad.Name]\nbackends = [\"fs\"]\n", []wantProblem{
+			{7, `profile.Bad.Name: unknown key: [profile.Bad.Name] is the table "Name" inside the profile "Bad", and a profile's name cannot hold a dot; name it with letters, digits, "_" and "-" only (e.g. [profile.Bad-Name])`},
+		}},
 		{"array of tables", "[[profile]]\nname = \"p\"\n", []wantProblem{
 			{7, `profile: write [profile.NAME] for each profile, not [[profile]]`},
 		}},

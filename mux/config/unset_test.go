@@ -70,6 +70,12 @@ func TestUnsetVariableMessageGivesTheFixThatFits(t *testing.T) {
 		t.Errorf("http_token:%s", problemStrings(ps))
 	}
 
+	// A variable set to nothing is named too: the file has no empty value.
+	_, ps = parseString(t, "[mux]\nhttp_token = \"${MCP_MUX_TOKEN}\"\n[[backend]]\nname = \"a\"\ncommand = \"go\"\n", envOf(map[string]string{"MCP_MUX_TOKEN": ""}))
+	if len(ps) != 1 || !strings.Contains(ps[0].String(), "mux.http_token: is empty: ${MCP_MUX_TOKEN} is empty in the environment mcp-mux is started with; set it to a long random value") {
+		t.Errorf("http_token with its variable empty:%s", problemStrings(ps))
+	}
+
 	// No secret: a default is the easy fix.
 	_, ps = parseString(t, "[[backend]]\nname = \"a\"\ncommand = \"${TOOLS_DIR}/srv\"\n", noEnv)
 	if len(ps) != 1 || !strings.Contains(ps[0].String(), "${TOOLS_DIR} is not set (use ${TOOLS_DIR:-default} for a default)") {

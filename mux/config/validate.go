@@ -126,12 +126,27 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 // asked for one (ServeHTTPCheck refuses to serve without it).
 func (p *parser) validateHTTP(s *Settings, present map[string]bool, mk func(string) keyPath) {
 	if present["http_token"] {
-		exp, issues := expandEnv(s.HTTPToken, p.lookupEnv)
+		// The variables set to nothing: the file's value is not what is
+		// empty, and the user would look for it there.
+		var empty []string
+		exp, issues := expandEnv(s.HTTPToken, func(name string) (string, bool) {
+			v, ok := p.lookupEnv(name)
+			if ok && strings.TrimSpace(v) == "" && !slices.Contains(empty, "${"+name+"}") {
+				empty = append(empty, "${"+name+"}")
+			}
+			return v, ok
+		})
 		for _, is := range issues {
 			p.add(mk("http_token"), "%s", is.message())
 		}
 		switch {
 		case len(issues) > 0:
+		case strings.TrimSpace(exp) == "" && len(empty) > 0:
+			are := "is"
+			if len(empty) > 1 {
+				are = "are"
+			}
+			p.add(mk("http_token"), "is empty: %s %s empty in the environment mcp-mux is started with; set it to a long random value, or remove the key to serve loopback addresses without a token", strings.Join(empty, " and "), are)
 		case strings.TrimSpace(exp) == "":
 			p.add(mk("http_token"), "is empty: set it to a long random value (e.g. \"${MCP_MUX_TOKEN}\" with MCP_MUX_TOKEN set in the environment), or remove the key to serve loopback addresses without a token")
 		case strings.ContainsAny(exp, "\r\n\x00 "):

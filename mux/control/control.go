@@ -44,6 +44,10 @@ type Document struct {
 	Threads  int       `json:"threads"`
 	Sessions []Session `json:"sessions"`
 	Backends []Backend `json:"backends"`
+	// Metrics is the URL this mcp-mux serves Prometheus metrics on for
+	// [mux] metrics_listen, if it does: a second one of the same config
+	// finds the port taken and names the process that has it.
+	Metrics string `json:"metrics,omitempty"`
 }
 
 // Session is one agent session: Client is its clientInfo's name and version.

@@ -307,6 +307,20 @@ func TestCheckConnectStartsTheOthersWhenOneBackendHasAMistake(t *testing.T) {
 	}
 }
 
+// TestCheckConnectNamesADuplicateByItsPlace: a second backend named like
+// the first is named by its place and what it called itself, in the
+// progress line and the report, as the instructions name it: never
+// "backend backend #2".
+func TestCheckConnectNamesADuplicateByItsPlace(t *testing.T) {
+	cfg := testkit.WriteConfig(t, "", []string{"notes", "-name", "notes"}, []string{"notes", "-name", "again"})
+	out, errOut, code := runBin(t, testkit.MuxBin(t), "check", "--connect", "--config", cfg)
+	label := `backend #2 ("notes", a duplicate name)`
+	if code != 1 || strings.Contains(out+errOut, "backend backend") ||
+		!strings.Contains(out, "\n"+label+"\n  state ") || !strings.Contains(errOut, label+": failed: ") {
+		t.Errorf("exit %d, want 1 and the duplicate named %s:\nstdout:\n%s\nstderr:\n%s", code, label, out, errOut)
+	}
+}
+
 // TestCheckConnectFailsOnAMistakeOutsideTheBackends: a mistake in [mux]
 // leaves every backend able to start, and still fails the check, by name.
 func TestCheckConnectFailsOnAMistakeOutsideTheBackends(t *testing.T) {

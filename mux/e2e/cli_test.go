@@ -111,7 +111,7 @@ func TestConfigMayComeBeforeOrAfterTheCommand(t *testing.T) {
 		{"check", cfg}, {"check", cfg, "--config", cfg}, {"-c", cfg, "check", cfg},
 	} {
 		out, errOut, code := runBin(t, testkit.MuxBin(t), args...)
-		if code != 0 || !strings.Contains(out, cfg+": OK (1 backends)") {
+		if code != 0 || !strings.Contains(out, cfg+": OK (1 backend)") {
 			t.Errorf("mcp-mux %v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
 	}

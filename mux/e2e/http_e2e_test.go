@@ -334,7 +334,7 @@ func TestHTTPTokenThatIsNotUsableRefusesToServe(t *testing.T) {
 	}{
 		{"unset variable", `http_token = "${MUX_TEST_UNSET_TOKEN}"`, "", []string{"MUX_TEST_UNSET_TOKEN", "not set"}},
 		{"empty value", `http_token = ""`, "", []string{"empty"}},
-		{"variable set to nothing", `http_token = "${MUX_TEST_EMPTY_TOKEN}"`, "MUX_TEST_EMPTY_TOKEN=", []string{"empty"}},
+		{"variable set to nothing", `http_token = "${MUX_TEST_EMPTY_TOKEN}"`, "MUX_TEST_EMPTY_TOKEN=", []string{"${MUX_TEST_EMPTY_TOKEN} is empty in the environment"}},
 	} {
 		for _, addr := range []string{"127.0.0.1:0", "0.0.0.0:0"} {
 			t.Run(tc.name+" on "+addr, func(t *testing.T) {

@@ -151,3 +151,46 @@ func TestMetricsListenOfAStdioMux(t *testing.T) {
 		t.Errorf("%s still accepts connections after mcp-mux ended", addr)
 	}
 }
+
+// Two stdio mcp-mux of one config (two agents) with one metrics_listen:
+// the first serves the metrics, the second serves its agent all the same
+// and says in its log which process has the port and that it serves no
+// metrics.
+func TestASecondMuxOnTheSameMetricsListenServesItsAgent(t *testing.T) {
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cfg := testkit.WriteConfig(t, fmt.Sprintf("metrics_listen = %q", addr), []string{"f", "-name", "f"})
+	first := startWire(t, cfg)
+	testkit.Eventually(t, 10*time.Second, "the first mcp-mux serving metrics", func() bool {
+		return strings.Contains(first.stderr.String(), "serving metrics")
+	})
+	second := startWire(t, cfg)
+	for _, w := range []*wire{first, second} {
+		w.initialize()
+		w.toolText(2, "f__echo")
+	}
+	want := fmt.Sprintf("metrics not served: %s is in use by mcp-mux pid %d", addr, first.cmd.Process.Pid)
+	testkit.Eventually(t, 10*time.Second, "the second to say so", func() bool {
+		return strings.Contains(second.stderr.String(), want)
+	})
+	if got := second.stderr.String(); !strings.Contains(got, "this mcp-mux serves its agent without metrics") {
+		t.Errorf("the second's log does not say it serves no metrics:\n%s", got)
+	}
+	if code, fams := getMetrics(t, "http://"+addr+"/metrics", ""); code != http.StatusOK || callsCounted(fams, "f") != 1 {
+		t.Errorf("the metrics at %s: %d, f's calls %v; want the first's one call", addr, code, callsCounted(fams, "f"))
+	}
+
+	// A port another program has is not blamed on an mcp-mux: the error says why.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	other := startWire(t, testkit.WriteConfig(t, fmt.Sprintf("metrics_listen = %q", ln.Addr()), []string{"f", "-name", "f"}))
+	other.initialize()
+	testkit.Eventually(t, 10*time.Second, "a mux to say it cannot listen there", func() bool {
+		return strings.Contains(other.stderr.String(), "metrics not served: cannot listen on "+ln.Addr().String()+"; this mcp-mux serves its agent without metrics")
+	})
+	if strings.Contains(other.stderr.String(), "in use by mcp-mux") {
+		t.Errorf("another program's port is blamed on an mcp-mux:\n%s", other.stderr)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -79,6 +80,22 @@ func otlpVar(getenv func(string) string, name string) (value, from string) {
 	return "", ""
 }
 
+// endpointError says why raw, the value of the variable from, is not an
+// endpoint to export to. A host:port without a scheme (what a collector's
+// docs often print) gets the URL to write instead. The value is shown only
+// where it cannot hold a password: url's own error would show it, and an
+// opaque URL ("user:pass@host:4318" reads as the scheme "user") keeps it.
+func endpointError(from, raw string, u *url.URL, err error) error {
+	const want = "want an http:// or https:// URL, e.g. http://127.0.0.1:4318"
+	if host, _, splitErr := net.SplitHostPort(raw); splitErr == nil && host != "" && !strings.ContainsAny(raw, "@/") {
+		return fmt.Errorf("%s is %s, which has no scheme: write http://%s (or https:// if the collector serves TLS)", from, raw, raw)
+	}
+	if err != nil || u.Opaque != "" {
+		return fmt.Errorf("%s is not a URL: %s", from, want)
+	}
+	return fmt.Errorf("%s is %s: %s", from, u.Redacted(), want)
+}
+
 // exporterConfigFromEnv reads the variables of the OpenTelemetry
 // specification's "OTLP Exporter Configuration", each OTEL_EXPORTER_OTLP_*
 // one overridden by its OTEL_EXPORTER_OTLP_TRACES_* form:
@@ -107,11 +124,8 @@ func exporterConfigFromEnv(getenv func(string) string, warn func(msg string, kv 
 		raw, from = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")), "OTEL_EXPORTER_OTLP_ENDPOINT"
 	}
 	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s is not a URL", from) // url's error would show it, password and all
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("%s is %s: want an http:// or https:// URL", from, u.Redacted())
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, endpointError(from, raw, u, err)
 	}
 	if from == "OTEL_EXPORTER_OTLP_ENDPOINT" {
 		u.Path = path.Join("/", u.Path, "v1/traces")

@@ -203,7 +203,9 @@ func TestExporterConfigFromEnv(t *testing.T) {
 		{"traces URL as is", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/custom/path?x=1"}, "http://c:4318/custom/path?x=1", ""},
 		{"traces URL without a path", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318"}, "http://c:4318/", ""},
 		{"traces URL first", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://base", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces/t"}, "http://traces/t", ""},
-		{"not http", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "c:4318"}, "", "want an http:// or https:// URL"},
+		{"not http", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://c:4318"}, "", "want an http:// or https:// URL"},
+		{"no scheme", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "127.0.0.1:4318"}, "", "OTEL_EXPORTER_OTLP_ENDPOINT is 127.0.0.1:4318, which has no scheme: write http://127.0.0.1:4318"},
+		{"a name without a scheme", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318"}, "", "write http://collector:4318"},
 		{"grpc", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "", `OTEL_EXPORTER_OTLP_PROTOCOL is "grpc"`},
 		{"json", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, "", `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL is "http/json"`},
 		{"traces protocol first", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}, "http://c/v1/traces", ""},
@@ -222,6 +224,19 @@ func TestExporterConfigFromEnv(t *testing.T) {
 				t.Errorf("URL %v (err %v), want %s", cfg, err, c.url)
 			}
 		})
+	}
+}
+
+// An endpoint that is not a URL mcp-mux can use is named, never shown
+// where it may hold a password.
+func TestExporterConfigNeverShowsAnEndpointsPassword(t *testing.T) {
+	for _, endpoint := range []string{"user:s3cret@c:4318", "https://user:s3cret@", "ftp://user:s3cret@c", "http://user:s3cret@c:43 18"} {
+		_, err := exporterConfigFromEnv(func(k string) string {
+			return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}[k]
+		}, noWarn(t))
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_ENDPOINT") {
+			t.Errorf("%s: error %v, want one naming the variable without its password", endpoint, err)
+		}
 	}
 }
 
