@@ -38,7 +38,7 @@ type firstList struct {
 func (m *Mux) waitStarted(ctx context.Context) {
 	s := sessionFrom(ctx)
 	v := m.viewOf(s)
-	if s != nil && !traitsOf(s).listChanged {
+	if s != nil && !traitsOf(s).ListChanged {
 		m.waitEveryStart(ctx, v, m.settings().StartupTimeout.Duration)
 	}
 	if m.first.over.Load() {

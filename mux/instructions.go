@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/mcp-mux/mcp-mux/mux/agents"
 )
 
 // The initialize result: the go-sdk builds it (protocol, capabilities,
@@ -27,8 +29,8 @@ const instructionsWait = 2 * time.Second
 // patience is how long initialize may wait for the backends' instructions
 // for the agent called client.
 func patience(client string) time.Duration {
-	if strings.Contains(strings.ToLower(client), "claude-code") {
-		return 4 * time.Second
+	if a := agents.Of(client); a.Patience > time.Second {
+		return a.Patience - time.Second
 	}
 	return instructionsWait
 }

@@ -104,7 +104,7 @@ func (m *Mux) listTools(ctx context.Context, p *mcp.ListToolsParams) (mcp.Result
 	for i, e := range part {
 		items[i], raw[i] = e.item, e.raw
 	}
-	if traitsOf(s).searches {
+	if traitsOf(s).Searches {
 		raw = forClaudeCode(part, raw)
 	}
 	return &toolsPage{&mcp.ListToolsResult{Tools: items, NextCursor: next, Cacheable: cat.cache[0]}, raw}, nil

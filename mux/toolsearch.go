@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/mux/agents"
 	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/mux/search"
 )
@@ -25,7 +26,7 @@ import (
 // ranks the catalog for a query) and, for agents that may not list again,
 // the two wrappers of wrappers.go. Every tool stays callable by its name
 // whatever the list shows. [mux] tool_list picks the mode; "auto" decides per session,
-// by what the agent is (knownAgents) and how many tools there are.
+// by what the agent is (mux/agents) and how many tools there are.
 
 // mux's own tools' names: reserved (a backend tool exposed under one of
 // them is a collision mux wins).
@@ -40,48 +41,16 @@ func ownTool(name string) bool {
 	return name == toolSearch || name == toolCall || name == toolCallReadOnly
 }
 
-// agentTraits is what mux knows of an agent, by its clientInfo name.
-type agentTraits struct {
-	searches bool // it searches tools itself (its list may be every tool)
-	limit    int  // the most tools it takes; 0: not known
-	// listChanged: it asks for the list again on tools/list_changed (the
-	// working set reaches it); false where it is known not to.
-	listChanged bool
-	// relists: it is known to list again on tools/list_changed, so it
-	// needs no wrapper: a tool it found is listed to it under its own name,
-	// where its own approval and permission rules apply.
-	relists bool
-}
-
-// knownAgents, matched in order on the clientInfo name (case folded). The
-// README's table says where each fact comes from.
-var knownAgents = []struct {
-	name   string // a substring of the clientInfo name
-	traits agentTraits
-}{
-	{"claude-code", agentTraits{searches: true, listChanged: true, relists: true}},
-	{"cursor", agentTraits{limit: 40, listChanged: true, relists: true}},
-	{"windsurf", agentTraits{limit: 100, listChanged: true, relists: true}},
-	{"visual studio code", agentTraits{limit: 128, listChanged: true, relists: true}},
-	{"claude-ai", agentTraits{listChanged: false}}, // Claude Desktop
-}
-
-// traitsOf is what mux knows of the agent of s.
-func traitsOf(s *session) agentTraits {
+// traitsOf is what mux knows of the agent of s (mux/agents).
+func traitsOf(s *session) agents.Agent {
 	if s == nil {
-		return agentTraits{listChanged: true}
+		return agents.Agent{ListChanged: true}
 	}
 	p := s.initParams()
 	if p == nil || p.ClientInfo == nil {
-		return agentTraits{listChanged: true}
+		return agents.Agent{ListChanged: true}
 	}
-	name := strings.ToLower(p.ClientInfo.Name)
-	for _, a := range knownAgents {
-		if strings.Contains(name, a.name) {
-			return a.traits
-		}
-	}
-	return agentTraits{listChanged: true}
+	return agents.Of(p.ClientInfo.Name)
 }
 
 // ToolListHeader is how an HTTP agent picks its own tool list ("all",
@@ -116,10 +85,10 @@ func (m *Mux) toolListMode(s *session) string {
 	t := traitsOf(s)
 	n := len(m.catalogFor(s).tools.items)
 	switch {
-	case t.searches:
+	case t.Searches:
 		return config.ToolListAll
-	case t.limit > 0:
-		if n > t.limit {
+	case t.MaxTools > 0:
+		if n > t.MaxTools {
 			return config.ToolListSearch
 		}
 		return config.ToolListAll
@@ -253,7 +222,7 @@ func (m *Mux) searchSurface(s *session) (mcp.Result, error) {
 	if err := json.Unmarshal(search.ToolDefinitions(), &own); err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcp-mux: its own tools' definitions: " + err.Error()}
 	}
-	wrappers := !traitsOf(s).relists
+	wrappers := !traitsOf(s).Relists
 	for _, o := range own {
 		var t mcp.Tool
 		if json.Unmarshal(o, &t) == nil && (t.Name == toolSearch || wrappers) {
@@ -581,9 +550,9 @@ func (m *Mux) foundJoin(s *session, names []string) string {
 	switch {
 	case m.toolListMode(s) != config.ToolListSearch:
 		return "Call one by its name, with arguments matching its inputSchema."
-	case t.relists:
+	case t.Relists:
 		return "They are in your tool list now: call one by its name, with arguments matching its inputSchema."
-	case t.listChanged:
+	case t.ListChanged:
 		return "Call one by its name once your tool list shows it, with arguments matching its inputSchema; until then through call_read_only_tool (tools whose annotations say readOnlyHint: true) or call_tool (any tool)."
 	}
 	return "Call one through call_read_only_tool (tools whose annotations say readOnlyHint: true) or call_tool (any tool), with arguments matching its inputSchema."
@@ -591,7 +560,7 @@ func (m *Mux) foundJoin(s *session, names []string) string {
 
 // workingSetChanged tells s, in search mode, that its tool list changed.
 func (m *Mux) workingSetChanged(s *session) {
-	if m.toolListMode(s) != config.ToolListSearch || !traitsOf(s).listChanged {
+	if m.toolListMode(s) != config.ToolListSearch || !traitsOf(s).ListChanged {
 		return
 	}
 	if p := listChangedParams(s, kindTools, &mcp.ToolListChangedParams{}); p != nil {

@@ -134,7 +134,7 @@ func (m *Mux) ownNameApplies(s *session, e exposed[mcp.Tool]) string {
 	switch {
 	case m.toolListMode(s) != config.ToolListSearch:
 		return byName // every tool is listed
-	case traitsOf(s).relists:
+	case traitsOf(s).Relists:
 		if s.working.noteFound([]string{name}) {
 			m.workingSetChanged(s)
 		}
