@@ -1,11 +1,12 @@
 package main
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"os"
 	"strconv"
-	"sync"
+	"time"
 
 	"github.com/charmbracelet/log"
 
@@ -35,18 +36,45 @@ func serveMetrics(m *mux.Mux, cfg *config.File, logger *log.Logger) (metricsURL 
 		m.ServeMetrics(ln, cfg.Mux.HTTPToken)
 		return "http://" + ln.Addr().String() + mux.MetricsPath, func() {}
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	// The holder may have bound the port a moment before it publishes its
+	// control endpoint (mcp-mux starts both at its start): ask again for a
+	// little while, apart, and give up at once when this mcp-mux ends.
+	ctx, cancel := context.WithTimeout(context.Background(), holderPatience)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		defer cancel()
 		const without = "; this mcp-mux serves its agent without metrics"
-		if doc := metricsHolder(addr); doc != nil {
-			logger.Warn("metrics not served: "+addr+" is in use by mcp-mux pid "+strconv.Itoa(doc.PID)+", which serves them there"+without,
-				"config", doc.Config)
-			return
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		doc := metricsHolder(addr)
+		for doc == nil {
+			select {
+			case <-tick.C:
+				doc = metricsHolder(addr)
+			case <-ctx.Done():
+				logger.Warn("metrics not served: cannot listen on "+addr+without, "err", err)
+				return
+			}
 		}
-		logger.Warn("metrics not served: cannot listen on "+addr+without, "err", err)
-	})
-	return "", wg.Wait
+		logger.Warn("metrics not served: "+addr+" is in use by mcp-mux pid "+strconv.Itoa(doc.PID)+", which serves them there"+without,
+			"config", doc.Config)
+	}()
+	// At exit it is told to stop, and waited for a moment: a control
+	// endpoint that never answers (Wine's named pipes) must not hold the
+	// exit up.
+	return "", func() {
+		cancel()
+		select {
+		case <-finished:
+		case <-time.After(time.Second):
+		}
+	}
 }
+
+// holderPatience bounds how long a second mcp-mux looks for the one that
+// holds its metrics port.
+const holderPatience = 3 * time.Second
 
 // metricsHolder is the other mcp-mux of this user that serves metrics on
 // addr, or nil.
