@@ -23,14 +23,14 @@ import (
 // server-filesystem; server-everything's tool names), and a backend with
 // two tools whose own names are too long for any agent. Every echo tool
 // says which backend and tool it is. toolList is [mux] tool_list.
-func namesConfig(t *testing.T, toolList string) string {
+func namesConfig(t *testing.T, toolList string, extra ...string) string {
 	t.Helper()
 	catalog, err := filepath.Abs("../../testdata/toolsearch/catalog.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	long := "get_the_current_status_of_every_deployment_in_the_organization_by_"
-	return testkit.WriteConfig(t, "tool_list = \""+toolList+"\"",
+	return testkit.WriteConfig(t, "tool_list = \""+toolList+"\"\n"+strings.Join(extra, "\n"),
 		[]string{"everything", "-name", "everything", "-echo-name", "-tools", "echo,get-sum,get-env,get-tiny-image,get-annotated-message,get-resource-links,get-resource-reference,get-structured-content,gzip-file-as-resource,toggle-simulated-logging,toggle-subscriber-updates,trigger-long-running-operation,trigger-sampling-request,trigger-elicitation-request"},
 		[]string{"memory", "-name", "memory", "-echo-name", "-catalog", catalog, "-catalog-backend", "memory"},
 		[]string{"filesystem", "-name", "filesystem", "-echo-name", "-catalog", catalog, "-catalog-backend", "filesystem"},
@@ -204,11 +204,13 @@ func TestShortenedToolsAreFoundAndCalledByTheirNames(t *testing.T) {
 	}
 }
 
-// Over HTTP each session has its agent's names, and a reload that adds a
-// backend leaves the names it gave as they were.
+// Over HTTP each session has its agent's names, the audit log says the
+// name the agent called, and a reload that adds a backend leaves the names
+// given as they were.
 func TestShortenedNamesOverHTTPAndAcrossAReload(t *testing.T) {
-	cfg := namesConfig(t, "all")
-	full := listNames(t, connectAs(t, "raw", "2025-11-25", "--config", cfg))
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	cfg := namesConfig(t, "all", fmt.Sprintf("audit_log = %q", audit))
+	full := listNames(t, connectAs(t, "raw", "2025-11-25", "--config", namesConfig(t, "all")))
 	h := startHTTPMux(t, cfg)
 	connect := func(client string) *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: client, Version: "1"}, nil).Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: h.url}, nil)
@@ -226,6 +228,14 @@ func TestShortenedNamesOverHTTPAndAcrossAReload(t *testing.T) {
 	}
 	if got := listNames(t, raw); !slices.Equal(got, full) {
 		t.Errorf("another agent's session over HTTP lists %v", got)
+	}
+	var logged string
+	if !testkit.Poll(5*time.Second, func() bool {
+		data, _ := os.ReadFile(audit)
+		logged = string(data)
+		return strings.Contains(logged, `"tool":"`+short+`"`)
+	}) {
+		t.Errorf("the audit log does not name the call %s:\n%s", short, logged)
 	}
 
 	// A backend whose prefix begins as the long one's: the names given
