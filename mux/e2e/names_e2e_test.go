@@ -142,7 +142,7 @@ func TestToolNamesFitEachAgent(t *testing.T) {
 
 // renamedOf is the first name of names that is not one of full (a
 // shortened one), and the full name it stands for.
-func renamedOf(t *testing.T, cs *mcp.ClientSession, names, full []string) (short, long string) {
+func renamedOf(t *testing.T, names, full []string) (short, long string) {
 	t.Helper()
 	for i, name := range names {
 		if name != full[i] {
@@ -174,7 +174,7 @@ func TestShortenedToolsAreFoundAndCalledByTheirNames(t *testing.T) {
 	cfg := namesConfig(t, "all")
 	full := listNames(t, connectAs(t, "raw", "2025-11-25", "--config", cfg))
 	gemini := connectAs(t, "gemini-cli-mcp-client", "2025-06-18", "--config", cfg)
-	short, long := renamedOf(t, gemini, listNames(t, gemini), full)
+	short, long := renamedOf(t, listNames(t, gemini), full)
 
 	searching := connectAs(t, "gemini-cli-mcp-client", "2025-06-18", "--config", namesConfig(t, "search"))
 	// Every shortened name, the two of deploy too, whose cut names differ
@@ -222,7 +222,7 @@ func TestShortenedNamesOverHTTPAndAcrossAReload(t *testing.T) {
 	}
 	opencode, raw := connect("opencode"), connect("raw")
 	before := listNames(t, opencode)
-	short, long := renamedOf(t, opencode, before, full)
+	short, long := renamedOf(t, before, full)
 	if got := echoed(t, opencode, short, 7); got != long {
 		t.Errorf("a call of %q over HTTP reached %s, want %s", short, got, long)
 	}
