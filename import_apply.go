@@ -260,7 +260,13 @@ func importApply(c *cli.Context, files []*readFile, settingsDirs []string) error
 			if e.Entry == nil {
 				k := scopeKey{f.Client, m.scope}
 				name := names[k]
-				reg := registration{Command: exe, Args: []string{"-c", cfgPath, "--profile", name}, Env: entryEnv(all, k)}
+				args := []string{"-c", cfgPath, "--profile", name}
+				if entries[k] != muxServerName {
+					// The agent puts the entry's name in the names of its
+					// tools: mcp-mux fits them to its limit with it.
+					args = append(args, "--name", entries[k])
+				}
+				reg := registration{Command: exe, Args: args, Env: entryEnv(all, k)}
 				if f.Client == clientimport.ClientVSCode {
 					reg.Type = "stdio"
 				}

@@ -36,11 +36,12 @@ func main() {
 	configFlag := &cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config `FILE` (default: $MCP_MUX_CONFIG, ./mcp-mux.toml, " + user + ")"}
 	httpFlag := &cli.StringFlag{Name: "http", Usage: "serve over Streamable HTTP at `ADDR` (e.g. 127.0.0.1:8931), path /mcp, to any number of agents (default: [mux] http_listen; unset: stdio)"}
 	profileFlag := &cli.StringFlag{Name: "profile", EnvVars: []string{"MCP_MUX_PROFILE"}, Usage: "serve the view of [profile.`NAME`]: only its backends run, only its tools are seen (stdio; over HTTP an agent asks with /mcp/NAME)"}
+	nameFlag := &cli.StringFlag{Name: "name", EnvVars: []string{"MCP_MUX_NAME"}, Usage: "the `NAME` the agent registered mcp-mux under, if not mcp-mux: agents put it in the names of its tools, and an agent with a name limit gets shorter names for tools that would pass it"}
 	app := &cli.App{
 		Name:    "mcp-mux",
 		Usage:   "one stdio MCP server that multiplexes many",
 		Version: version,
-		Flags:   []cli.Flag{configFlag, httpFlag, profileFlag},
+		Flags:   []cli.Flag{configFlag, httpFlag, profileFlag, nameFlag},
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
 				return unknownCommand(c)
@@ -56,7 +57,7 @@ func main() {
 		Suggest:              true,
 		EnableBashCompletion: true,
 		Commands: []*cli.Command{
-			{Name: "serve", Usage: "serve MCP over stdio (the default), or over HTTP with --http", Flags: []cli.Flag{configFlag, httpFlag, profileFlag}, Action: serve},
+			{Name: "serve", Usage: "serve MCP over stdio (the default), or over HTTP with --http", Flags: []cli.Flag{configFlag, httpFlag, profileFlag, nameFlag}, Action: serve},
 			{
 				Name:      "check",
 				Usage:     "validate a config; with --connect also start every backend and report what it offers",
@@ -253,6 +254,9 @@ func serve(c *cli.Context) error {
 			return cli.Exit("mcp-mux: "+mux.UnknownProfileError(cfg, name).Error(), 1)
 		}
 		opts = append(opts, mux.WithProfile(name))
+	}
+	if name := strings.TrimSpace(c.String("name")); name != "" {
+		opts = append(opts, mux.WithName(name))
 	}
 	ctx, _ := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	m := mux.New(cfg, logger, version, opts...)

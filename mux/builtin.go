@@ -174,13 +174,13 @@ func (m *Mux) readBuiltin(sid string, v *view, uri string) (*mcp.ReadResourceRes
 		// goroutines: a leak shows as a count that does not come back
 		// down once sessions and backends are gone.
 		sessions := m.Sessions()
-		if v != nil {
+		if !v.all() {
 			// An agent of a profile sees its own session, none of the
 			// other agents' (which may be of other profiles).
 			sessions = slices.DeleteFunc(sessions, func(st SessionStatus) bool { return st.ID != sid })
 		}
 		out := map[string]any{"generation": c.generation, "loaded": c.loaded, "backends": viewStatus(v, m.Status()), "sessions": sessions, "goroutines": runtime.NumGoroutine()}
-		if v != nil {
+		if !v.all() {
 			out["profile"] = v.profileName()
 		}
 		doc = out

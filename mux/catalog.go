@@ -25,6 +25,11 @@ type catalog struct {
 	// ui is the ui:// URIs that two backends both have, in the later
 	// one's own form (uialias.go).
 	ui *uiAliases
+	// sep is the tool separator its names were made with, and prefixes
+	// the prefix of every backend, ready or not: what shortens a name for
+	// an agent whose limit it passes (fitnames.go).
+	sep      string
+	prefixes []string
 }
 
 // exposed is an item as the agent sees it (tools and prompts renamed with
@@ -37,6 +42,9 @@ type exposed[T any] struct {
 	// bare is a tool's or prompt's exposed name without the prefix: its
 	// original, or what a tool override renames it (overrides.go).
 	bare string
+	// full is a tool's name in the merged catalog, which a session's
+	// view may shorten (fitnames.go).
+	full string
 }
 
 // named is a list of tools or prompts indexed by exposed name.
@@ -104,7 +112,12 @@ func (h *catalogHolder) rebuild(m *Mux) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.cur.Load()
-	c := &catalog{ui: buildUIAliases(m.members())}
+	c := &catalog{ui: buildUIAliases(m.members()), sep: m.cfg.Mux.ToolSeparator}
+	for _, mem := range m.members() {
+		if mem.prefix != "" { // read under the rebuild lock (member.go)
+			c.prefixes = append(c.prefixes, mem.prefix)
+		}
+	}
 	collide := func(kind, name string, winner, loser *member) {
 		c.collisions = append(c.collisions, Collision{Kind: kind, Name: name, Winner: winner.spec.Name, Loser: loser.spec.Name})
 	}
@@ -135,7 +148,7 @@ func (h *catalogHolder) rebuild(m *Mux) {
 				c.collisions = append(c.collisions, Collision{Kind: "tool", Name: cp.Name, Winner: "mcp-mux", Loser: mem.spec.Name})
 				continue
 			}
-			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem, c.ui.withUIAliases(mem, renamed(raw, cp.Name, &cp)), bare}); w != nil {
+			if w := c.tools.add(cp.Name, exposed[mcp.Tool]{&cp, t.Name, mem, c.ui.withUIAliases(mem, renamed(raw, cp.Name, &cp)), bare, cp.Name}); w != nil {
 				collide("tool", cp.Name, w, mem)
 			}
 		}
@@ -145,7 +158,7 @@ func (h *catalogHolder) rebuild(m *Mux) {
 			}
 			cp := *p
 			cp.Name = m.exposedName(mem, p.Name)
-			if w := c.prompts.add(cp.Name, exposed[mcp.Prompt]{&cp, p.Name, mem, renamed(part.rawAt(1, i), cp.Name, &cp), p.Name}); w != nil {
+			if w := c.prompts.add(cp.Name, exposed[mcp.Prompt]{&cp, p.Name, mem, renamed(part.rawAt(1, i), cp.Name, &cp), p.Name, ""}); w != nil {
 				collide("prompt", cp.Name, w, mem)
 			}
 		}
@@ -154,7 +167,7 @@ func (h *catalogHolder) rebuild(m *Mux) {
 			if raw == nil {
 				raw, _ = json.Marshal(t)
 			}
-			c.templates = append(c.templates, exposed[mcp.ResourceTemplate]{t, t.URITemplate, mem, raw, ""})
+			c.templates = append(c.templates, exposed[mcp.ResourceTemplate]{t, t.URITemplate, mem, raw, "", ""})
 		}
 	}
 	if parts == 0 {

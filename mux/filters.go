@@ -172,14 +172,14 @@ func (m *Mux) filteredOut(v *view) string {
 		shown[e.mem]++
 	}
 	inView := shown
-	if v != nil {
+	if !v.all() {
 		inView = map[*member]int{}
 		for _, e := range v.of(base).tools.items {
 			inView[e.mem]++
 		}
 	}
 	file := m.conf.Load().cfg.Path
-	if v != nil && v.p.Broken != "" {
+	if !v.all() && v.p.Broken != "" {
 		return fmt.Sprintf("\n\n## Profile %s shows nothing\n\nIts [profile.%s] in the config has mistakes, and shows nothing rather than more than meant; the user fixes them and saves the config file (mcp-mux applies it at once):\n\n%s", v.p.Name, v.p.Name, v.p.Broken)
 	}
 	var sb strings.Builder
@@ -198,7 +198,7 @@ func (m *Mux) filteredOut(v *view) string {
 			why = fmt.Sprintf("its tools filter in the config (%s) matches none of the %d it has", spec.PatternAt(file, "tools", 0), own)
 		case shown[mem] == 0:
 			continue // its exclude_tools, or collisions: what was asked for
-		case v.p.Tools != nil:
+		case !v.all() && v.p.Tools != nil:
 			why = fmt.Sprintf("the tools filter of profile %s (%s) matches none of the %d it has", v.p.Name, v.p.PatternAt(file, "tools", 0), shown[mem])
 		default:
 			continue // the profile's exclude_tools: what was asked for

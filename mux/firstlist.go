@@ -64,7 +64,7 @@ func (m *Mux) waitStarted(ctx context.Context) {
 			return
 		}
 	}
-	if v == nil {
+	if v.all() {
 		m.endFirstWait()
 	}
 }

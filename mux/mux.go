@@ -109,6 +109,11 @@ type Mux struct {
 	// profileViews the views of the config in effect (profile.go).
 	launch       string
 	profileViews atomic.Pointer[views]
+	// name is the name the agents registered mcp-mux under (WithName),
+	// and fitters the tool names of each agent with a name limit
+	// (fitnames.go).
+	name    string
+	fitters map[string]*fitter
 	// obs is the metrics and the audit log (observe.go).
 	obs observer
 	// tracer makes a span of every forwarded request; nil when tracing
@@ -159,6 +164,9 @@ type session struct {
 	working workingSet // the tools it found and called (toolsearch.go)
 	// profile is the profile the agent asked for (profile.go); nil: none.
 	profile atomic.Pointer[string]
+	// fit is the fitter of its agent's tool names (fitnames.go); nil: not
+	// decided yet.
+	fit atomic.Pointer[fitter]
 	// toolList is the tool list an HTTP agent asked for on its requests
 	// (ToolListHeader or ?tool_list=); "" follows [mux] tool_list.
 	toolList atomic.Pointer[string]
@@ -266,8 +274,13 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 	if err != nil {
 		logger.Warn(err.Error())
 	}
+	if o.name == "" {
+		o.name = DefaultName
+	}
 	m := &Mux{
 		launch:   o.launch,
+		name:     o.name,
+		fitters:  newFitters(o.name),
 		instr:    newInstructionMemory(),
 		catalogs: catalogs,
 		cfg:      cfg,

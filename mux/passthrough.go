@@ -219,7 +219,7 @@ func (p *passThrough) toolCall(req *jsonrpc.Request) (passable, bool) {
 	if !ok {
 		return passable{}, false
 	}
-	return passable{e.mem, name, keys.get("_meta"), meta, []param{{"name", quoteJSON(e.original)}, {"arguments", args}}}, true
+	return passable{e.mem, e.item.Name, keys.get("_meta"), meta, []param{{"name", quoteJSON(e.original)}, {"arguments", args}}}, true
 }
 
 // resourceRead is the resources/read req as the pass-through forwards it,

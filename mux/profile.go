@@ -65,9 +65,12 @@ func onlyProfile(cfg *config.File, name string) *config.File {
 	return &cp
 }
 
-// view is one profile as sessions see it; a nil *view is everything.
+// view is one profile as sessions see it; a nil *view is everything. A
+// view with a fitter is also one agent's names (fitnames.go); p is nil
+// then for everything.
 type view struct {
-	p *config.Profile
+	p   *config.Profile
+	fit *fitter
 	// cat is the catalog filtered for the view, and the catalog it was
 	// made of: made again when that is not the catalog now.
 	cat atomic.Pointer[viewCatalog]
@@ -80,6 +83,14 @@ type views struct {
 	conf   *loadedConfig
 	byName map[string]*view
 	none   *view // a profile the config does not have (any more): nothing
+	// fitted is each of those views (and nil, everything) with each
+	// agent's names.
+	fitted map[fitKey]*view
+}
+
+type fitKey struct {
+	v *view
+	f *fitter
 }
 
 // views are the views of the config in effect, made once per config.
@@ -93,6 +104,14 @@ func (m *Mux) views() *views {
 		p := &lc.cfg.Profiles[i]
 		vs.byName[p.Name] = &view{p: p}
 	}
+	vs.fitted = map[fitKey]*view{}
+	for _, f := range m.fitters {
+		vs.fitted[fitKey{nil, f}] = &view{fit: f}
+		vs.fitted[fitKey{vs.none, f}] = &view{p: vs.none.p, fit: f}
+		for _, v := range vs.byName {
+			vs.fitted[fitKey{v, f}] = &view{p: v.p, fit: f}
+		}
+	}
 	m.profileViews.Store(vs)
 	return vs
 }
@@ -105,9 +124,18 @@ func (s *session) askProfile(name string) {
 	}
 }
 
-// viewOf is the view s sees: nil for everything.
+// viewOf is the view s sees: nil for everything, with the full names.
 func (m *Mux) viewOf(s *session) *view {
 	vs := m.views()
+	v := vs.profileOf(m, s)
+	if f := m.fitterOf(s); f != nil {
+		return vs.fitted[fitKey{v, f}]
+	}
+	return v
+}
+
+// profileOf is the view of the profile of s: nil for none.
+func (vs *views) profileOf(m *Mux, s *session) *view {
 	name := m.launch
 	if s != nil {
 		if asked := s.profile.Load(); asked != nil {
@@ -131,9 +159,12 @@ func (m *Mux) viewOf(s *session) *view {
 	return nil
 }
 
+// all reports whether v has every backend and tool (of whatever name).
+func (v *view) all() bool { return v == nil || v.p == nil }
+
 // profileName is the name of v's profile, "" for everything.
 func (v *view) profileName() string {
-	if v == nil {
+	if v.all() {
 		return ""
 	}
 	return v.p.Name
@@ -141,17 +172,17 @@ func (v *view) profileName() string {
 
 // has reports whether mem is in the view.
 func (v *view) has(mem *member) bool {
-	return v == nil || v.p.HasBackend(mem.spec.Name)
+	return v.all() || v.p.HasBackend(mem.spec.Name)
 }
 
-// hasTool reports whether the tool exposed is in the view.
+// hasTool reports whether the tool exposed (its full name) is in the view.
 func (v *view) hasTool(mem *member, exposed string) bool {
-	return v == nil || v.p.HasTool(mem.spec.Name, exposed)
+	return v.all() || v.p.HasTool(mem.spec.Name, exposed)
 }
 
 // members are those of members in the view.
 func (v *view) members(members []*member) []*member {
-	if v == nil {
+	if v.all() {
 		return members
 	}
 	out := make([]*member, 0, len(members))
@@ -177,20 +208,30 @@ func (v *view) of(base *catalog) *catalog {
 	if c := v.cat.Load(); c != nil && c.base == base {
 		return c.view
 	}
-	c := &catalog{collisions: base.collisions, cache: base.cache, ui: base.ui}
-	for _, e := range base.tools.items {
-		if v.hasTool(e.mem, e.item.Name) {
-			c.tools.add(e.item.Name, e)
+	c := base
+	if !v.all() {
+		c = &catalog{collisions: base.collisions, cache: base.cache, ui: base.ui, sep: base.sep, prefixes: base.prefixes}
+		for _, e := range base.tools.items {
+			if v.hasTool(e.mem, e.item.Name) {
+				c.tools.add(e.item.Name, e)
+			}
+		}
+		for _, e := range base.prompts.items {
+			if v.has(e.mem) {
+				c.prompts.add(e.item.Name, e)
+			}
+		}
+		for _, e := range base.templates {
+			if v.has(e.mem) {
+				c.templates = append(c.templates, e)
+			}
 		}
 	}
-	for _, e := range base.prompts.items {
-		if v.has(e.mem) {
-			c.prompts.add(e.item.Name, e)
-		}
-	}
-	for _, e := range base.templates {
-		if v.has(e.mem) {
-			c.templates = append(c.templates, e)
+	if v.fit != nil {
+		// The agent's names of the whole catalog, whatever the profile
+		// shows: the same in every profile.
+		if r := v.fit.renames(base); r != nil {
+			c = c.withRenames(r)
 		}
 	}
 	v.cat.Store(&viewCatalog{base, c})
@@ -202,7 +243,7 @@ func (v *view) of(base *catalog) *catalog {
 func (m *Mux) toolListOf(s *session) (mode string, max int) {
 	set := m.settings()
 	mode, max = set.ToolList, set.ToolListMax
-	if v := m.viewOf(s); v != nil {
+	if v := m.viewOf(s); !v.all() {
 		if v.p.ToolList != "" {
 			mode = v.p.ToolList
 		}
@@ -237,12 +278,12 @@ func (m *Mux) profileAsked(w http.ResponseWriter, r *http.Request) bool {
 
 // hiddenFromView reports whether the backend called name is outside v.
 func hiddenFromView(v *view, name string) bool {
-	return v != nil && !v.p.HasBackend(name)
+	return !v.all() && !v.p.HasBackend(name)
 }
 
 // viewStatus is st with only the backends of v.
 func viewStatus(v *view, st []BackendStatus) []BackendStatus {
-	if v == nil {
+	if v.all() {
 		return st
 	}
 	return slices.DeleteFunc(st, func(b BackendStatus) bool { return hiddenFromView(v, b.Name) })

@@ -64,14 +64,17 @@ func (m *Mux) callToolVia(ctx context.Context, r *mcp.CallToolRequest, via strin
 		return nil, errTaskRequired(p.Name)
 	}
 	original, _ := json.Marshal(e.original)
-	in := inboundOf(r, "tools/call", p.Name, roundOf(p.InputResponses, p.RequestState))
+	// The session's name of the tool, whichever of its names the agent
+	// called it by (fitnames.go).
+	name := e.item.Name
+	in := inboundOf(r, "tools/call", name, roundOf(p.InputResponses, p.RequestState))
 	in.via = via
 	res, err := forwardBytes(ctx, m, e.mem, in, nil, []param{{"name", original}, {"arguments", bytes.TrimSpace(p.Arguments)}})
 	if err != nil {
 		return nil, err
 	}
 	s := sessionFrom(ctx)
-	m.calledTool(s, p.Name)
+	m.calledTool(s, name)
 	return &callResult{&mcp.CallToolResult{}, m.finishResult(s, e.mem, "tools/call", res)}, nil
 }
 

@@ -423,6 +423,11 @@ func (m *Mux) searchTools(ctx context.Context, s *session, args json.RawMessage)
 		return m.searchMiss(m.catalogFor(s), "search_tools needs a query: words that say what the tool should do", late), nil
 	}
 	items, now := t.cat.tools.items, m.catalogFor(s)
+	if e, ok := now.tools.lookup(strings.TrimSpace(a.Query)); ok {
+		// A name this agent has for a tool (fitnames.go): the index knows
+		// the tool by its full name.
+		a.Query = e.full
+	}
 	if a.Backend != "" {
 		name, why := backendNamed(v.members(m.members()), a.Backend)
 		if why != "" {
@@ -447,7 +452,7 @@ func (m *Mux) searchTools(ctx context.Context, s *session, args json.RawMessage)
 	var names []string
 	var text strings.Builder
 	for _, h := range hits {
-		e := items[h.Doc]
+		e, _ := now.tools.lookup(items[h.Doc].item.Name) // the session's name of it
 		tool := e.item
 		found = append(found, foundTool{Name: tool.Name, Title: tool.Title, Description: tool.Description, InputSchema: tool.InputSchema,
 			OutputSchema: tool.OutputSchema, Annotations: tool.Annotations, Backend: e.mem.spec.Name})

@@ -245,12 +245,13 @@ func TestImportApplyMovesEachClientAndUndoPutsThemBack(t *testing.T) {
 	splicedOnly(t, "~/.claude.json", h.orig["claude"], claude, "\"mcpServers\": {\n", "\n      },\n      \"enabledMcpjsonServers\"")
 	// The user's servers: mcp-mux with the user's profile; the project's
 	// (local scope): their own entry and profile, as Claude Code runs the
-	// user's servers in the project too, and one server per name.
+	// user's servers in the project too, and one server per name; that
+	// entry names itself, as Claude Code puts its name in the tools'.
 	wantUser := "{\n    \"mcp-mux\": {\n      \"command\": " + q(exe) + ",\n      \"args\": [\n        \"-c\",\n        " + q(cfg) + ",\n        \"--profile\",\n        \"claude-code\"\n      ]\n    }\n  }"
 	if got := string(after["mcpServers"]); got != wantUser {
 		t.Errorf("~/.claude.json's mcpServers:\n%s\nwant\n%s", got, wantUser)
 	}
-	wantLocal := "{\n        \"mcp-mux-my-app\": {\n          \"command\": " + q(exe) + ",\n          \"args\": [\n            \"-c\",\n            " + q(cfg) + ",\n            \"--profile\",\n            \"claude-code-my-app\"\n          ]\n        }\n      }"
+	wantLocal := "{\n        \"mcp-mux-my-app\": {\n          \"command\": " + q(exe) + ",\n          \"args\": [\n            \"-c\",\n            " + q(cfg) + ",\n            \"--profile\",\n            \"claude-code-my-app\",\n            \"--name\",\n            \"mcp-mux-my-app\"\n          ]\n        }\n      }"
 	if got := string(projects[h.project]["mcpServers"]); got != wantLocal {
 		t.Errorf("~/.claude.json's project mcpServers:\n%s\nwant\n%s", got, wantLocal)
 	}
