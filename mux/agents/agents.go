@@ -68,6 +68,9 @@ var Known = []Agent{
 		Name: "Claude Code", Match: "claude-code",
 		Searches: true, ListChanged: true, Relists: true,
 		ToolName: func(server, tool string) string { return "mcp__" + server + "__" + tool },
+		// It sends any name, but its ToolSearch refers to a tool by name, and
+		// Anthropic's API refuses such a reference past 64 characters.
+		NameLimit: 64, Past: Rejected,
 		Patience: 5 * time.Second, Waits: true, // MCP_CONNECT_TIMEOUT_MS
 	},
 	{

@@ -104,6 +104,7 @@ func TestToolNamesFitEachAgent(t *testing.T) {
 		{"opencode", "2025-11-25"},
 		{"copilot-cli", ""}, // server/discover, as Copilot CLI sends first
 		{"codex-mcp-client", "2025-06-18"},
+		{"claude-code", ""}, // server/discover, as Claude Code sends first
 	} {
 		t.Run(c.client, func(t *testing.T) {
 			a := agents.Of(c.client)
