@@ -34,10 +34,12 @@ func runWithMemory(t *testing.T, cfg *config.File, path string) *Mux {
 }
 
 // learn runs cfg once, until every backend is ready, so that path
-// remembers their catalogs.
+// remembers their catalogs, as taken for an agent of the go-sdk's default
+// capabilities (roots), those of connect(t, m, nil).
 func learn(t *testing.T, cfg *config.File, path string) {
 	t.Helper()
 	m := runWithMemory(t, cfg, path)
+	connect(t, m, nil)
 	for _, mem := range m.members() {
 		testkit.Eventually(t, 20*time.Second, mem.spec.Name+" ready", mem.serving)
 	}
