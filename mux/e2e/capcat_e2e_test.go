@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
+)
+
+// rememberingMux is mcp-mux with server-everything as its backend ev, its
+// catalogs remembered in a directory of the test's: each session runs a
+// new mcp-mux process on the same memory.
+type rememberingMux struct {
+	ix       *interop
+	cfg      string
+	catalogs string
+}
+
+func newRememberingMux(t *testing.T, ix *interop) *rememberingMux {
+	return &rememberingMux{ix: ix, cfg: ix.muxConfig(t, ix.backendTOML(t, serverEverything, "")),
+		catalogs: filepath.Join(t.TempDir(), "catalogs")}
+}
+
+// session starts mcp-mux and connects c, an agent, to it.
+func (r *rememberingMux) session(t *testing.T, c *mcp.Client) *mcp.ClientSession {
+	t.Helper()
+	cmd := exec.Command(testkit.MuxBin(t), "-c", r.cfg)
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "MCP_MUX_CATALOGS=") }), "MCP_MUX_CATALOGS="+r.catalogs)
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// remembered waits until ev's catalog is in the memory: it is written
+// apart from the lists.
+func (r *rememberingMux) remembered(t *testing.T) {
+	t.Helper()
+	testkit.Eventually(t, 20*time.Second, "ev's catalog in the memory", func() bool {
+		files, _ := filepath.Glob(filepath.Join(r.catalogs, "*.json"))
+		return len(files) > 0
+	})
+}
+
+// direct connects c to server-everything itself.
+func (ix *interop) direct(t *testing.T, c *mcp.Client) *mcp.ClientSession {
+	t.Helper()
+	cmd := exec.Command(ix.node, append([]string{ix.script(serverEverything)}, serverEverything.args...)...)
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// toolsOf is what cs lists, with prefix taken off, sorted.
+func toolsOf(t *testing.T, cs *mcp.ClientSession, prefix string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range listedTools(t, cs) {
+		if rest, ok := strings.CutPrefix(n, prefix); ok {
+			out = append(out, rest)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func agentWith(caps *mcp.ClientCapabilities) *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "some-agent", Version: "1"}, &mcp.ClientOptions{Capabilities: caps})
+}
+
+// server-everything lists trigger-sampling-request,
+// trigger-elicitation-request and trigger-url-elicitation only to a client
+// with sampling, elicitation and its url mode: after a session by an agent
+// without them, a new mcp-mux on the same memory lists to an agent with
+// them what server-everything lists it directly.
+func TestInteropARememberedCatalogIsTheOneForTheAgentsCapabilities(t *testing.T) {
+	ix := interopSetup(t)
+	rm := newRememberingMux(t, ix)
+	without := &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{ListChanged: true}}
+	with := &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{ListChanged: true}, Sampling: &mcp.SamplingCapabilities{},
+		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}}
+	want := toolsOf(t, ix.direct(t, agentWith(with)), "")
+	for _, tool := range []string{"trigger-sampling-request", "trigger-elicitation-request", "trigger-url-elicitation"} {
+		if !slices.Contains(want, tool) {
+			t.Fatalf("server-everything does not list %s to a client with sampling and elicitation: %v", tool, want)
+		}
+	}
+
+	first := rm.session(t, agentWith(without))
+	if got, direct := toolsOf(t, first, "ev__"), toolsOf(t, ix.direct(t, agentWith(without)), ""); !slices.Equal(got, direct) {
+		t.Fatalf("first session, without sampling and elicitation:\n got %v\nwant %v", got, direct)
+	}
+	rm.remembered(t)
+	first.Close()
+
+	second := rm.session(t, agentWith(with))
+	if got := toolsOf(t, second, "ev__"); !slices.Equal(got, want) {
+		t.Fatalf("an agent with sampling and elicitation, after one without:\n got %v\nwant %v (directly)", got, want)
+	}
+}
