@@ -403,18 +403,26 @@ func (mem *member) backendForUseNoting(ctx context.Context, waiting func(n int))
 	}
 }
 
-// startProgress is what tells the agent, if its request asked for
-// progress, that the request waits for its backend to start (nil if not).
-func (m *Mux) startProgress(ctx context.Context, mem *member, meta mcp.Meta) func(n int) {
-	tok, ok := meta["progressToken"]
+// startNotice is what tells the agent, while its request waits for mem to
+// start, that it does, as a log message of mcp-mux's own (level info), if
+// the request may be sent log messages at that level (nil if not). Not as
+// progress under the request's token: the backend's own progress follows
+// under it, the values on a token must increase, and a count of seconds
+// has no bound below the backend's values (its 1/6 came after a 1 of
+// mux's). The token carries what the backend sends, as it does directly.
+func (m *Mux) startNotice(ctx context.Context, mem *member, meta mcp.Meta) func(n int) {
 	s := sessionFrom(ctx)
-	if !ok || tok == nil || s == nil {
+	if s == nil {
+		return nil
+	}
+	level := s.requestLogLevel(meta)
+	if level == "" || levelRank[level] > levelRank[mcp.LoggingLevel("info")] {
 		return nil
 	}
 	spec := mem.specNow()
 	return func(n int) {
-		m.deliverFor(ctx, s, "notifications/progress", &mcp.ProgressNotificationParams{
-			ProgressToken: tok, Progress: float64(n), Message: fmt.Sprintf("starting %s (%d s)", spec.Label(), n-1)})
+		m.deliverFor(ctx, s, "notifications/message", &mcp.LoggingMessageParams{
+			Level: "info", Logger: "mcp-mux", Data: fmt.Sprintf("waiting for %s to start (%d s)", spec.Label(), n-1)})
 	}
 }
 

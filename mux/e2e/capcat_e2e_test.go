@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,4 +111,69 @@ func TestInteropARememberedCatalogIsTheOneForTheAgentsCapabilities(t *testing.T)
 	if got := toolsOf(t, second, "ev__"); !slices.Equal(got, want) {
 		t.Fatalf("an agent with sampling and elicitation, after one without:\n got %v\nwant %v (directly)", got, want)
 	}
+}
+
+// A call that starts a remembered backend, with a progress token: the
+// agent gets under its token what server-everything sends directly, the
+// same values in the same order, each greater than the last.
+func TestInteropProgressOfACallThatStartsItsBackendIsTheBackendsOwn(t *testing.T) {
+	ix := interopSetup(t)
+	rm := newRememberingMux(t, ix)
+	learn := rm.session(t, agentWith(nil))
+	listedTools(t, learn)
+	rm.remembered(t)
+	learn.Close()
+
+	call := func(cs *mcp.ClientSession, tool string, got *progressLog) {
+		t.Helper()
+		p := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"duration": 1.5, "steps": 3}}
+		p.SetProgressToken("lro")
+		res, err := cs.CallTool(testkit.CtxT(t), p)
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %+v", tool, err, res)
+		}
+		// What came before the response has been handled by now.
+		testkit.Eventually(t, 5*time.Second, "three progress notifications", func() bool { return len(got.values()) >= 3 })
+	}
+	var viaMux, direct progressLog
+	cs := rm.session(t, mcp.NewClient(&mcp.Implementation{Name: "some-agent", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: viaMux.handle}))
+	for _, b := range readBackends(t, cs).Backends {
+		if b.State != "remembered" {
+			t.Fatalf("%s is %q before the call: want it at rest, remembered", b.Name, b.State)
+		}
+	}
+	call(cs, "ev__trigger-long-running-operation", &viaMux)
+	call(ix.direct(t, mcp.NewClient(&mcp.Implementation{Name: "some-agent", Version: "1"}, &mcp.ClientOptions{ProgressNotificationHandler: direct.handle})),
+		"trigger-long-running-operation", &direct)
+
+	got, want := viaMux.values(), direct.values()
+	if !slices.Equal(got, want) {
+		t.Errorf("progress under the agent's token through mcp-mux %v, directly %v", got, want)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Errorf("progress through mcp-mux goes %v → %v (all: %v): the spec says it MUST increase", got[i-1], got[i], got)
+		}
+	}
+}
+
+// progressLog is the progress values a client got under the token "lro".
+type progressLog struct {
+	mu sync.Mutex
+	v  []float64
+}
+
+func (l *progressLog) handle(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+	if r.Params.ProgressToken != "lro" {
+		return
+	}
+	l.mu.Lock()
+	l.v = append(l.v, r.Params.Progress)
+	l.mu.Unlock()
+}
+
+func (l *progressLog) values() []float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.v)
 }
