@@ -47,9 +47,10 @@ func (a *agentState) declaredShape() (json.RawMessage, bool) {
 // settleRest makes the catalog each pending member lists the one taken
 // for caps, the capabilities mux now declares: already, or remembered
 // (swapped in), or the backend's own, which it starts for. Each is then
-// started as far as the first list is concerned, but for those starting.
+// started as far as the first list is concerned, but for those starting;
+// after the rebuild, so that no list sees a swapped one's old catalog.
 func (m *Mux) settleRest(pending []*member, caps json.RawMessage) {
-	rebuild := false
+	var settled, wake []*member
 	for _, mem := range pending {
 		mem.mu.Lock()
 		state, restCaps := mem.state, mem.restCaps
@@ -58,10 +59,9 @@ func (m *Mux) settleRest(pending []*member, caps json.RawMessage) {
 			mem.markStarted()
 			continue
 		}
-		rebuild = true
 		if e, ok := m.catalogs.LookupFor(identityOf(mem.specNow()), caps); ok && e.Failure == nil {
 			mem.listFromMemory(e)
-			mem.markStarted()
+			settled = append(settled, mem)
 			continue
 		}
 		mem.log.Info("starting it: its catalog is remembered for clients of other capabilities than the agent's, which may change what it lists",
@@ -69,13 +69,20 @@ func (m *Mux) settleRest(pending []*member, caps json.RawMessage) {
 		mem.mu.Lock()
 		mem.known, mem.cat, mem.restCaps = false, memberCatalog{}, nil
 		mem.mu.Unlock()
+		wake = append(wake, mem)
+	}
+	if len(settled)+len(wake) == 0 {
+		return
+	}
+	m.cat.rebuild(m)
+	m.builtinChanged(uriBackends)
+	for _, mem := range settled {
+		mem.markStarted()
+	}
+	for _, mem := range wake {
 		select {
 		case mem.use <- struct{}{}:
 		default:
 		}
-	}
-	if rebuild {
-		m.cat.rebuild(m)
-		m.builtinChanged(uriBackends)
 	}
 }
