@@ -107,10 +107,38 @@ func TestInteropARememberedCatalogIsTheOneForTheAgentsCapabilities(t *testing.T)
 	rm.remembered(t)
 	first.Close()
 
+	start := time.Now()
 	second := rm.session(t, agentWith(with))
 	if got := toolsOf(t, second, "ev__"); !slices.Equal(got, want) {
 		t.Fatalf("an agent with sampling and elicitation, after one without:\n got %v\nwant %v (directly)", got, want)
 	}
+	t.Logf("spawn → first tools/list, capabilities not remembered (ev starts): %v", time.Since(start))
+	testkit.Eventually(t, 20*time.Second, "both catalogs in the memory", func() bool {
+		data, _ := os.ReadFile(rm.file(t))
+		return strings.Contains(string(data), `"others"`)
+	})
+	second.Close()
+
+	// Both are remembered now: the agent with them lists from memory.
+	start = time.Now()
+	third := rm.session(t, agentWith(with))
+	if got := toolsOf(t, third, "ev__"); !slices.Equal(got, want) {
+		t.Fatalf("the agent with sampling and elicitation again:\n got %v\nwant %v (directly)", got, want)
+	}
+	t.Logf("spawn → first tools/list, capabilities remembered: %v", time.Since(start))
+	if b := readBackends(t, third).Backends[0]; b.State != "remembered" {
+		t.Errorf("ev is %q for an agent whose capabilities were seen: want it at rest, remembered", b.State)
+	}
+}
+
+// file is ev's file in the memory.
+func (r *rememberingMux) file(t *testing.T) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(r.catalogs, "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("the memory holds %v, want ev's file", files)
+	}
+	return files[0]
 }
 
 // A call that starts a remembered backend, with a progress token: the
