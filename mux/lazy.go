@@ -93,7 +93,7 @@ func (mem *member) startsWhenUsed() bool {
 	var ok bool
 	if caps, known := mem.m.agent.declaredShape(); known {
 		if e, ok = mem.m.catalogs.LookupFor(identityOf(spec), caps); !ok {
-			if _, any := mem.m.catalogs.Lookup(identityOf(spec)); any {
+			if _, seen := mem.m.catalogs.Lookup(identityOf(spec)); seen {
 				mem.log.Info("starting it at once: its catalog is remembered only for clients of other capabilities, which may change what it lists", "agent", string(caps))
 			}
 			return false
