@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 )
 
 // Server-to-client requests: a backend's roots/list, sampling/createMessage
@@ -56,6 +57,9 @@ type agentState struct {
 	caps  *mcp.ClientCapabilities             // the first agent session's roots, sampling, elicitation
 	era   string                              // and its protocol version
 	told  map[*member]*mcp.ClientCapabilities // what each member's current backend was told (nil: none)
+	// pending are the members at rest with the catalog seen last, taken
+	// before the agent's capabilities were known (lazycaps.go).
+	pending []*member
 	// elicitations maps a URL-mode elicitation's id to the session asked,
 	// where its notifications/elicitation/complete goes.
 	elicitations map[string]*session
@@ -147,6 +151,8 @@ func (m *Mux) agentInitialized(p *mcp.InitializeParams) {
 	a.caps = forwardable(p.Capabilities)
 	a.era = p.ProtocolVersion
 	close(a.ready)
+	pending := a.pending
+	a.pending = nil
 	var stale, early []*member
 	for mem, told := range a.told {
 		if !covers(told, a.caps) {
@@ -156,6 +162,7 @@ func (m *Mux) agentInitialized(p *mcp.InitializeParams) {
 		}
 	}
 	a.mu.Unlock()
+	m.settleRest(pending, catalogmem.Shape(a.caps))
 	if hasRoots(a.caps) {
 		// A backend initialized before the agent may have asked for roots
 		// when there was no one to ask: told that they changed, it asks

@@ -78,7 +78,7 @@ func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 			return awaitParked[R](ctx, m, pc, in)
 		}
 	}
-	b, err := mem.backendForUseNoting(ctx, m.startProgress(ctx, mem, in.meta)) // started if it was not running (lazy.go)
+	b, err := mem.backendForUseNoting(ctx, m.startNotice(ctx, mem, in.meta)) // started if it was not running (lazy.go)
 	if err != nil {
 		err = toAgentError(mem, err)
 		failed := in // a copy: &in would move in to the heap for every request

@@ -79,22 +79,38 @@ func identityOf(s config.Backend) catalogmem.Identity {
 }
 
 // startsWhenUsed reports whether mem waits for its first use: its start
-// policy allows it and its catalog is remembered (loaded into mem then).
-// One whose last start failed starts at once instead: listing from memory
-// what may not start again would offer the agent tools that fail.
+// policy allows it and its catalog is remembered (loaded into mem then),
+// for the capabilities mux declares to its backends if the agent's are
+// known, else the catalog seen last (settleRest compares them once they
+// are). One whose last start failed starts at once instead: listing from
+// memory what may not start again would offer the agent tools that fail.
 func (mem *member) startsWhenUsed() bool {
 	spec := mem.specNow()
 	if mem.m.catalogs == nil || spec.StartPolicy(mem.m.settings()) == config.StartEager {
 		return false
 	}
-	e, ok := mem.m.catalogs.Lookup(identityOf(spec))
-	if !ok {
+	var e catalogmem.Entry
+	var ok bool
+	if caps, known := mem.m.agent.declaredShape(); known {
+		if e, ok = mem.m.catalogs.LookupFor(identityOf(spec), caps); !ok {
+			if _, seen := mem.m.catalogs.Lookup(identityOf(spec)); seen {
+				mem.log.Info("starting it at once: its catalog is remembered only for clients of other capabilities, which may change what it lists", "agent", string(caps))
+			}
+			return false
+		}
+	} else if e, ok = mem.m.catalogs.Lookup(identityOf(spec)); !ok {
 		return false
 	}
 	if e.Failure != nil {
 		mem.log.Info("starting it at once, not when first used: its last start failed", "at", e.Failure.At, "reason", e.Failure.Reason)
 		return false
 	}
+	mem.listFromMemory(e)
+	return true
+}
+
+// listFromMemory makes e, remembered, mem's catalog and initialize result.
+func (mem *member) listFromMemory(e catalogmem.Entry) {
 	cat := mem.catalogOf(e)
 	init := &mcp.InitializeResult{ProtocolVersion: e.ProtocolVersion, Instructions: e.Instructions}
 	if len(e.ServerInfo) > 0 {
@@ -107,10 +123,9 @@ func (mem *member) startsWhenUsed() bool {
 		init.Capabilities = &mcp.ServerCapabilities{}
 	}
 	mem.mu.Lock()
-	mem.cat, mem.initResult, mem.known = cat, init, true
+	mem.cat, mem.initResult, mem.known, mem.restCaps = cat, init, true, e.ClientCapabilities
 	mem.remembered = compactSums(e.Tools, e.Prompts, e.Templates, e.Resources)
 	mem.mu.Unlock()
-	return true
 }
 
 // catalogOf is the member's catalog from what was remembered, as refresh
@@ -185,7 +200,8 @@ func (mem *member) remember(b *backends.Backend) (changed kinds) {
 	mem.mu.Lock()
 	spec, before, known := mem.spec, mem.remembered, mem.known
 	mem.mu.Unlock()
-	e := catalogmem.Entry{Tools: cat.raw[0], Prompts: cat.raw[1], Templates: cat.raw[2], Resources: cat.resources}
+	e := catalogmem.Entry{Tools: cat.raw[0], Prompts: cat.raw[1], Templates: cat.raw[2], Resources: cat.resources,
+		ClientCapabilities: catalogmem.Shape(b.ClientCapabilities())}
 	if r := b.InitializeResult(); r != nil {
 		e.ProtocolVersion, e.Instructions = r.ProtocolVersion, r.Instructions
 		e.ServerInfo, _ = json.Marshal(r.ServerInfo)
@@ -268,14 +284,19 @@ func (mem *member) sleep(state string) bool {
 }
 
 // rest puts mem in state (remembered or idle), not running, its catalog
-// listed once the catalog is rebuilt.
+// listed once the catalog is rebuilt. A catalog remembered before the
+// agent's capabilities are known is not yet what the first list waits
+// for: settleRest decides, once they are, whether it is.
 func (mem *member) rest(state string) {
 	mem.mu.Lock()
 	mem.state, mem.since, mem.b = state, time.Now(), nil
 	mem.changedLocked()
 	mem.mu.Unlock()
 	mem.m.builtinChanged(uriBackends)
-	mem.markStarted()
+	mem.markInitialized()
+	if state == stateIdle || !mem.m.agent.holdRest(mem) {
+		mem.markStarted()
+	}
 }
 
 // waitUse waits, mem at rest in state, until a request wants it (true) or
@@ -286,7 +307,12 @@ func (mem *member) waitUse(state string) bool {
 		return false
 	case <-mem.use:
 	}
-	mem.log.Info("starting it: a request needs it", "was", state)
+	mem.mu.Lock()
+	known := mem.known // else settleRest wants it started, and said why
+	mem.mu.Unlock()
+	if known {
+		mem.log.Info("starting it: a request needs it", "was", state)
+	}
 	mem.setState(stateStarting, nil)
 	return true
 }
@@ -377,18 +403,26 @@ func (mem *member) backendForUseNoting(ctx context.Context, waiting func(n int))
 	}
 }
 
-// startProgress is what tells the agent, if its request asked for
-// progress, that the request waits for its backend to start (nil if not).
-func (m *Mux) startProgress(ctx context.Context, mem *member, meta mcp.Meta) func(n int) {
-	tok, ok := meta["progressToken"]
+// startNotice is what tells the agent, while its request waits for mem to
+// start, that it does, as a log message of mcp-mux's own (level info), if
+// the request may be sent log messages at that level (nil if not). Not as
+// progress under the request's token: the backend's own progress follows
+// under it, the values on a token must increase, and a count of seconds
+// has no bound below the backend's values (its 1/6 came after a 1 of
+// mux's). The token carries what the backend sends, as it does directly.
+func (m *Mux) startNotice(ctx context.Context, mem *member, meta mcp.Meta) func(n int) {
 	s := sessionFrom(ctx)
-	if !ok || tok == nil || s == nil {
+	if s == nil {
+		return nil
+	}
+	level := s.requestLogLevel(meta)
+	if level == "" || levelRank[level] > levelRank[mcp.LoggingLevel("info")] {
 		return nil
 	}
 	spec := mem.specNow()
 	return func(n int) {
-		m.deliverFor(ctx, s, "notifications/progress", &mcp.ProgressNotificationParams{
-			ProgressToken: tok, Progress: float64(n), Message: fmt.Sprintf("starting %s (%d s)", spec.Label(), n-1)})
+		m.deliverFor(ctx, s, "notifications/message", &mcp.LoggingMessageParams{
+			Level: "info", Logger: "mcp-mux", Data: fmt.Sprintf("waiting for %s to start (%d s)", spec.Label(), n-1)})
 	}
 }
 

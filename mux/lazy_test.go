@@ -3,8 +3,10 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,10 +36,12 @@ func runWithMemory(t *testing.T, cfg *config.File, path string) *Mux {
 }
 
 // learn runs cfg once, until every backend is ready, so that path
-// remembers their catalogs.
+// remembers their catalogs, as taken for an agent of the go-sdk's default
+// capabilities (roots), those of connect(t, m, nil).
 func learn(t *testing.T, cfg *config.File, path string) {
 	t.Helper()
 	m := runWithMemory(t, cfg, path)
+	connect(t, m, nil)
 	for _, mem := range m.members() {
 		testkit.Eventually(t, 20*time.Second, mem.spec.Name+" ready", mem.serving)
 	}
@@ -333,30 +337,57 @@ func TestARememberedBackendThatFailsToStartSaysWhy(t *testing.T) {
 	}
 }
 
-// A request that waits for its backend to start, and asked for progress,
-// hears that it waits.
-func TestARequestThatStartsItsBackendGetsProgress(t *testing.T) {
+// A request that waits for its backend to start hears that it waits, as
+// a log message if it asked for them; its progress token carries only the
+// backend's own progress, as a direct connection does: values on a token
+// must increase, and mcp-mux's count of seconds and the backend's steps
+// have nothing in common.
+func TestARequestThatStartsItsBackendGetsTheBackendsProgressAndHearsItWaits(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalogs")
 	cfg := testConfig(fixture(t, "slow", "-start-delay", "1500ms"))
 	learn(t, cfg, path)
 	m := runWithMemory(t, cfg, path)
 	var mu sync.Mutex
-	var msgs []string
-	cs := connect(t, m, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-		if r.Params.ProgressToken == "wake" {
-			mu.Lock()
-			msgs = append(msgs, r.Params.Message)
-			mu.Unlock()
-		}
-	}})
-	p := &mcp.CallToolParams{Name: "slow__echo", Arguments: map[string]any{"text": "x"}}
+	var progress []float64
+	var logs []string
+	cs := connect(t, m, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			if r.Params.ProgressToken == "wake" {
+				mu.Lock()
+				progress = append(progress, r.Params.Progress)
+				mu.Unlock()
+			}
+		},
+		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			if r.Params.Logger == "mcp-mux" {
+				mu.Lock()
+				logs = append(logs, fmt.Sprint(r.Params.Data))
+				mu.Unlock()
+			}
+		},
+	})
+	if err := cs.SetLoggingLevel(testkit.CtxT(t), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	p := &mcp.CallToolParams{Name: "slow__progress", Arguments: map[string]any{"steps": 3, "delay_ms": 20}}
 	p.SetProgressToken("wake")
 	if _, err := cs.CallTool(testkit.CtxT(t), p); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 5*time.Second, "progress while slow starts", func() bool {
+	// What came before the response has been handled by now.
+	testkit.Eventually(t, 5*time.Second, "the backend's three steps", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(msgs) > 0 && strings.Contains(msgs[0], `starting backend "slow"`)
+		return len(progress) >= 3
+	})
+	mu.Lock()
+	if !slices.Equal(progress, []float64{1, 2, 3}) {
+		t.Errorf("progress under the call's token: %v, want the backend's own: [1 2 3]", progress)
+	}
+	mu.Unlock()
+	testkit.Eventually(t, 5*time.Second, "a log message while slow starts", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(logs) > 0 && strings.Contains(logs[0], `waiting for backend "slow" to start`)
 	})
 }

@@ -111,6 +111,10 @@ type member struct {
 	memWritten uint64
 	idleChecks atomic.Int64 // idle_stop checks made (a test waits for them)
 
+	// restCaps: the client capabilities its catalog at rest was taken
+	// with (catalogmem.Shape; lazycaps.go). Guarded by mu.
+	restCaps json.RawMessage
+
 	series memberSeries // its request metrics by method (observe.go)
 }
 

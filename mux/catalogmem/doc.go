@@ -10,6 +10,12 @@
 // failed is noted beside the catalog (NoteFailure), when and why, until a
 // start works: what a remembered catalog promises may no longer hold.
 //
+// What a backend offers may depend on its client's capabilities (a tool
+// that asks the client for sampling is listed only to a client that has
+// it), so a catalog is remembered with those it was offered to (Shape),
+// and one per set of them, up to maxVariants: LookupFor finds the one
+// for a client's.
+//
 // A backend is remembered by its Identity, everything that makes it: a
 // change of any field is another backend. Env and header values are
 // secrets, so they never reach a file: only their hashes go into the

@@ -28,9 +28,14 @@ const (
 	// up or put.
 	maxEntryBytes = 8 << 20
 
-	// maxRecordBytes bounds what is read of one file: the catalog and,
-	// beside it, the version, the name and when it was seen.
+	// maxRecordBytes bounds what is read of one file: the catalogs and,
+	// beside them, the version, the name and when each was seen.
 	maxRecordBytes = maxEntryBytes + 64<<10
+
+	// maxVariants bounds the catalogs remembered of one backend, one per
+	// set of client capabilities it was seen with (Entry.ClientCapabilities):
+	// a user's few agents, each declaring its own.
+	maxVariants = 4
 
 	// refreshAfter is how old a remembered catalog may grow before an
 	// unchanged one is written again, to mark it recently seen (and so
@@ -64,6 +69,10 @@ type Entry struct {
 	Prompts         []json.RawMessage `json:"prompts,omitempty"`
 	Resources       []json.RawMessage `json:"resources,omitempty"`
 	Templates       []json.RawMessage `json:"resourceTemplates,omitempty"`
+	// ClientCapabilities is what the backend was told of its client when
+	// it offered this, as far as that may change what it offers (Shape):
+	// a backend has a catalog remembered for each it was seen with.
+	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
 	// Seen is when the backend offered this; a Put of a zero Seen means
 	// now. It is remembered to the day: an unchanged catalog is written
 	// again only a day after it last was.
@@ -88,6 +97,10 @@ type record struct {
 	Seen    time.Time       `json:"seen"`
 	Catalog json.RawMessage `json:"catalog"` // an Entry, encoded by encodeEntry; none: not remembered
 	Failure *Failure        `json:"failure,omitempty"`
+	// Others are what it offered clients of other capabilities, the most
+	// recently seen first; Catalog is the one seen last of all. An older
+	// mcp-mux reads Catalog only, and its write drops them.
+	Others []variant `json:"others,omitempty"`
 
 	unsaved bool // a write of it failed: the next Put writes again
 }
@@ -153,18 +166,63 @@ func Open(dir string) *Store {
 	return s
 }
 
-// Lookup returns what the backend id offered when last seen.
+// variant is a catalog of a record other than the one seen last.
+type variant struct {
+	Seen               time.Time       `json:"seen"`
+	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"` // its Entry's, to find it without decoding it
+	Catalog            json.RawMessage `json:"catalog"`
+}
+
+// Lookup returns what the backend id offered when last seen, whatever
+// client it offered it to.
 func (s *Store) Lookup(id Identity) (Entry, bool) {
 	r := s.load(id.Key())
-	if len(r.Catalog) == 0 {
+	return decodeEntry(r.Catalog, r.Seen, r.Failure)
+}
+
+// LookupFor returns what the backend id offered when last seen by a
+// client of the capabilities caps (as Entry.ClientCapabilities says them).
+func (s *Store) LookupFor(id Identity, caps json.RawMessage) (Entry, bool) {
+	r := s.load(id.Key())
+	if e, ok := decodeEntry(r.Catalog, r.Seen, r.Failure); !ok || SameJSON(e.ClientCapabilities, caps) {
+		return e, ok
+	}
+	for _, v := range r.Others {
+		if SameJSON(v.ClientCapabilities, caps) {
+			return decodeEntry(v.Catalog, v.Seen, r.Failure)
+		}
+	}
+	return Entry{}, false
+}
+
+func decodeEntry(catalog json.RawMessage, seen time.Time, f *Failure) (Entry, bool) {
+	if len(catalog) == 0 {
 		return Entry{}, false
 	}
 	var e Entry
-	if json.Unmarshal(r.Catalog, &e) != nil {
+	if json.Unmarshal(catalog, &e) != nil {
 		return Entry{}, false
 	}
-	e.Seen, e.Failure = r.Seen, r.Failure
+	e.Seen, e.Failure = seen, f
 	return e, true
+}
+
+// SameJSON reports whether a and b are the same JSON but for space.
+func SameJSON(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
+		return bytes.Equal(a, b)
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// capsOf is the ClientCapabilities of an encoded Entry.
+func capsOf(catalog json.RawMessage) json.RawMessage {
+	var e struct {
+		ClientCapabilities json.RawMessage `json:"clientCapabilities"`
+	}
+	json.Unmarshal(catalog, &e)
+	return e.ClientCapabilities
 }
 
 // maxReasonBytes bounds the reason of a Failure kept.
@@ -235,11 +293,14 @@ func (s *Store) file(key string) string {
 	return filepath.Join(s.dir, key+".json")
 }
 
-// Put remembers that the backend id offered e, and reports whether that
-// differs from what was remembered (or nothing was). The backend's file is
-// written only when it differs, or a day after it was last written. A
-// catalog too large to remember (ErrTooLarge) makes the Store forget id,
-// since what it remembered is no longer what the backend offers.
+// Put remembers that the backend id offered e to a client of
+// e.ClientCapabilities, and reports whether that differs from what was
+// remembered for those (or nothing was); what it offered clients of other
+// capabilities stays remembered, up to maxVariants catalogs in all. The
+// backend's file is written only when it differs, or is not the one seen
+// last, or a day after it was last written. A catalog too large to
+// remember (ErrTooLarge) makes the Store forget id, since what it
+// remembered is no longer what the backend offers.
 func (s *Store) Put(id Identity, e Entry) (changed bool, err error) {
 	catalog, err := encodeEntry(e)
 	if err != nil {
@@ -257,8 +318,23 @@ func (s *Store) Put(id Identity, e Entry) (changed bool, err error) {
 	}
 
 	old := s.load(key)
-	changed = len(old.Catalog) == 0 || !bytes.Equal(old.Catalog, catalog)
-	if !changed && !old.unsaved && old.Failure == nil && r.Seen.Sub(old.Seen) < refreshAfter {
+	prev, others, wasLast := old.Catalog, old.Others, true
+	if len(old.Catalog) > 0 && !SameJSON(capsOf(old.Catalog), e.ClientCapabilities) {
+		// Another client's catalog was seen last: it is kept as one of
+		// the others, and this one's earlier catalog, if any, is replaced.
+		prev, wasLast = nil, false
+		others = []variant{{Seen: old.Seen, ClientCapabilities: capsOf(old.Catalog), Catalog: old.Catalog}}
+		for _, v := range old.Others {
+			if SameJSON(v.ClientCapabilities, e.ClientCapabilities) {
+				prev = v.Catalog
+				continue
+			}
+			others = append(others, v)
+		}
+	}
+	r.Others = boundVariants(others, len(catalog))
+	changed = len(prev) == 0 || !bytes.Equal(prev, catalog)
+	if !changed && wasLast && !old.unsaved && old.Failure == nil && r.Seen.Sub(old.Seen) < refreshAfter {
 		return false, nil
 	}
 	if s.dir == "" {
@@ -285,6 +361,20 @@ func (s *Store) Put(id Identity, e Entry) (changed bool, err error) {
 		s.legacy = ""
 	}
 	return changed, err
+}
+
+// boundVariants is as many of others as fit beside a catalog of size
+// bytes: maxVariants catalogs, maxEntryBytes, in all.
+func boundVariants(others []variant, size int) []variant {
+	var out []variant
+	for _, v := range others {
+		size += len(v.Catalog)
+		if len(out)+1 >= maxVariants || size > maxEntryBytes {
+			break
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // write replaces key's file with r, and keeps the directory in its bounds
@@ -420,6 +510,8 @@ func readRecord(path string) record {
 		len(r.Catalog) == 0 || len(r.Catalog) > maxEntryBytes || r.Catalog[0] != '{' {
 		return record{}
 	}
+	r.Others = slices.DeleteFunc(r.Others, func(v variant) bool { return len(v.Catalog) == 0 || v.Catalog[0] != '{' })
+	r.Others = boundVariants(r.Others, len(r.Catalog))
 	return r
 }
 

@@ -184,7 +184,9 @@ tools = ["shout"]
 	cmd.Env = env
 	stderr := &testkit.SyncBuffer{}
 	cmd.Stderr = stderr
-	c := mcp.NewClient(&mcp.Implementation{Name: "some-agent", Version: "1"}, nil)
+	// Of no client capabilities, as check --connect declared: the
+	// catalogs it remembered are this agent's.
+	c := mcp.NewClient(&mcp.Implementation{Name: "some-agent", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatal(err)
