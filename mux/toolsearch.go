@@ -82,17 +82,17 @@ func (m *Mux) toolListMode(s *session) string {
 	case config.ToolListAll, config.ToolListSearch:
 		return mode
 	}
+	// An agent gets what it gets with the servers registered directly:
+	// every tool, unless it cannot take them all (its own limit) or the
+	// small list is chosen for it. An agent not known is given every tool,
+	// as it would be directly: the search surface left Codex, Gemini CLI,
+	// opencode and the Inspector 3 tools of 70.
 	t := traitsOf(s)
+	if t.Searches {
+		return config.ToolListAll
+	}
 	n := len(m.catalogFor(s).tools.items)
-	switch {
-	case t.Searches:
-		return config.ToolListAll
-	case t.MaxTools > 0:
-		if n > t.MaxTools {
-			return config.ToolListSearch
-		}
-		return config.ToolListAll
-	case n > max:
+	if t.MaxTools > 0 && n > t.MaxTools || t.SmallList && n > max {
 		return config.ToolListSearch
 	}
 	return config.ToolListAll

@@ -26,6 +26,10 @@ type Agent struct {
 	Searches bool
 	// MaxTools is the most tools it takes (0: no limit known).
 	MaxTools int
+	// SmallList: the small list (search_tools and the wrappers) is chosen
+	// for it on purpose past [mux] tool_list_max tools, though it could
+	// take them all; every other agent gets every tool up to its MaxTools.
+	SmallList bool
 	// ListChanged: it asks for the list again on tools/list_changed.
 	ListChanged bool
 	// Relists: it is known to list again on tools/list_changed before its
@@ -102,8 +106,9 @@ var Known = []Agent{
 	{Name: "Cursor", Match: "cursor", MaxTools: 40, ListChanged: true, Relists: true},
 	{Name: "Windsurf", Match: "windsurf", MaxTools: 100, ListChanged: true, Relists: true},
 	{Name: "VS Code", Match: "visual studio code", MaxTools: 128, ListChanged: true, Relists: true},
-	// Claude Desktop: the small surface is chosen for it on purpose.
-	{Name: "Claude Desktop", Match: "claude-ai"},
+	// Claude Desktop: the small list is chosen for it on purpose (mcp-mux
+	// issue 23); it ignores list_changed, so the wrappers run what it found.
+	{Name: "Claude Desktop", Match: "claude-ai", SmallList: true},
 }
 
 // Of is the agent whose clientInfo name is client (the zero Agent, with
