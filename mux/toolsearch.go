@@ -118,7 +118,7 @@ type workingSet struct {
 	mu    sync.Mutex
 	found []string        // names search_tools returned, newest last (bounded)
 	names []string        // the working set, newest last (bounded)
-	shown map[string]bool // the tools of the last search surface the agent was sent
+	first map[string]bool // the tools of the first search surface the agent was sent
 }
 
 // maxWorkingSet bounds a session's working set, and maxFound what it
@@ -176,18 +176,24 @@ func (w *workingSet) list() []string {
 	return slices.Clone(w.names)
 }
 
-// noteShown records the search surface the agent was sent.
+// noteShown records a search surface the agent was sent. Only the first
+// is kept: an agent lists before its model's first request, so that list
+// is the one its model surely has; when a later one reaches the model, if
+// ever, is the agent's own (Relists).
 func (w *workingSet) noteShown(names map[string]bool) {
 	w.mu.Lock()
-	w.shown = names
+	if w.first == nil {
+		w.first = names
+	}
 	w.mu.Unlock()
 }
 
-// wasShown reports whether the agent was sent name in its last list.
-func (w *workingSet) wasShown(name string) bool {
+// inFirstList reports whether the agent was sent name in its first list;
+// known is false before it was sent one.
+func (w *workingSet) inFirstList(name string) (in, known bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.shown[name]
+	return w.first[name], w.first != nil
 }
 
 // searchSurface is the tools/list result of search mode: the pinned tools,

@@ -34,7 +34,9 @@ type Agent struct {
 	ListChanged bool
 	// Relists: it is known to list again on tools/list_changed before its
 	// model's next request, so a tool that joins the list can be called by
-	// its own name, where its own approval and permission rules apply.
+	// its own name, where its own approval and permission rules apply. An
+	// agent that does not (or is not known to) reaches what it found
+	// through the wrappers, which must then run it.
 	Relists bool
 
 	// ToolName is the name the agent gives its model for the tool named
@@ -75,6 +77,7 @@ var Known = []Agent{
 		Patience: 5 * time.Second, Waits: true, // MCP_CONNECT_TIMEOUT_MS
 	},
 	{
+		// Relists: not known (it was not seen to list again within a turn).
 		Name: "Codex CLI", Match: "codex",
 		ListChanged: true,
 		// One namespace per server (mcp__SERVER); the model calls the tool by
@@ -83,6 +86,8 @@ var Known = []Agent{
 		NameLimit: 64, Past: Rejected,
 	},
 	{
+		// Relists: no; a tool that joined the list on list_changed did not
+		// reach its model's later requests of the same turn.
 		Name: "Gemini CLI", Match: "gemini-cli",
 		ListChanged: true,
 		ToolName:    func(server, tool string) string { return "mcp_" + sanitize(server, true) + "_" + sanitize(tool, true) },
@@ -90,6 +95,7 @@ var Known = []Agent{
 		Waits: true,
 	},
 	{
+		// Relists: no; it acts on list_changed one model request late.
 		Name: "opencode", Match: "opencode",
 		ListChanged: true,
 		ToolName:    func(server, tool string) string { return sanitize(server, false) + "_" + sanitize(tool, false) },
