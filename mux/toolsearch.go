@@ -58,6 +58,14 @@ func traitsOf(s *session) agents.Agent {
 // same for a client that can set only its URL.
 const ToolListHeader = "Mcp-Mux-Tool-List"
 
+// WithToolList makes mode ("all", "search" or "auto") the tool list of
+// every session that asks for none (mcp-mux --tool-list, over stdio): an
+// agent that can set only its launch line picks its list there, as one
+// over HTTP does with ToolListHeader.
+func WithToolList(mode string) Option {
+	return func(m *Mux) { m.launchToolList = strings.ToLower(strings.TrimSpace(mode)) }
+}
+
 // askToolList records the tool list the agent of s asked for; a value
 // that is not one of the modes is ignored.
 func (s *session) askToolList(v string) {
@@ -73,6 +81,9 @@ func (s *session) askToolList(v string) {
 // toolListMode is the list s gets: config.ToolListAll or ToolListSearch.
 func (m *Mux) toolListMode(s *session) string {
 	mode, max := m.toolListOf(s) // [mux]'s, or its profile's (profile.go)
+	if m.launchToolList != "" {
+		mode = m.launchToolList
+	}
 	if s != nil {
 		if v := s.toolList.Load(); v != nil {
 			mode = *v
