@@ -77,7 +77,8 @@ var Known = []Agent{
 		Patience: 5 * time.Second, Waits: true, // MCP_CONNECT_TIMEOUT_MS
 	},
 	{
-		// Relists: not known (it was not seen to list again within a turn).
+		// Relists: no; a tool that search_tools found (announced with
+		// list_changed) was in none of the turn's later model requests.
 		Name: "Codex CLI", Match: "codex",
 		ListChanged: true,
 		// One namespace per server (mcp__SERVER); the model calls the tool by
