@@ -37,11 +37,12 @@ func main() {
 	httpFlag := &cli.StringFlag{Name: "http", Usage: "serve over Streamable HTTP at `ADDR` (e.g. 127.0.0.1:8931), path /mcp, to any number of agents (default: [mux] http_listen; unset: stdio)"}
 	profileFlag := &cli.StringFlag{Name: "profile", EnvVars: []string{"MCP_MUX_PROFILE"}, Usage: "serve the view of [profile.`NAME`]: only its backends run, only its tools are seen (stdio; over HTTP an agent asks with /mcp/NAME)"}
 	nameFlag := &cli.StringFlag{Name: "name", EnvVars: []string{"MCP_MUX_NAME"}, Usage: "the `NAME` the agent registered mcp-mux under, if not mcp-mux: agents put it in the names of its tools, and an agent with a name limit gets shorter names for tools that would pass it"}
+	toolListFlag := &cli.StringFlag{Name: "tool-list", EnvVars: []string{"MCP_MUX_TOOL_LIST"}, Usage: "give this stdio session the tool list `MODE`: all (every tool), search (the pinned tools, search_tools and the wrappers) or auto (by agent) (default: [mux] tool_list; over HTTP an agent asks with the Mcp-Mux-Tool-List header or ?tool_list=)"}
 	app := &cli.App{
 		Name:    "mcp-mux",
 		Usage:   "one stdio MCP server that multiplexes many",
 		Version: version,
-		Flags:   []cli.Flag{configFlag, httpFlag, profileFlag, nameFlag},
+		Flags:   []cli.Flag{configFlag, httpFlag, profileFlag, nameFlag, toolListFlag},
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
 				return unknownCommand(c)
@@ -57,7 +58,7 @@ func main() {
 		Suggest:              true,
 		EnableBashCompletion: true,
 		Commands: []*cli.Command{
-			{Name: "serve", Usage: "serve MCP over stdio (the default), or over HTTP with --http", Flags: []cli.Flag{configFlag, httpFlag, profileFlag, nameFlag}, Action: serve},
+			{Name: "serve", Usage: "serve MCP over stdio (the default), or over HTTP with --http", Flags: []cli.Flag{configFlag, httpFlag, profileFlag, nameFlag, toolListFlag}, Action: serve},
 			{
 				Name:      "check",
 				Usage:     "validate a config; with --connect also start every backend and report what it offers",
@@ -210,6 +211,10 @@ func serve(c *cli.Context) error {
 	if addr == "" {
 		addr = cfg.Mux.HTTPListen
 	}
+	toolList, err := toolListAsked(c, addr)
+	if err != nil {
+		return err
+	}
 	var ln net.Listener
 	if addr != "" {
 		if err := cfg.ServeHTTPCheck(addr); err != nil {
@@ -258,6 +263,9 @@ func serve(c *cli.Context) error {
 	if name := strings.TrimSpace(c.String("name")); name != "" {
 		opts = append(opts, mux.WithName(name))
 	}
+	if toolList != "" {
+		opts = append(opts, mux.WithToolList(toolList))
+	}
 	ctx, _ := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	m := mux.New(cfg, logger, version, opts...)
 	tracer := startTracing(logger) // traces.go
@@ -303,6 +311,25 @@ func serve(c *cli.Context) error {
 	}
 	logger.Info("exiting")
 	return nil
+}
+
+// toolListAsked is the tool list --tool-list (or MCP_MUX_TOOL_LIST) asks
+// for, "" if none; a mistake in it is an exit-1 error, as is asking for
+// one over HTTP (addr), where each agent asks for its own.
+func toolListAsked(c *cli.Context, addr string) (string, error) {
+	v := strings.ToLower(strings.TrimSpace(c.String("tool-list")))
+	switch v {
+	case "":
+		return "", nil
+	case config.ToolListAll, config.ToolListSearch, config.ToolListAuto:
+	default:
+		return "", cli.Exit(fmt.Sprintf("mcp-mux: --tool-list (or MCP_MUX_TOOL_LIST) must be %q (every tool), %q (the pinned tools, search_tools and the wrappers) or %q (by agent) (got %q)",
+			config.ToolListAll, config.ToolListSearch, config.ToolListAuto, c.String("tool-list")), 1)
+	}
+	if addr != "" {
+		return "", cli.Exit("mcp-mux: --tool-list (or MCP_MUX_TOOL_LIST) is the tool list of a stdio session; over HTTP each agent asks for its own with the "+mux.ToolListHeader+" header or ?tool_list= on the URL", 1)
+	}
+	return v, nil
 }
 
 func check(c *cli.Context) error {

@@ -114,6 +114,9 @@ type Mux struct {
 	// (fitnames.go).
 	name    string
 	fitters map[string]*fitter
+	// launchToolList is the tool list every session gets (WithToolList)
+	// unless it asks for its own; "": [mux] tool_list.
+	launchToolList string
 	// obs is the metrics and the audit log (observe.go).
 	obs observer
 	// tracer makes a span of every forwarded request; nil when tracing
@@ -294,6 +297,7 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 
 		backoffBase: defaultBackoff,
 	}
+	m.launchToolList = o.launchToolList
 	m.conf.Store(&loadedConfig{cfg: cfg, generation: 1, loaded: time.Now()})
 	m.startObserving(cfg)
 	r := &roster{byName: map[string]*member{}}

@@ -58,6 +58,14 @@ func traitsOf(s *session) agents.Agent {
 // same for a client that can set only its URL.
 const ToolListHeader = "Mcp-Mux-Tool-List"
 
+// WithToolList makes mode ("all", "search" or "auto") the tool list of
+// every session that asks for none (mcp-mux --tool-list, over stdio): an
+// agent that can set only its launch line picks its list there, as one
+// over HTTP does with ToolListHeader.
+func WithToolList(mode string) Option {
+	return func(m *Mux) { m.launchToolList = strings.ToLower(strings.TrimSpace(mode)) }
+}
+
 // askToolList records the tool list the agent of s asked for; a value
 // that is not one of the modes is ignored.
 func (s *session) askToolList(v string) {
@@ -73,6 +81,9 @@ func (s *session) askToolList(v string) {
 // toolListMode is the list s gets: config.ToolListAll or ToolListSearch.
 func (m *Mux) toolListMode(s *session) string {
 	mode, max := m.toolListOf(s) // [mux]'s, or its profile's (profile.go)
+	if m.launchToolList != "" {
+		mode = m.launchToolList
+	}
 	if s != nil {
 		if v := s.toolList.Load(); v != nil {
 			mode = *v
@@ -82,17 +93,17 @@ func (m *Mux) toolListMode(s *session) string {
 	case config.ToolListAll, config.ToolListSearch:
 		return mode
 	}
+	// An agent gets what it gets with the servers registered directly:
+	// every tool, unless it cannot take them all (its own limit) or the
+	// small list is chosen for it. An agent not known is given every tool,
+	// as it would be directly: the search surface left Codex, Gemini CLI,
+	// opencode and the Inspector 3 tools of 70.
 	t := traitsOf(s)
+	if t.Searches {
+		return config.ToolListAll
+	}
 	n := len(m.catalogFor(s).tools.items)
-	switch {
-	case t.Searches:
-		return config.ToolListAll
-	case t.MaxTools > 0:
-		if n > t.MaxTools {
-			return config.ToolListSearch
-		}
-		return config.ToolListAll
-	case n > max:
+	if t.MaxTools > 0 && n > t.MaxTools || t.SmallList && n > max {
 		return config.ToolListSearch
 	}
 	return config.ToolListAll
@@ -118,7 +129,7 @@ type workingSet struct {
 	mu    sync.Mutex
 	found []string        // names search_tools returned, newest last (bounded)
 	names []string        // the working set, newest last (bounded)
-	shown map[string]bool // the tools of the last search surface the agent was sent
+	first map[string]bool // the tools of the first search surface the agent was sent
 }
 
 // maxWorkingSet bounds a session's working set, and maxFound what it
@@ -176,18 +187,24 @@ func (w *workingSet) list() []string {
 	return slices.Clone(w.names)
 }
 
-// noteShown records the search surface the agent was sent.
+// noteShown records a search surface the agent was sent. Only the first
+// is kept: an agent lists before its model's first request, so that list
+// is the one its model surely has; when a later one reaches the model, if
+// ever, is the agent's own (Relists).
 func (w *workingSet) noteShown(names map[string]bool) {
 	w.mu.Lock()
-	w.shown = names
+	if w.first == nil {
+		w.first = names
+	}
 	w.mu.Unlock()
 }
 
-// wasShown reports whether the agent was sent name in its last list.
-func (w *workingSet) wasShown(name string) bool {
+// inFirstList reports whether the agent was sent name in its first list;
+// known is false before it was sent one.
+func (w *workingSet) inFirstList(name string) (in, known bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.shown[name]
+	return w.first[name], w.first != nil
 }
 
 // searchSurface is the tools/list result of search mode: the pinned tools,

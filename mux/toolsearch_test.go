@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"os"
@@ -60,9 +61,9 @@ func TestToolListModes(t *testing.T) {
 	}{
 		{config.ToolListAll, "some-agent", 10, false},
 		{config.ToolListSearch, "some-agent", 1000, true},
-		{config.ToolListAuto, "some-agent", 10, true},    // more tools than tool_list_max
-		{config.ToolListAuto, "some-agent", 1000, false}, // fewer
-		{config.ToolListAuto, "claude-code", 10, false},  // it searches itself
+		{config.ToolListAuto, "claude-ai", 10, true},    // more tools than tool_list_max
+		{config.ToolListAuto, "claude-ai", 1000, false}, // fewer
+		{config.ToolListAuto, "claude-code", 10, false}, // it searches itself
 		{config.ToolListAuto, "cursor-vscode", 1000, false},
 	} {
 		t.Run(tc.mode+"/"+tc.agent, func(t *testing.T) {
@@ -92,6 +93,43 @@ func TestToolListModes(t *testing.T) {
 				}
 			} else if meta["anthropic/searchHint"] != nil {
 				t.Errorf("_meta for Claude Code went to %s: %v", tc.agent, meta)
+			}
+		})
+	}
+}
+
+// TestAutoGivesEachAgentWhatItGetsDirectly: "auto" lists every tool to an
+// agent that takes them all when it runs the servers directly; only an
+// agent's own limit (Cursor's 40) or the small list chosen for it (Claude
+// Desktop, past tool_list_max) is the search surface. The clientInfo names
+// are the ones each agent sent (mux/agents), and the MCP Inspector's.
+func TestAutoGivesEachAgentWhatItGetsDirectly(t *testing.T) {
+	var extra []string
+	for i := range 44 {
+		extra = append(extra, fmt.Sprintf("tool%02d", i))
+	}
+	cfg := testConfig(fixture(t, "many", "-tools", strings.Join(extra, ",")))
+	cfg.Mux.ToolList, cfg.Mux.ToolListMax = config.ToolListAuto, 20
+	m := startMuxConfig(t, cfg)
+	for agent, search := range map[string]bool{
+		"codex-mcp-client":      false,
+		"gemini-cli-mcp-client": false,
+		"opencode":              false,
+		"copilot-cli":           false,
+		"inspector-client":      false, // the MCP Inspector
+		"some-agent":            false,
+		"claude-code":           false,
+		"Visual Studio Code":    false, // 128 at most
+		"cursor-vscode":         true,  // 40 at most
+		"claude-ai":             true,  // past tool_list_max
+	} {
+		t.Run(agent, func(t *testing.T) {
+			tools := listedTools(t, agentNamed(t, m, agent, nil))
+			if got := tools[toolSearch] != nil; got != search {
+				t.Fatalf("auto gave %s %d tools (search_tools listed: %v), want the search surface: %v", agent, len(tools), got, search)
+			}
+			if !search && (len(tools) < 45 || tools["many__tool43"] == nil) {
+				t.Errorf("auto gave %s %d tools, want every one (45 and more)", agent, len(tools))
 			}
 		})
 	}

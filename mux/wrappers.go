@@ -20,13 +20,17 @@ import (
 //   - a wrapper runs no tool whose annotations are more permissive than its
 //     own (call_read_only_tool runs only tools that say readOnlyHint: true;
 //     call_tool says destructiveHint and openWorldHint, and runs any tool);
-//   - a wrapper runs no tool that the agent has under its own name (listed
+//   - a wrapper runs no tool whose own name the agent's model has (listed
 //     to it, or about to be): there the tool's own approval and the agent's
 //     permission rules for it apply. An agent known to list again on
-//     tools/list_changed (Claude Code, Cursor, VS Code, Windsurf) is never
-//     offered the wrappers, and a wrapper it calls anyway lists the tool for
-//     it rather than run it, so its rules (mcp__mcp-mux__github__*) hold in
-//     every mode.
+//     tools/list_changed before its model's next request (Claude Code,
+//     Copilot CLI, Cursor, VS Code, Windsurf) is never offered the
+//     wrappers, and a wrapper it calls anyway lists the tool for it rather
+//     than run it, so its rules (mcp__mcp-mux__github__*) hold in every
+//     mode. Any other agent's model may not see a list_changed for turns
+//     (Gemini CLI, opencode): only its first list is surely what its model
+//     has, and a wrapper runs any tool found since, or the model would be
+//     told to call a name it does not have.
 
 // wrapperAnnotations are each wrapper's own annotations, as listed
 // (mux/search's definitions): the most each may run.
@@ -127,7 +131,7 @@ func (m *Mux) callWrapped(ctx context.Context, r *mcp.CallToolRequest) (mcp.Resu
 }
 
 // ownNameApplies is why a wrapper must not run e for s ("" if it may): the
-// agent has e under its own name, or is about to.
+// agent's model has e under its own name, or is about to.
 func (m *Mux) ownNameApplies(s *session, e exposed[mcp.Tool]) string {
 	name := e.item.Name
 	byName := fmt.Sprintf("%s is in your tool list: call it by its own name, %s, so that its own approval applies; a wrapper does not run it.", name, name)
@@ -139,10 +143,22 @@ func (m *Mux) ownNameApplies(s *session, e exposed[mcp.Tool]) string {
 			m.workingSetChanged(s)
 		}
 		return fmt.Sprintf("%s is in your tool list now: call it by its own name, %s, so that its own approval and permission rules apply; a wrapper does not run it.", name, name)
-	case pinned(e), s != nil && s.working.wasShown(name):
+	case inFirstList(s, e):
 		return byName
 	}
 	return ""
+}
+
+// inFirstList reports whether e was in the first list the agent of s was
+// sent; where no list of the session is known (a stateless request is a
+// session of its own), whether e is pinned, and so in every list.
+func inFirstList(s *session, e exposed[mcp.Tool]) bool {
+	if s != nil {
+		if in, known := s.working.inFirstList(e.item.Name); known {
+			return in
+		}
+	}
+	return pinned(e)
 }
 
 // refused is a wrapper's answer when it does not run the tool: a tool

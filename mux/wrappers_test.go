@@ -94,12 +94,13 @@ func TestWrappersAreAnnotatedForWhatTheyRun(t *testing.T) {
 	}
 }
 
-// An agent that lists again gets a tool it found under the tool's own name,
-// and no wrapper runs a tool the agent has under its own name.
+// An agent that lists again (Copilot CLI) gets a tool it found under the
+// tool's own name, and no wrapper runs a tool the agent has under its own
+// name.
 func TestAFoundToolIsCalledByItsOwnName(t *testing.T) {
 	changed := make(chan struct{}, 10)
 	m := wrapperMux(t, config.ToolListSearch)
-	cs := agentNamed(t, m, "some-agent", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+	cs := agentNamed(t, m, "copilot-cli", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 		changed <- struct{}{}
 	}})
 	if tools := listedTools(t, cs); tools["fx__echo"] != nil {
@@ -132,6 +133,52 @@ func TestAFoundToolIsCalledByItsOwnName(t *testing.T) {
 	listedTools(t, pinnedCS)
 	if res := wrapped(t, pinnedCS, toolCall, "fx__echo", map[string]any{"text": "pinned"}); !res.IsError || echoed(res, "pinned") {
 		t.Errorf("call_tool ran the pinned fx__echo: %q", resultText(res))
+	}
+}
+
+// An agent whose model does not see a list_changed within its turn
+// (Gemini CLI, opencode, Codex, an agent not known) lists again in the
+// background, yet its model still has only the wrappers: call_tool runs
+// what search_tools found, where refusing it ("call it by its own name")
+// left the model with nothing to call. The wrappers' own annotations still
+// bound what each runs, and a pinned tool, in its list from the start, is
+// still called by its name.
+func TestAFoundToolRunsThroughCallToolForAnAgentWhoseModelCannotSeeItYet(t *testing.T) {
+	for _, agent := range []string{"gemini-cli-mcp-client", "opencode", "codex-mcp-client", "some-agent"} {
+		t.Run(agent, func(t *testing.T) {
+			changed := make(chan struct{}, 10)
+			cfg := testConfig(fixture(t, "fx", "-rich", "-tools", "echo,pinned"))
+			cfg.Backends[0].Pin = []string{"pinned"}
+			cfg.Mux.ToolList = config.ToolListSearch
+			cs := agentNamed(t, startMuxConfig(t, cfg), agent, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				changed <- struct{}{}
+			}})
+			if tools := listedTools(t, cs); tools[toolCall] == nil || tools[toolCallReadOnly] == nil || tools["fx__echo"] != nil {
+				t.Fatalf("first list %v: want the wrappers, and not fx__echo", keys(tools))
+			}
+			if found, _ := searchFor(t, cs, map[string]any{"query": "fx__echo"}); len(found) == 0 || found[0] != "fx__echo" {
+				t.Fatalf("search found %v", found)
+			}
+			searchFor(t, cs, map[string]any{"query": "rich"})
+			select {
+			case <-changed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no tools/list_changed after a search found a tool")
+			}
+			listedTools(t, cs) // the agent lists again; its model sees that list later, if ever
+			if res := wrapped(t, cs, toolCall, "fx__echo", map[string]any{"text": "found"}); !echoed(res, "found") {
+				t.Errorf("call_tool fx__echo, found by search_tools: %v %q", res.IsError, resultText(res))
+			}
+			if res := wrapped(t, cs, toolCallReadOnly, "fx__rich", map[string]any{"q": "x"}); res.IsError || !strings.Contains(resultText(res), "42") {
+				t.Errorf("call_read_only_tool fx__rich, read-only and found: %v %q", res.IsError, resultText(res))
+			}
+			if res := wrapped(t, cs, toolCallReadOnly, "fx__echo", map[string]any{"text": "not read-only"}); !res.IsError || !strings.Contains(resultText(res), "readOnlyHint") {
+				t.Errorf("call_read_only_tool ran fx__echo, which may write: %q", resultText(res))
+			}
+			if res := wrapped(t, cs, toolCall, "fx__pinned", map[string]any{"text": "pinned"}); !res.IsError || echoed(res, "pinned") || !strings.Contains(resultText(res), "own name") {
+				t.Errorf("call_tool ran the pinned fx__pinned, listed from the start: %q", resultText(res))
+			}
+		})
 	}
 }
 

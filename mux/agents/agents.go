@@ -26,11 +26,17 @@ type Agent struct {
 	Searches bool
 	// MaxTools is the most tools it takes (0: no limit known).
 	MaxTools int
+	// SmallList: the small list (search_tools and the wrappers) is chosen
+	// for it on purpose past [mux] tool_list_max tools, though it could
+	// take them all; every other agent gets every tool up to its MaxTools.
+	SmallList bool
 	// ListChanged: it asks for the list again on tools/list_changed.
 	ListChanged bool
 	// Relists: it is known to list again on tools/list_changed before its
 	// model's next request, so a tool that joins the list can be called by
-	// its own name, where its own approval and permission rules apply.
+	// its own name, where its own approval and permission rules apply. An
+	// agent that does not (or is not known to) reaches what it found
+	// through the wrappers, which must then run it.
 	Relists bool
 
 	// ToolName is the name the agent gives its model for the tool named
@@ -74,6 +80,8 @@ var Known = []Agent{
 		Patience: 5 * time.Second, Waits: true, // MCP_CONNECT_TIMEOUT_MS
 	},
 	{
+		// Relists: no; a tool that search_tools found (announced with
+		// list_changed) was in none of the turn's later model requests.
 		Name: "Codex CLI", Match: "codex",
 		ListChanged: true,
 		// One namespace per server (mcp__SERVER); the model calls the tool by
@@ -82,6 +90,8 @@ var Known = []Agent{
 		NameLimit: 64, Past: Rejected,
 	},
 	{
+		// Relists: no; a tool that joined the list on list_changed did not
+		// reach its model's later requests of the same turn.
 		Name: "Gemini CLI", Match: "gemini-cli",
 		ListChanged: true,
 		ToolName:    func(server, tool string) string { return "mcp_" + sanitize(server, true) + "_" + sanitize(tool, true) },
@@ -89,6 +99,7 @@ var Known = []Agent{
 		Waits: true,
 	},
 	{
+		// Relists: no; it acts on list_changed one model request late.
 		Name: "opencode", Match: "opencode",
 		ListChanged: true,
 		ToolName:    func(server, tool string) string { return sanitize(server, false) + "_" + sanitize(tool, false) },
@@ -105,8 +116,9 @@ var Known = []Agent{
 	{Name: "Cursor", Match: "cursor", MaxTools: 40, ListChanged: true, Relists: true},
 	{Name: "Windsurf", Match: "windsurf", MaxTools: 100, ListChanged: true, Relists: true},
 	{Name: "VS Code", Match: "visual studio code", MaxTools: 128, ListChanged: true, Relists: true},
-	// Claude Desktop: the small surface is chosen for it on purpose.
-	{Name: "Claude Desktop", Match: "claude-ai"},
+	// Claude Desktop: the small list is chosen for it on purpose (mcp-mux
+	// issue 23); it ignores list_changed, so the wrappers run what it found.
+	{Name: "Claude Desktop", Match: "claude-ai", SmallList: true},
 }
 
 // Of is the agent whose clientInfo name is client (the zero Agent, with

@@ -92,9 +92,9 @@ type Settings struct {
 	AuditArguments bool   `toml:"audit_arguments"` // default false: names only
 	// The tool list each agent session gets: "all" (every tool), "search"
 	// (the pinned tools, then search_tools and call_tool) or "auto" (by
-	// what the agent is, and tool_list_max).
+	// what the agent is: every tool, up to the agent's own limit).
 	ToolList    string `toml:"tool_list"`     // default "auto"
-	ToolListMax int    `toml:"tool_list_max"` // auto: search past this many tools, for an agent whose own limit is not known; default 64
+	ToolListMax int    `toml:"tool_list_max"` // auto: search past this many tools, for an agent the small list is chosen for (Claude Desktop); default 64
 
 	// Start is when a backend starts: StartAuto (the default), StartEager
 	// or StartLazy; a backend's own start overrides it.
