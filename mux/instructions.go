@@ -18,18 +18,25 @@ import (
 // the prefixes ([mux] instructions replaces all of it).
 
 // instructionsWait bounds how long initialize waits for backends to start
-// so that their instructions are in it. Backends initialize only once the
-// agent's initialize came (they are told its capabilities), so it waits
-// about one backend start; a backend slower than this is left out (there
-// is no notification to add it later). An agent whose own patience is
-// known waits up to a little less than that: Claude Code gives a server 5 s
-// (MCP_CONNECT_TIMEOUT_MS) before its first request.
+// so that their instructions are in it, for an agent whose patience is
+// not known. Backends initialize only once the agent's initialize came
+// (they are told its capabilities), so it waits about one backend start;
+// a backend slower than this is left out (there is no notification to add
+// it later).
 const instructionsWait = 2 * time.Second
 
 // patience is how long initialize may wait for the backends' instructions
-// for the agent called client.
-func patience(client string) time.Duration {
-	if a := agents.Of(client); a.Patience > time.Second {
+// for agent a. One that waits for its servers, with a known patience,
+// gets up to a little less than that: Claude Code gives a server 5 s
+// (MCP_CONNECT_TIMEOUT_MS) before its first request. One that does not
+// wait gets no wait at all: Codex CLI sends its first request with the
+// tools of whatever answered within a second, and a millisecond spent
+// on instructions is one less for the backends to be listed in.
+func patience(a agents.Agent) time.Duration {
+	switch {
+	case a.Patience > 0 && !a.Waits:
+		return 0
+	case a.Patience > time.Second:
 		return a.Patience - time.Second
 	}
 	return instructionsWait
@@ -37,31 +44,37 @@ func patience(client string) time.Duration {
 
 // waitInstructions merges the backends' instructions: at once when each
 // backend has initialized or said them in an earlier run (instrcache.go),
-// else after waiting (bounded) for their first start.
+// else after waiting (bounded by agent a's patience) for their first
+// start; then those of every backend that has initialized by the end of
+// the wait, and those remembered of the others, are in it.
 // Only the backends of the agent's view v count (profile.go).
-func (m *Mux) waitInstructions(ctx context.Context, v *view, client string) string {
-	if s, ok := m.knownInstructions(v); ok {
+func (m *Mux) waitInstructions(ctx context.Context, v *view, a agents.Agent) string {
+	s, ok := m.knownInstructions(v)
+	if ok || m.cfg.Mux.Instructions != "" {
 		return s
 	}
-	if m.cfg.Mux.Instructions == "" {
-		wctx, cancel := context.WithTimeout(ctx, patience(client))
-		defer cancel()
-		// Their initialize, not their first listing: that is all the
-		// instructions need, and a listing can take a while.
-		for _, mem := range v.members(m.members()) {
-			select {
-			case <-mem.initialized:
-			case <-wctx.Done():
-			case <-m.ctx.Done():
-			}
+	d := patience(a)
+	if d <= 0 {
+		return s
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	// Their initialize, not their first listing: that is all the
+	// instructions need, and a listing can take a while.
+	for _, mem := range v.members(m.members()) {
+		select {
+		case <-mem.initialized:
+		case <-wctx.Done():
+		case <-m.ctx.Done():
 		}
 	}
 	return m.instructions(v)
 }
 
-// instructions merges the instructions of the backends of v that are ready.
+// instructions merges the instructions known now: of each backend of v
+// that has initialized, else as it said them in an earlier run.
 func (m *Mux) instructions(v *view) string {
-	s, _ := m.mergeInstructions(v, func(*member) (string, bool) { return "", false })
+	s, _ := m.knownInstructions(v)
 	return s
 }
 

@@ -1,0 +1,64 @@
+package mux
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// initializedNow reports whether mem's first initialize has finished.
+func initializedNow(mem *member) bool {
+	select {
+	case <-mem.initialized:
+		return true
+	default:
+		return false
+	}
+}
+
+// Claude Code, cold: its server/discover (the current era, its name in
+// _meta) waits for the backends' instructions up to a little less than
+// its own 5 s, and then carries those of every backend that initialized
+// by then, not all or nothing. A backend later than that is left out:
+// the answer did not wait for it.
+func TestClaudeCodesFirstSessionHasTheInstructionsOfTheBackendsThatInitializedInTime(t *testing.T) {
+	m := startMux(t,
+		fixture(t, "cc-quick", "-instructions", "Quick says hi."),
+		// Past the 2 s an agent without a known patience is given, well
+		// within Claude Code's.
+		fixture(t, "cc-steady", "-instructions", "Steady says hi.", "-start-delay", "2700ms"),
+		fixture(t, "cc-late", "-instructions", "Late says hi.", "-start-delay", "9s"),
+	)
+	c := mcp.NewClient(&mcp.Implementation{Name: "claude-code", Version: "2.1.328"}, nil)
+	cs := connectWith(t, m, c, "") // server/discover, as Claude Code
+	late := m.members()[2]
+	lateInitialized := initializedNow(late)
+	got := cs.InitializeResult().Instructions
+	for _, want := range []string{"Quick says hi.", "Steady says hi."} {
+		if !strings.Contains(got, want) {
+			t.Errorf("instructions lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Late says hi.") || lateInitialized {
+		t.Errorf("the answer waited for the backend that starts after Claude Code's patience (initialized %v):\n%s", lateInitialized, got)
+	}
+}
+
+// Codex CLI does not wait for a slow server: its first model request has
+// the tools of whatever answered within a second. Its initialize is
+// answered at once, with the instructions known then, without waiting
+// for a backend still starting.
+func TestAnAgentThatDoesNotWaitGetsInitializeWithoutWaitingForInstructions(t *testing.T) {
+	m := startMux(t,
+		fixture(t, "cx-slow", "-instructions", "Slow says hi.", "-start-delay", "1500ms"),
+	)
+	c := mcp.NewClient(&mcp.Implementation{Name: "codex-mcp-client", Title: "Codex", Version: "0.169.0"}, nil)
+	cs := connectWith(t, m, c, "2025-06-18")
+	if initializedNow(m.members()[0]) {
+		t.Errorf("initialize waited for the slow backend's instructions:\n%s", cs.InitializeResult().Instructions)
+	}
+	if got := cs.InitializeResult().Instructions; !strings.Contains(got, "This server is mcp-mux") {
+		t.Errorf("instructions: %q", got)
+	}
+}
