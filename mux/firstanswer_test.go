@@ -1,10 +1,14 @@
 package mux
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // initializedNow reports whether mem's first initialize has finished.
@@ -60,5 +64,43 @@ func TestAnAgentThatDoesNotWaitGetsInitializeWithoutWaitingForInstructions(t *te
 	}
 	if got := cs.InitializeResult().Instructions; !strings.Contains(got, "This server is mcp-mux") {
 		t.Errorf("instructions: %q", got)
+	}
+}
+
+// Cold, an agent that does not wait gets its first list within its own
+// patience, with the tools of the backends ready by then; one still
+// starting is announced with list_changed once it is ready, and its tools
+// are in the next list.
+func TestAnAgentThatDoesNotWaitGetsItsFirstListWithinItsPatience(t *testing.T) {
+	m := startMux(t,
+		fixture(t, "cx-quick"),
+		fixture(t, "cx-late", "-start-delay", "3s"),
+	)
+	changed := make(chan struct{}, 1)
+	c := mcp.NewClient(&mcp.Implementation{Name: "codex-mcp-client", Title: "Codex", Version: "0.169.0"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	cs := connectWith(t, m, c, "2025-06-18")
+	first := toolNames(t, cs)
+	late := m.members()[1]
+	lateStarted := late.listed()
+	if !slices.Contains(first, "cx-quick__echo") {
+		t.Errorf("the first list lacks the backend that was ready: %v", first)
+	}
+	if slices.Contains(first, "cx-late__echo") || lateStarted {
+		t.Fatalf("the first list waited for the backend still starting (ready %v): %v", lateStarted, first)
+	}
+	select {
+	case <-changed:
+	case <-testkit.CtxT(t).Done():
+		t.Fatal("no tools/list_changed once the late backend was ready")
+	}
+	if again := toolNames(t, cs); !slices.Contains(again, "cx-late__echo") {
+		t.Errorf("the list after list_changed lacks the late backend: %v", again)
 	}
 }

@@ -167,6 +167,10 @@ type session struct {
 	sdk  sdkCalls  // and its calls on the go-sdk's path (httpcancel.go)
 	// announced: its start was logged (initialize), and so is its end.
 	announced atomic.Bool
+	// listBy is when its first list must be answered at the latest, for
+	// an agent that does not wait (unix nanoseconds; 0: first_list_wait
+	// alone bounds it). See firstList.
+	listBy atomic.Int64
 }
 
 // initParams is what the agent of s said of itself: its initialize, or a

@@ -159,6 +159,10 @@ func (m *Mux) agentContext(next mcp.MethodHandler) mcp.MethodHandler {
 // (instructions.go).
 func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		var came time.Time
+		if method == "initialize" || method == "server/discover" {
+			came = time.Now()
+		}
 		res, err := next(ctx, method, req)
 		if err != nil {
 			return res, err
@@ -180,6 +184,9 @@ func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 			s = m.session(ss)
 		}
 		a := traitsOf(s)
+		if by := firstListBy(a, came); s != nil && !by.IsZero() {
+			s.listBy.Store(by.UnixNano())
+		}
 		*instructions = m.waitInstructions(ctx, m.viewOf(s), a)
 		if _, ok := res.(*mcp.InitializeResult); ok && s != nil {
 			s.announced.Store(true)
