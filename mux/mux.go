@@ -101,8 +101,10 @@ type Mux struct {
 	searchBuilding atomic.Bool
 	// instr remembers the backends' instructions across runs (instrcache.go).
 	instr *instructionMemory
-	// catalogs remembers what each backend offered across runs (lazy.go).
-	catalogs *catalogmem.Store
+	// catalogs remembers what each backend offered across runs (lazy.go);
+	// memWrites counts its writes in flight, which Exit waits for.
+	catalogs  *catalogmem.Store
+	memWrites sync.WaitGroup
 	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
 	agentMetas agentMetas
 	// launch is the profile every session sees (WithProfile), and
