@@ -79,14 +79,15 @@ func (m *Mux) waitStarted(ctx context.Context) {
 // firstListBy is when the first list of agent a, whose initialize came at
 // came, must be answered at the latest; zero if first_list_wait alone
 // bounds it. An agent that does not wait for its servers (Codex CLI) sends
-// its first request with the tools listed within its patience, counted
-// from before mcp-mux ran: the list waits for the backends still starting
-// half of that, and what is not ready then comes with list_changed.
+// its first request with the tools listed within its patience: the list
+// waits for the backends still starting only so long (hurried), and what
+// is not ready then comes with list_changed.
 func firstListBy(a agents.Agent, came time.Time) time.Time {
-	if a.Patience <= 0 || a.Waits || came.IsZero() {
+	d, ok := hurried(a)
+	if !ok || came.IsZero() {
 		return time.Time{}
 	}
-	return came.Add(a.Patience / 2)
+	return came.Add(d)
 }
 
 // firstListBy is when s's first list must be answered at the latest (zero:

@@ -29,17 +29,29 @@ const instructionsWait = 2 * time.Second
 // for agent a. One that waits for its servers, with a known patience,
 // gets up to a little less than that: Claude Code gives a server 5 s
 // (MCP_CONNECT_TIMEOUT_MS) before its first request. One that does not
-// wait gets no wait at all: Codex CLI sends its first request with the
-// tools of whatever answered within a second, and a millisecond spent
-// on instructions is one less for the backends to be listed in.
+// wait gets what its first list gets (hurried): the backends start side
+// by side, so a wait for their instructions costs the list nothing.
 func patience(a agents.Agent) time.Duration {
-	switch {
-	case a.Patience > 0 && !a.Waits:
-		return 0
-	case a.Patience > time.Second:
+	if d, ok := hurried(a); ok {
+		return d
+	}
+	if a.Patience > time.Second {
 		return a.Patience - time.Second
 	}
 	return instructionsWait
+}
+
+// hurried is how long, from its initialize, mcp-mux may take to answer
+// the initialize and the first list of agent a, if a does not wait for
+// its servers: Codex CLI sends its first request with the tools listed
+// within its patience (a second), counted from before mcp-mux ran. Half
+// of it: the rest is mcp-mux's own start, which took up to a quarter of
+// a second on a loaded machine, and the agent's side.
+func hurried(a agents.Agent) (time.Duration, bool) {
+	if a.Patience > 0 && !a.Waits {
+		return a.Patience / 2, true
+	}
+	return 0, false
 }
 
 // waitInstructions merges the backends' instructions: at once when each
@@ -53,11 +65,7 @@ func (m *Mux) waitInstructions(ctx context.Context, v *view, a agents.Agent) str
 	if ok || m.cfg.Mux.Instructions != "" {
 		return s
 	}
-	d := patience(a)
-	if d <= 0 {
-		return s
-	}
-	wctx, cancel := context.WithTimeout(ctx, d)
+	wctx, cancel := context.WithTimeout(ctx, patience(a))
 	defer cancel()
 	// Their initialize, not their first listing: that is all the
 	// instructions need, and a listing can take a while.
