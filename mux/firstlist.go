@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcp-mux/mcp-mux/mux/agents"
 )
 
 // firstList is the first list's wait for the backends still starting:
@@ -29,7 +31,9 @@ type firstList struct {
 //
 // An agent known to ignore list_changed (Claude Desktop) would never learn
 // of a late backend: its lists wait for every backend's first start, up to
-// startup_timeout.
+// startup_timeout. One that does not wait for its servers (Codex CLI)
+// would miss the whole list if it came after its patience: its wait ends
+// sooner (firstListBy).
 //
 // Only the backends of the session's view (profile.go) are waited for: one
 // it cannot see would delay its list for nothing. A wait that ends with
@@ -50,6 +54,9 @@ func (m *Mux) waitStarted(ctx context.Context) {
 	}
 	end := m.first.end
 	m.first.mu.Unlock()
+	if by := s.firstListBy(); !by.IsZero() && by.Before(end) {
+		end = by
+	}
 	timer := time.NewTimer(time.Until(end))
 	defer timer.Stop()
 	for _, mem := range v.members(m.members()) {
@@ -67,6 +74,32 @@ func (m *Mux) waitStarted(ctx context.Context) {
 	if v.all() {
 		m.endFirstWait()
 	}
+}
+
+// firstListBy is when the first list of agent a, whose initialize came at
+// came, must be answered at the latest; zero if first_list_wait alone
+// bounds it. An agent that does not wait for its servers (Codex CLI) sends
+// its first request with the tools listed within its patience: the list
+// waits for the backends still starting only so long (hurried), and what
+// is not ready then comes with list_changed.
+func firstListBy(a agents.Agent, came time.Time) time.Time {
+	d, ok := hurried(a)
+	if !ok || came.IsZero() {
+		return time.Time{}
+	}
+	return came.Add(d)
+}
+
+// firstListBy is when s's first list must be answered at the latest (zero:
+// first_list_wait alone bounds it).
+func (s *session) firstListBy() time.Time {
+	if s == nil {
+		return time.Time{}
+	}
+	if n := s.listBy.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // waitEveryStart waits until the first start attempt of every backend of

@@ -18,50 +18,71 @@ import (
 // the prefixes ([mux] instructions replaces all of it).
 
 // instructionsWait bounds how long initialize waits for backends to start
-// so that their instructions are in it. Backends initialize only once the
-// agent's initialize came (they are told its capabilities), so it waits
-// about one backend start; a backend slower than this is left out (there
-// is no notification to add it later). An agent whose own patience is
-// known waits up to a little less than that: Claude Code gives a server 5 s
-// (MCP_CONNECT_TIMEOUT_MS) before its first request.
+// so that their instructions are in it, for an agent whose patience is
+// not known. Backends initialize only once the agent's initialize came
+// (they are told its capabilities), so it waits about one backend start;
+// a backend slower than this is left out (there is no notification to add
+// it later).
 const instructionsWait = 2 * time.Second
 
 // patience is how long initialize may wait for the backends' instructions
-// for the agent called client.
-func patience(client string) time.Duration {
-	if a := agents.Of(client); a.Patience > time.Second {
+// for agent a. One that waits for its servers, with a known patience,
+// gets up to a little less than that: Claude Code gives a server 5 s
+// (MCP_CONNECT_TIMEOUT_MS) before its first request. One that does not
+// wait gets what its first list gets (hurried): the backends start side
+// by side, so a wait for their instructions costs the list nothing.
+func patience(a agents.Agent) time.Duration {
+	if d, ok := hurried(a); ok {
+		return d
+	}
+	if a.Patience > time.Second {
 		return a.Patience - time.Second
 	}
 	return instructionsWait
 }
 
+// hurried is how long, from its initialize, mcp-mux may take to answer
+// the initialize and the first list of agent a, if a does not wait for
+// its servers: Codex CLI sends its first request with the tools listed
+// within its patience (a second), counted from before mcp-mux ran. Half
+// of it: the rest is mcp-mux's own start, which took up to a quarter of
+// a second on a loaded machine, and the agent's side.
+func hurried(a agents.Agent) (time.Duration, bool) {
+	if a.Patience > 0 && !a.Waits {
+		return a.Patience / 2, true
+	}
+	return 0, false
+}
+
 // waitInstructions merges the backends' instructions: at once when each
 // backend has initialized or said them in an earlier run (instrcache.go),
-// else after waiting (bounded) for their first start.
+// else after waiting (bounded by agent a's patience) for their first
+// start; then those of every backend that has initialized by the end of
+// the wait, and those remembered of the others, are in it.
 // Only the backends of the agent's view v count (profile.go).
-func (m *Mux) waitInstructions(ctx context.Context, v *view, client string) string {
-	if s, ok := m.knownInstructions(v); ok {
+func (m *Mux) waitInstructions(ctx context.Context, v *view, a agents.Agent) string {
+	s, ok := m.knownInstructions(v)
+	if ok || m.cfg.Mux.Instructions != "" {
 		return s
 	}
-	if m.cfg.Mux.Instructions == "" {
-		wctx, cancel := context.WithTimeout(ctx, patience(client))
-		defer cancel()
-		// Their initialize, not their first listing: that is all the
-		// instructions need, and a listing can take a while.
-		for _, mem := range v.members(m.members()) {
-			select {
-			case <-mem.initialized:
-			case <-wctx.Done():
-			case <-m.ctx.Done():
-			}
+	wctx, cancel := context.WithTimeout(ctx, patience(a))
+	defer cancel()
+	// Their initialize, not their first listing: that is all the
+	// instructions need, and a listing can take a while.
+	for _, mem := range v.members(m.members()) {
+		select {
+		case <-mem.initialized:
+		case <-wctx.Done():
+		case <-m.ctx.Done():
 		}
 	}
 	return m.instructions(v)
 }
 
-// instructions merges the instructions of the backends of v that are ready.
+// instructions merges the instructions known now: of each backend of v
+// that has initialized, else as it said them in an earlier run.
 func (m *Mux) instructions(v *view) string {
-	s, _ := m.mergeInstructions(v, func(*member) (string, bool) { return "", false })
+	s, _ := m.knownInstructions(v)
 	return s
 }
 

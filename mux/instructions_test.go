@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/mux/agents"
 	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
@@ -32,7 +33,7 @@ func TestABrokenBackendIsInTheFirstInstructionsEveryTime(t *testing.T) {
 			m.instr.entries[instructionKey(broken)] = remembered{Instructions: "Post to channels.", Seen: time.Now()}
 			m.instr.mu.Unlock()
 			m.Start()
-			got := m.waitInstructions(testkit.CtxT(t), nil, "")
+			got := m.waitInstructions(testkit.CtxT(t), nil, agents.Agent{})
 			m.Close()
 			if !strings.Contains(got, `backend "slack" is not running: `+why) {
 				missed++

@@ -261,9 +261,22 @@ func (mem *member) rememberFailure(spec config.Backend, err error) {
 // writeMemory runs write, a change of mem's file in the memory, apart
 // from the caller; of writes that overtake one another, the last one
 // scheduled is the one kept (a failure noted, then a start that worked).
+// Exit waits for it (memoryWritten): an agent's session may end right
+// after its first list (codex exec's does), and the next one is answered
+// from memory only if the write outlived it.
 func (mem *member) writeMemory(write func()) {
 	gen := mem.memGen.Add(1)
-	mem.m.goOwned(func() {
+	m := mem.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.wg.Add(1)
+	m.memWrites.Add(1) // under m.mu, unclosed: before memoryWritten's Wait
+	go func() {
+		defer m.wg.Done()
+		defer m.memWrites.Done()
 		mem.memMu.Lock()
 		defer mem.memMu.Unlock()
 		if gen < mem.memWritten {
@@ -271,7 +284,28 @@ func (mem *member) writeMemory(write func()) {
 		}
 		mem.memWritten = gen
 		write()
-	})
+	}()
+}
+
+// memoryWrite bounds how long Exit waits for the writes of the memory in
+// flight: a file written and synced to disk each.
+const memoryWrite = time.Second
+
+// memoryWritten waits, m closed, until the writes of the memory in flight
+// are done, for memoryWrite at most.
+func (m *Mux) memoryWritten() {
+	done := make(chan struct{})
+	go func() { // ends with the last write, which is bounded by the disk
+		m.memWrites.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(memoryWrite)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		m.log.Warn("exiting before the remembered catalogs were written: the next run starts what they lack", "waited", memoryWrite)
+	}
 }
 
 // sleep leaves the member not running, its catalog listed, in state

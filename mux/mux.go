@@ -101,8 +101,10 @@ type Mux struct {
 	searchBuilding atomic.Bool
 	// instr remembers the backends' instructions across runs (instrcache.go).
 	instr *instructionMemory
-	// catalogs remembers what each backend offered across runs (lazy.go).
-	catalogs *catalogmem.Store
+	// catalogs remembers what each backend offered across runs (lazy.go);
+	// memWrites counts its writes in flight, which Exit waits for.
+	catalogs  *catalogmem.Store
+	memWrites sync.WaitGroup
 	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
 	agentMetas agentMetas
 	// launch is the profile every session sees (WithProfile), and
@@ -178,6 +180,10 @@ type session struct {
 	sdk  sdkCalls  // and its calls on the go-sdk's path (httpcancel.go)
 	// announced: its start was logged (initialize), and so is its end.
 	announced atomic.Bool
+	// listBy is when its first list must be answered at the latest, for
+	// an agent that does not wait (unix nanoseconds; 0: first_list_wait
+	// alone bounds it). See firstList.
+	listBy atomic.Int64
 }
 
 // initParams is what the agent of s said of itself: its initialize, or a

@@ -159,30 +159,38 @@ func (m *Mux) agentContext(next mcp.MethodHandler) mcp.MethodHandler {
 // (instructions.go).
 func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		var came time.Time
+		if method == "initialize" || method == "server/discover" {
+			came = time.Now()
+		}
 		res, err := next(ctx, method, req)
 		if err != nil {
 			return res, err
 		}
-		var client string
-		if p, ok := req.GetParams().(*mcp.InitializeParams); ok && p != nil && p.ClientInfo != nil {
-			client = p.ClientInfo.Name
-		}
-		view := func() *view { // the session's profile's (profile.go)
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-				return m.viewOf(m.session(ss))
-			}
-			return nil
-		}
+		var instructions *string
 		switch r := res.(type) {
 		case *mcp.InitializeResult:
-			r.Instructions = m.waitInstructions(ctx, view(), client)
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-				s := m.session(ss)
-				s.announced.Store(true)
-				m.logSession(s, "started")
-			}
+			instructions = &r.Instructions
 		case *mcp.DiscoverResult: // the current era's initialize
-			r.Instructions = m.waitInstructions(ctx, view(), client)
+			instructions = &r.Instructions
+		default:
+			return res, err
+		}
+		// The session's agent and profile (profile.go): the agent's name
+		// is in initialize's params, and in server/discover's _meta, which
+		// the go-sdk made the session's parameters of.
+		var s *session
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+			s = m.session(ss)
+		}
+		a := traitsOf(s)
+		if by := firstListBy(a, came); s != nil && !by.IsZero() {
+			s.listBy.Store(by.UnixNano())
+		}
+		*instructions = m.waitInstructions(ctx, m.viewOf(s), a)
+		if _, ok := res.(*mcp.InitializeResult); ok && s != nil {
+			s.announced.Store(true)
+			m.logSession(s, "started")
 		}
 		return res, err
 	}

@@ -85,6 +85,7 @@ func (m *Mux) shutdown(grace time.Duration, leave bool) {
 			m.log.Info("backends left to their supervisors, which stop them once mcp-mux is gone", "count", left, "grace", grace)
 		}
 		wg.Wait()
+		m.memoryWritten()
 		return
 	}
 	m.cancel()

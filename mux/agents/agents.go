@@ -88,6 +88,9 @@ var Known = []Agent{
 		// its own name inside it, to which OpenAI's rule applies.
 		ToolName:  func(_, tool string) string { return strings.ReplaceAll(sanitize(tool, false), "-", "_") },
 		NameLimit: 64, Past: Rejected,
+		// mcp_optional_startup_grace_ms (default 1000): a server that has
+		// not listed its tools by then is not in the first request.
+		Patience: time.Second,
 	},
 	{
 		// Relists: no; a tool that joined the list on list_changed did not
