@@ -123,12 +123,12 @@ func firstOf(m map[string]string) string {
 	return ""
 }
 
-// Claude Code and agents mcp-mux does not know have no known limit:
+// Agents mcp-mux does not know, and Cursor, have no known name limit:
 // nothing is renamed for them.
 func TestFitRenamesNothingWithoutALimit(t *testing.T) {
 	names, prefixes := issueNames()
 	names = append(names, Name{Prefix: "p", Sep: "__", Tool: strings.Repeat("x", 90)})
-	for _, client := range []string{"claude-code", "mcp-inspector", "cursor-vscode"} {
+	for _, client := range []string{"mcp-inspector", "cursor-vscode"} {
 		if fit := Fit(agents.Of(client), "mcp-mux", names, prefixes, reserved); fit != nil {
 			t.Errorf("%s: %v", client, fit)
 		}
