@@ -269,11 +269,11 @@ func (mem *member) writeMemory(write func()) {
 	m := mem.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
+	if m.closed && !m.exitLearning {
 		return
 	}
 	m.wg.Add(1)
-	m.memWrites.Add(1) // under m.mu, unclosed: before memoryWritten's Wait
+	m.memWrites.Add(1) // under m.mu, unclosed or learning: before memoryWritten's Wait
 	go func() {
 		defer m.wg.Done()
 		defer m.memWrites.Done()
@@ -292,19 +292,54 @@ func (mem *member) writeMemory(write func()) {
 const memoryWrite = time.Second
 
 // memoryWritten waits, m closed, until the writes of the memory in flight
-// are done, for memoryWrite at most.
-func (m *Mux) memoryWritten() {
+// are done, for memoryWrite at most. learn: first, within the same
+// bound, the backends on their first start whose catalog is not known
+// finish it and are written too (exitLearning): a backend slower than
+// an agent's whole session (codex exec's first list does not wait for
+// it) would otherwise never be remembered, and never offered to that
+// agent. Not when the agent signalled: it wants mcp-mux gone now.
+func (m *Mux) memoryWritten(learn bool) {
+	t := time.NewTimer(memoryWrite)
+	defer t.Stop()
+	if learn {
+		m.learnAtExit(t.C)
+	}
 	done := make(chan struct{})
 	go func() { // ends with the last write, which is bounded by the disk
 		m.memWrites.Wait()
 		close(done)
 	}()
-	t := time.NewTimer(memoryWrite)
-	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
 		m.log.Warn("exiting before the remembered catalogs were written: the next run starts what they lack", "waited", memoryWrite)
+	}
+}
+
+// learnAtExit waits, until timeout, for the first start of every backend
+// whose catalog is not known; the writes it makes meanwhile are let
+// through, and none after it returns.
+func (m *Mux) learnAtExit(timeout <-chan time.Time) {
+	m.mu.Lock()
+	m.exitLearning = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.exitLearning = false
+		m.mu.Unlock()
+	}()
+	for _, mem := range m.members() {
+		mem.mu.Lock()
+		known := mem.known
+		mem.mu.Unlock()
+		if known {
+			continue
+		}
+		select {
+		case <-mem.started: // after its catalog's write is scheduled (serve)
+		case <-timeout:
+			return
+		}
 	}
 }
 

@@ -105,6 +105,10 @@ type Mux struct {
 	// memWrites counts its writes in flight, which Exit waits for.
 	catalogs  *catalogmem.Store
 	memWrites sync.WaitGroup
+	// exitLearning: Exit waits for backends on their first start to be
+	// learned, and lets their writes of the memory through (lazy.go).
+	// Guarded by mu.
+	exitLearning bool
 	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
 	agentMetas agentMetas
 	// launch is the profile every session sees (WithProfile), and

@@ -15,7 +15,7 @@ import (
 
 // Close ends every session's subscriptions, stops every backend (in
 // parallel, each with the configured grace) and every goroutine of the mux.
-func (m *Mux) Close() { m.shutdown(m.settings().ShutdownGrace.Duration, false) }
+func (m *Mux) Close() { m.shutdown(m.settings().ShutdownGrace.Duration, false, false) }
 
 // Exit ends the mux for mcp-mux's exit, which is to follow at once, as
 // promptly as leaving nothing behind allows: an agent that stops a server
@@ -33,13 +33,14 @@ func (m *Mux) Exit(signalled bool) {
 	if signalled {
 		grace = 0
 	}
-	m.shutdown(grace, backends.Supervised)
+	m.shutdown(grace, backends.Supervised, !signalled)
 }
 
 // shutdown is Close with grace for the backends; leave is Exit's: the
 // backends are left to their supervisors, and nothing is waited for but
-// the backends that have none.
-func (m *Mux) shutdown(grace time.Duration, leave bool) {
+// the backends that have none and the memory's writes (with learn, the
+// first starts in flight too: memoryWritten).
+func (m *Mux) shutdown(grace time.Duration, leave, learn bool) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -85,7 +86,7 @@ func (m *Mux) shutdown(grace time.Duration, leave bool) {
 			m.log.Info("backends left to their supervisors, which stop them once mcp-mux is gone", "count", left, "grace", grace)
 		}
 		wg.Wait()
-		m.memoryWritten()
+		m.memoryWritten(learn)
 		return
 	}
 	m.cancel()

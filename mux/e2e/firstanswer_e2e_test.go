@@ -75,3 +75,39 @@ func TestAShortSessionLeavesTheNextOneAnsweredFromMemory(t *testing.T) {
 		t.Logf("the warm mcp-mux's log:\n%s", stderr)
 	}
 }
+
+// A backend slower than an agent's whole session (codex exec's first
+// list does not wait for it, and the session ends at once) is learned
+// all the same: exit lets its first start finish, within a second, so
+// that the next session lists it from memory. Without that, every Codex
+// run started it afresh and never offered its tools.
+func TestABackendSlowerThanTheSessionIsRememberedForTheNext(t *testing.T) {
+	catalogs := filepath.Join(t.TempDir(), "catalogs")
+	env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "MCP_MUX_CATALOGS=") }), "MCP_MUX_CATALOGS="+catalogs)
+	cfg := testkit.WriteConfig(t, "tool_list = \"all\"",
+		[]string{"quick", "-name", "quick"},
+		[]string{"slow", "-name", "slow", "-tools", "crawl", "-start-delay", "700ms"},
+	)
+	session := func() *mcp.ClientSession {
+		t.Helper()
+		cmd := exec.Command(testkit.MuxBin(t), "-c", cfg)
+		cmd.Env = env
+		c := mcp.NewClient(&mcp.Implementation{Name: "codex-mcp-client", Title: "Codex", Version: "0.169.0"}, nil)
+		cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	cs := session()
+	if tools := listedTools(t, cs); slices.Contains(tools, "slow__crawl") {
+		t.Logf("the slow backend made the cold first list: %v", tools)
+	}
+	cs.Close() // stdin closed at once, as codex exec ends
+
+	cs = session()
+	defer cs.Close()
+	if tools := listedTools(t, cs); !slices.Contains(tools, "slow__crawl") {
+		t.Errorf("the next session's first list lacks the slow backend's tool: %v", tools)
+	}
+}
