@@ -5,9 +5,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/mux/agents"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -105,5 +107,31 @@ func TestAnAgentThatDoesNotWaitGetsItsFirstListWithinItsPatience(t *testing.T) {
 	}
 	if again := toolNames(t, cs); !slices.Contains(again, "cx-late__echo") {
 		t.Errorf("the list after list_changed lacks the late backend: %v", again)
+	}
+}
+
+// Codex CLI counts its grace from when it started its servers: the first
+// list of the agent that just started mcp-mux is due most of that grace
+// after mcp-mux's own start (the backends, started beside it, have that
+// long to be in it, as they would have directly), and one of an agent
+// that came later, most of it after its initialize. An agent that waits
+// has no such deadline.
+func TestTheFirstListOfAnAgentThatDoesNotWaitIsDueMostOfItsGraceAfterItStartedUs(t *testing.T) {
+	codex := agents.Of("codex-mcp-client")
+	born := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	m := &Mux{born: born}
+	for _, c := range []struct {
+		came, want time.Duration
+	}{
+		{30 * time.Millisecond, 800 * time.Millisecond},
+		{300 * time.Millisecond, 800 * time.Millisecond},
+		{time.Minute, time.Minute + 800*time.Millisecond},
+	} {
+		if got := m.firstListBy(codex, born.Add(c.came)).Sub(born); got != c.want {
+			t.Errorf("initialize %v after mcp-mux started: first list due %v after, want %v", c.came, got, c.want)
+		}
+	}
+	if by := m.firstListBy(agents.Of("claude-code"), born.Add(time.Millisecond)); !by.IsZero() {
+		t.Errorf("Claude Code, which waits: first list due at %v, want no deadline of its own", by)
 	}
 }

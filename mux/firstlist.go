@@ -79,15 +79,22 @@ func (m *Mux) waitStarted(ctx context.Context) {
 // firstListBy is when the first list of agent a, whose initialize came at
 // came, must be answered at the latest; zero if first_list_wait alone
 // bounds it. An agent that does not wait for its servers (Codex CLI) sends
-// its first request with the tools listed within its patience: the list
-// waits for the backends still starting only so long (hurried), and what
-// is not ready then comes with list_changed.
-func firstListBy(a agents.Agent, came time.Time) time.Time {
+// its first request with the tools listed within its patience, counted
+// from when it started them: the list waits for the backends still
+// starting only so long (hurried), and what is not ready then comes with
+// list_changed. An initialize within that patience of mcp-mux's own start
+// is the agent that just started it: the count began then, not at the
+// initialize.
+func (m *Mux) firstListBy(a agents.Agent, came time.Time) time.Time {
 	d, ok := hurried(a)
 	if !ok || came.IsZero() {
 		return time.Time{}
 	}
-	return came.Add(d)
+	from := came
+	if came.Sub(m.born) < a.Patience {
+		from = m.born
+	}
+	return from.Add(d)
 }
 
 // firstListBy is when s's first list must be answered at the latest (zero:

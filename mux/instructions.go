@@ -28,28 +28,25 @@ const instructionsWait = 2 * time.Second
 // patience is how long initialize may wait for the backends' instructions
 // for agent a. One that waits for its servers, with a known patience,
 // gets up to a little less than that: Claude Code gives a server 5 s
-// (MCP_CONNECT_TIMEOUT_MS) before its first request. One that does not
-// wait gets what its first list gets (hurried): the backends start side
-// by side, so a wait for their instructions costs the list nothing.
+// (MCP_CONNECT_TIMEOUT_MS) before its first request. (One that does not
+// wait gets what its first list gets, firstListBy: the backends start
+// side by side, so a wait for their instructions costs the list nothing.)
 func patience(a agents.Agent) time.Duration {
-	if d, ok := hurried(a); ok {
-		return d
-	}
 	if a.Patience > time.Second {
 		return a.Patience - time.Second
 	}
 	return instructionsWait
 }
 
-// hurried is how long, from its initialize, mcp-mux may take to answer
-// the initialize and the first list of agent a, if a does not wait for
-// its servers: Codex CLI sends its first request with the tools listed
-// within its patience (a second), counted from before mcp-mux ran. Half
-// of it: the rest is mcp-mux's own start, which took up to a quarter of
-// a second on a loaded machine, and the agent's side.
+// hurried is how much of its patience mcp-mux may use to answer the
+// initialize and the first list of agent a, if a does not wait for its
+// servers (Codex CLI sends its first request with the tools listed within
+// its patience, a second): most of it, so that the backends starting side
+// by side with mcp-mux make the list as they would make the agent's own
+// first request directly; the rest is for the answers to reach the agent.
 func hurried(a agents.Agent) (time.Duration, bool) {
 	if a.Patience > 0 && !a.Waits {
-		return a.Patience / 2, true
+		return a.Patience * 8 / 10, true
 	}
 	return 0, false
 }
@@ -60,12 +57,15 @@ func hurried(a agents.Agent) (time.Duration, bool) {
 // start; then those of every backend that has initialized by the end of
 // the wait, and those remembered of the others, are in it.
 // Only the backends of the agent's view v count (profile.go).
-func (m *Mux) waitInstructions(ctx context.Context, v *view, a agents.Agent) string {
+func (m *Mux) waitInstructions(ctx context.Context, v *view, a agents.Agent, by time.Time) string {
 	s, ok := m.knownInstructions(v)
 	if ok || m.cfg.Mux.Instructions != "" {
 		return s
 	}
 	wctx, cancel := context.WithTimeout(ctx, patience(a))
+	if !by.IsZero() {
+		wctx, cancel = context.WithDeadline(ctx, by)
+	}
 	defer cancel()
 	// Their initialize, not their first listing: that is all the
 	// instructions need, and a listing can take a while.

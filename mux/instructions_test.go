@@ -33,7 +33,7 @@ func TestABrokenBackendIsInTheFirstInstructionsEveryTime(t *testing.T) {
 			m.instr.entries[instructionKey(broken)] = remembered{Instructions: "Post to channels.", Seen: time.Now()}
 			m.instr.mu.Unlock()
 			m.Start()
-			got := m.waitInstructions(testkit.CtxT(t), nil, agents.Agent{})
+			got := m.waitInstructions(testkit.CtxT(t), nil, agents.Agent{}, time.Time{})
 			m.Close()
 			if !strings.Contains(got, `backend "slack" is not running: `+why) {
 				missed++

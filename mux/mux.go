@@ -103,7 +103,10 @@ type Mux struct {
 	instr *instructionMemory
 	// catalogs remembers what each backend offered across runs (lazy.go);
 	// memWrites counts its writes in flight, which Exit waits for.
-	catalogs  *catalogmem.Store
+	catalogs *catalogmem.Store
+	// born is when New made it: about when its agent, if one started
+	// it, began counting its patience (firstListBy).
+	born      time.Time
 	memWrites sync.WaitGroup
 	// exitLearning: Exit waits for backends on their first start to be
 	// learned, and lets their writes of the memory through (lazy.go).
@@ -291,6 +294,7 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 		o.name = DefaultName
 	}
 	m := &Mux{
+		born:     time.Now(),
 		launch:   o.launch,
 		name:     o.name,
 		fitters:  newFitters(o.name),

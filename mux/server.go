@@ -184,10 +184,11 @@ func (m *Mux) initialize(next mcp.MethodHandler) mcp.MethodHandler {
 			s = m.session(ss)
 		}
 		a := traitsOf(s)
-		if by := firstListBy(a, came); s != nil && !by.IsZero() {
+		by := m.firstListBy(a, came)
+		if s != nil && !by.IsZero() {
 			s.listBy.Store(by.UnixNano())
 		}
-		*instructions = m.waitInstructions(ctx, m.viewOf(s), a)
+		*instructions = m.waitInstructions(ctx, m.viewOf(s), a, by)
 		if _, ok := res.(*mcp.InitializeResult); ok && s != nil {
 			s.announced.Store(true)
 			m.logSession(s, "started")
