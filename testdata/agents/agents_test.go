@@ -105,7 +105,9 @@ func testAgent(t *testing.T, a agent) *row {
 	// the cold run left for the warm one.
 	catalogs := dirOf("catalogs")
 	cold := runAgent(t, a, "mux cold", coldDir, []server{muxServer(t, coldDir, catalogs, servers(t, coldDir))}, newPlan())
-	warm := runAgent(t, a, "mux warm", warmDir, []server{muxServer(t, warmDir, catalogs, servers(t, warmDir))}, newPlan())
+	// The same backends as the cold run's (their files in its directory):
+	// a backend is remembered by what runs it, paths and env included.
+	warm := runAgent(t, a, "mux warm", warmDir, []server{muxServer(t, warmDir, catalogs, servers(t, coldDir))}, newPlan())
 	runs := []*ran{direct, cold, warm}
 	for _, r := range runs {
 		if len(r.turns) == 0 {
