@@ -89,6 +89,14 @@ func (m *Mux) shutdown(grace time.Duration, leave, learn bool) {
 		m.memoryWritten(learn)
 		return
 	}
+	if learn {
+		// As memoryWritten does where backends are left: before anything
+		// is cancelled, a first start in flight may finish and be written
+		// (the writes end before m.wg.Wait below returns).
+		t := time.NewTimer(memoryWrite)
+		m.learnAtExit(t.C)
+		t.Stop()
+	}
 	m.cancel()
 	if w != nil {
 		w.close()
