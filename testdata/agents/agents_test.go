@@ -176,14 +176,12 @@ func testAgent(t *testing.T, a agent) *row {
 	missWarm := missing(directTools, warmTools)
 	rw.missingCold, rw.missingWarm = len(missCold), len(missWarm)
 	t.Run("tools/cold", func(t *testing.T) {
-		openInIssue44(t, a.name, "tools/cold")
 		if len(missCold) > 0 {
 			t.Errorf("mcp-mux, remembering no catalog, did not give %s's model %d of the %d tools the direct run did (first request: %d vs %d): %s",
 				a.name, len(missCold), len(directTools), len(coldTools), len(directTools), short(missCold))
 		}
 	})
 	t.Run("tools/warm", func(t *testing.T) {
-		openInIssue44(t, a.name, "tools/warm")
 		if len(missWarm) > 0 {
 			t.Errorf("mcp-mux, remembering the catalogs, did not give %s's model %d of the %d tools the direct run did (first request: %d vs %d): %s",
 				a.name, len(missWarm), len(directTools), len(warmTools), len(directTools), short(missWarm))
@@ -232,7 +230,6 @@ func testAgent(t *testing.T, a agent) *row {
 		rw.instrMux += reached(cold.first(), in)
 	}
 	t.Run("instructions", func(t *testing.T) {
-		openInIssue44(t, a.name, "instructions")
 		for _, s := range names {
 			in := truths[s].instructions
 			if in == "" {
@@ -250,7 +247,6 @@ func testAgent(t *testing.T, a agent) *row {
 	directResult := direct.lastResult(a)
 	rw.result = "ok"
 	t.Run("result", func(t *testing.T) {
-		openInIssue44(t, a.name, "result")
 		for _, r := range []*ran{cold, warm} {
 			got := r.lastResult(a)
 			switch {
@@ -473,18 +469,4 @@ func short(names []string) string {
 		return strings.Join(names[:8], ", ") + fmt.Sprintf(" and %d more", len(names)-8)
 	}
 	return strings.Join(names, ", ")
-}
-
-// openInIssue44 skips, saying why, the checks that Codex CLI does not pass
-// through mcp-mux yet (issue 44 stays open for them): its first model
-// request goes out after a grace of about a second with the tools of the
-// servers that listed by then, and in this suite's runs mcp-mux's first
-// list came after that grace in most runs, cold and warm (first request
-// 71 tools directly, 0-38 through mcp-mux). The row of the table the suite
-// logs still shows what was measured; every other agent's checks hold.
-func openInIssue44(t *testing.T, agent, check string) {
-	t.Helper()
-	if agent == "codex" {
-		t.Skipf("codex %s: open in issue 44 (Codex's first request through mcp-mux is not yet complete; see the table above)", check)
-	}
 }
