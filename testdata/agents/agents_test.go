@@ -108,7 +108,21 @@ func testAgent(t *testing.T, a agent) *row {
 	// The same backends as the cold run's (their files in its directory):
 	// a backend is remembered by what runs it, paths and env included.
 	warm := runAgent(t, a, "mux warm", warmDir, []server{muxServer(t, warmDir, catalogs, servers(t, coldDir))}, newPlan())
+	// The search flow, which the default list no longer puts before these
+	// agents: the small list asked for (--tool-list search), on the warm
+	// run's backends and memory.
+	// Claude Code searches its tools itself (ToolSearch, on by default):
+	// mcp-mux's small list is not for it, and this suite's scripted model
+	// does not load deferred tools.
 	runs := []*ran{direct, cold, warm}
+	var search *ran
+	if a.name != "claude" {
+		searchDir := dirOf("search")
+		searched := muxServer(t, searchDir, catalogs, servers(t, coldDir))
+		searched.args = append(searched.args, "--tool-list", "search")
+		search = runAgent(t, a, "mux search", searchDir, []server{searched}, newPlan())
+		runs = append(runs, search)
+	}
 	for _, r := range runs {
 		if len(r.turns) == 0 {
 			t.Errorf("%s %s: the model got no request (%v); output:\n%s", a.name, r.label, r.err, tail(r.output, 3000))
@@ -265,7 +279,13 @@ func testAgent(t *testing.T, a agent) *row {
 	// offers it by then, else through call_tool.
 	rw.search = "not offered"
 	t.Run("search", func(t *testing.T) {
-		for _, r := range []*ran{cold, warm} {
+		if search == nil {
+			t.Skipf("%s searches its tools itself: no search run", a.name)
+		}
+		if !slices.ContainsFunc(search.steps, func(s string) bool { return strings.HasPrefix(s, "search ") }) {
+			t.Errorf("%s through mcp-mux --tool-list search: the model was not offered search_tools (steps: %s)", a.name, strings.Join(search.steps, ", "))
+		}
+		for _, r := range []*ran{cold, warm, search} {
 			if !slices.ContainsFunc(r.steps, func(s string) bool { return strings.HasPrefix(s, "search ") }) {
 				continue
 			}
