@@ -25,6 +25,7 @@ import (
 	"strings"
 	"testing"
 
+	muxagents "github.com/mcp-mux/mcp-mux/mux/agents"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -285,6 +286,12 @@ func testAgent(t *testing.T, a agent) *row {
 		if !slices.ContainsFunc(search.steps, func(s string) bool { return strings.HasPrefix(s, "search ") }) {
 			t.Errorf("%s through mcp-mux --tool-list search: the model was not offered search_tools (steps: %s)", a.name, strings.Join(search.steps, ", "))
 		}
+		// The agent's rule in mux/agents (Relists): it lists again on
+		// tools/list_changed before its model's next request, or not.
+		relisted := slices.ContainsFunc(search.steps, func(s string) bool { return strings.HasPrefix(s, "call found ") })
+		if want := muxagents.Of(clientInfoName[a.name]).Relists; relisted != want {
+			t.Errorf("%s: the found tool reached its model's next request by its own name: %v; mux/agents says Relists %v (steps: %s)", a.name, relisted, want, strings.Join(search.steps, ", "))
+		}
 		for _, r := range []*ran{cold, warm, search} {
 			if !slices.ContainsFunc(r.steps, func(s string) bool { return strings.HasPrefix(s, "search ") }) {
 				continue
@@ -489,4 +496,14 @@ func short(names []string) string {
 		return strings.Join(names[:8], ", ") + fmt.Sprintf(" and %d more", len(names)-8)
 	}
 	return strings.Join(names, ", ")
+}
+
+// clientInfoName is the clientInfo name each agent sends (seen on this
+// machine), by which mux/agents knows it.
+var clientInfoName = map[string]string{
+	"codex":    "codex-mcp-client",
+	"gemini":   "gemini-cli-mcp-client",
+	"opencode": "opencode",
+	"copilot":  "copilot-cli",
+	"claude":   "claude-code",
 }
