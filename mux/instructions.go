@@ -27,22 +27,15 @@ const instructionsWait = 2 * time.Second
 
 // patience is how long initialize may wait for the backends' instructions
 // for agent a. One that waits for its servers, with a known patience,
-// gets up to a little less than that (Claude Code gives a server 5 s,
-// MCP_CONNECT_TIMEOUT_MS), and less than its first request's own timeout. (One that does not
+// gets up to a little less than that: Claude Code gives a server 5 s
+// (MCP_CONNECT_TIMEOUT_MS) before its first request. (One that does not
 // wait gets what its first list gets, firstListBy: the backends start
 // side by side, so a wait for their instructions costs the list nothing.)
 func patience(a agents.Agent) time.Duration {
-	d := instructionsWait
 	if a.Patience > time.Second {
-		d = a.Patience - time.Second
+		return a.Patience - time.Second
 	}
-	// And before its first request's own timeout: Claude Code's
-	// server/discover probe gives up at about 3 s (it then falls back to
-	// initialize, which a session that answered the probe late refuses).
-	if a.Probe > 0 && a.Probe-500*time.Millisecond < d {
-		d = a.Probe - 500*time.Millisecond
-	}
-	return d
+	return instructionsWait
 }
 
 // hurried is how much of its patience mcp-mux may use to answer the

@@ -53,11 +53,6 @@ type Agent struct {
 	// not wait sends its first request with whatever answered by then.
 	Patience time.Duration
 	Waits    bool
-	// Probe is how long it waits for the answer to its first request
-	// before it tries another way (0: not known): Claude Code's
-	// server/discover probe gives up at about 3 s and falls back to
-	// initialize, within its Patience.
-	Probe time.Duration
 }
 
 // Past is what an agent does with a tool name over its NameLimit.
@@ -83,7 +78,6 @@ var Known = []Agent{
 		// Anthropic's API refuses such a reference past 64 characters.
 		NameLimit: 64, Past: Rejected,
 		Patience: 5 * time.Second, Waits: true, // MCP_CONNECT_TIMEOUT_MS
-		Probe: 3 * time.Second, // measured: the fallback initialize came 2.9 s after server/discover
 	},
 	{
 		// Relists: no; a tool that search_tools found (announced with
