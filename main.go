@@ -440,6 +440,9 @@ func writeStartPlans(w io.Writer, plans []mux.StartPlan) {
 		case p.LastFailure != nil:
 			fmt.Fprintf(w, "  %s: its last start failed (%s: %s): starts at once to try again\n",
 				p.Name, p.LastFailure.At.Local().Format("2006-01-02 15:04"), p.LastFailure.Reason)
+		case p.Remembered && p.ByCheckOnly:
+			fmt.Fprintf(w, "  %s: remembered (%s, %s, %s; seen %s) by check --connect: starts when first used by an agent that declares no capabilities; one that declares some (Claude Code, Codex, Gemini CLI, opencode and Copilot CLI each do) starts it once, to remember it for itself\n",
+				p.Name, count(p.Tools, "tool"), count(p.Prompts, "prompt"), count(p.Resources, "resource"), p.Seen.Local().Format("2006-01-02 15:04"))
 		case p.Remembered:
 			fmt.Fprintf(w, "  %s: remembered (%s, %s, %s; seen %s): starts when first used\n",
 				p.Name, count(p.Tools, "tool"), count(p.Prompts, "prompt"), count(p.Resources, "resource"), p.Seen.Local().Format("2006-01-02 15:04"))
@@ -450,7 +453,7 @@ func writeStartPlans(w io.Writer, plans []mux.StartPlan) {
 		case p.NoMemory:
 			fmt.Fprintf(w, "  %s: starts at once (nothing is remembered: see the warning about %s)\n", p.Name, mux.CatalogsEnv)
 		default:
-			fmt.Fprintf(w, "  %s: not seen yet: starts at once (check --connect remembers it)\n", p.Name)
+			fmt.Fprintf(w, "  %s: not seen yet: starts at once (an agent's first session remembers it)\n", p.Name)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -609,6 +610,11 @@ type StartPlan struct {
 	// LastFailure: its last start failed, so it starts at once to be
 	// tried again, not when first used.
 	LastFailure *catalogmem.Failure `json:"last_failure,omitempty"`
+	// ByCheckOnly: every catalog remembered of it was taken for a client
+	// of no capabilities (check --connect's): an agent that declares any
+	// starts it once, and from then on it starts when that agent first
+	// uses it.
+	ByCheckOnly bool `json:"by_check_only,omitempty"`
 }
 
 // StartPlans says when each enabled backend of cfg starts.
@@ -623,6 +629,9 @@ func StartPlans(cfg *config.File) []StartPlan {
 		if store != nil && p.Start != config.StartEager {
 			if e, ok := store.Lookup(identityOf(b)); ok {
 				p.Remembered, p.Seen, p.LastFailure = true, e.Seen, e.Failure
+				p.ByCheckOnly = !slices.ContainsFunc(store.Shapes(identityOf(b)), func(c json.RawMessage) bool {
+					return !catalogmem.SameJSON(c, catalogmem.Shape(nil))
+				})
 				p.Tools, p.Prompts, p.Resources = len(e.Tools), len(e.Prompts), len(e.Resources)
 			}
 		}

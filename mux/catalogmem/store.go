@@ -195,6 +195,21 @@ func (s *Store) LookupFor(id Identity, caps json.RawMessage) (Entry, bool) {
 	return Entry{}, false
 }
 
+// Shapes are the client capabilities (as Entry.ClientCapabilities says
+// them) of every catalog remembered of the backend id, the one seen last
+// first.
+func (s *Store) Shapes(id Identity) []json.RawMessage {
+	r := s.load(id.Key())
+	if len(r.Catalog) == 0 {
+		return nil
+	}
+	out := []json.RawMessage{capsOf(r.Catalog)}
+	for _, v := range r.Others {
+		out = append(out, v.ClientCapabilities)
+	}
+	return out
+}
+
 func decodeEntry(catalog json.RawMessage, seen time.Time, f *Failure) (Entry, bool) {
 	if len(catalog) == 0 {
 		return Entry{}, false

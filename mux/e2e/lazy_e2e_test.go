@@ -177,3 +177,49 @@ func TestCheckSaysARememberedBackendLastFailedToStart(t *testing.T) {
 		t.Errorf("check, alpha's last start failed:\n%s", out)
 	}
 }
+
+// A catalog is remembered per set of client capabilities, and check
+// --connect declares none: plain check must not say that a backend it
+// alone has seen "starts when first used" by an agent that declares any
+// (each of the five measured agents does), nor advise a check --connect
+// that would not change that. Once an agent has run, its backends do
+// start when first used by an agent like it.
+func TestCheckSaysWhoseCatalogIsRemembered(t *testing.T) {
+	catalogs := filepath.Join(t.TempDir(), "catalogs")
+	env := append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "MCP_MUX_CATALOGS=") }), "MCP_MUX_CATALOGS="+catalogs)
+	cfg := testkit.WriteConfig(t, "", []string{"alpha", "-name", "alpha"})
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(testkit.MuxBin(t), args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcp-mux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("check", "-c", cfg); strings.Contains(out, "check --connect remembers it") {
+		t.Errorf("check before any run advises a check --connect that no agent with capabilities would use:\n%s", out)
+	}
+	run("check", "--connect", "-c", cfg)
+	if out := run("check", "-c", cfg); strings.Contains(out, "starts when first used\n") || !strings.Contains(out, ") by check --connect: starts when first used by an agent that declares no capabilities") {
+		t.Errorf("check after check --connect alone:\n%s", out)
+	}
+
+	cmd := exec.Command(testkit.MuxBin(t), "-c", cfg)
+	cmd.Env = env
+	c := mcp.NewClient(&mcp.Implementation{Name: "claude-code", Version: "2.1.328"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{ListChanged: true}},
+	})
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tools := listedTools(t, cs); !slices.Contains(tools, "alpha__echo") {
+		t.Fatalf("tools: %v", tools)
+	}
+	cs.Close() // exit waits for the memory's writes
+	if out := run("check", "-c", cfg); !strings.Contains(out, "alpha: remembered (") || !strings.Contains(out, "starts when first used") {
+		t.Errorf("check after an agent's session:\n%s", out)
+	}
+}
