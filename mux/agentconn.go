@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends/wire"
+	"github.com/mcp-mux/mcp-mux/mux/outq"
 )
 
 // The agent's side of mcp-mux: newline-delimited JSON-RPC on stdin and
@@ -30,8 +31,8 @@ import (
 //     each line is decoded once, by the SDK's own decoder;
 //   - an agent that stops reading stdout must not stall mux or grow its
 //     memory: writes never block the caller, and queued notifications are
-//     bounded (see outQueue); while it reads, a backend's notifications
-//     wait for it past paceAbove bytes queued (outQueue.pace);
+//     bounded (see outq.Queue); while it reads, a backend's notifications
+//     wait for it past paceAbove bytes queued (outq.Queue.Pace);
 //   - requests read before stdin's EOF are answered before the session ends;
 //   - no error leaves with code 0 (the SDK sends some of its own that way).
 
@@ -89,30 +90,30 @@ func (t *agentTransport) Connect(context.Context) (mcp.Connection, error) {
 	if logger == nil {
 		logger = log.New(io.Discard)
 	}
-	c.out = newOutQueue(t.out, c.written, logger)
+	c.out = outq.New(t.out, c.written, logger)
 	// An agent that closed its end of stdout is gone, whether or not
 	// stdin ends too: the session ends as at stdin's EOF, rather than
 	// forwarding requests whose answers nobody reads. (Close waits for
 	// this goroutine's queue, so it runs on its own.)
-	c.out.broke = func() {
+	c.out.OnBroken(func() {
 		logger.Info("the agent closed its end of stdout: ending the session")
 		go c.Close()
-	}
+	})
 	t.conn.Store(c)
 	go c.readLoop()
-	go c.out.loop(c.closed)
+	go c.out.Loop(c.closed)
 	return c, nil
 }
 
 // maxInflight bounds the agent's requests that are read but not yet
 // answered on stdout: an agent that writes requests and never reads the
 // answers is not read from either once it has this many outstanding.
-const maxInflight = 1024
+const maxInflight = outq.MaxInflight
 
 type agentConn struct {
 	in   *bufio.Reader
 	opts StdioOptions
-	out  *outQueue
+	out  *outq.Queue
 
 	incoming  chan jsonrpc.Message // the reader hands decoded messages to Read
 	eof       chan struct{}        // closed when stdin ended and the drain is over
@@ -184,7 +185,7 @@ func (c *agentConn) Write(_ context.Context, msg jsonrpc.Message) error {
 			msg = &cp
 		}
 	}
-	return c.out.push(msg)
+	return c.out.Push(msg)
 }
 
 // wireError is err as the agent gets it: a JSON-RPC error with a code,
@@ -223,12 +224,12 @@ func (c *agentConn) respondRaw(id jsonrpc.ID, result json.RawMessage) {
 		c.written(id)
 		return
 	}
-	data, err := resultLine(id, result)
+	data, err := outq.ResultLine(id, result)
 	if err != nil {
 		c.written(id)
 		return
 	}
-	c.out.pushResponse(id, data)
+	c.out.PushResponse(id, data)
 }
 
 // respondError answers the agent's request id with err.
@@ -252,15 +253,15 @@ func (c *agentConn) notify(method string, params any) error {
 		return err
 	}
 	data := append(appendNotification(make([]byte, 0, len(raw)+len(method)+48), method, raw), '\n')
-	c.out.pace(c.closed) // the backend waits while the agent catches up
+	c.out.Pace(c.closed) // the backend waits while the agent catches up
 	var key string
 	var droppable bool
 	if p, ok := params.(*mcp.ResourceUpdatedNotificationParams); ok {
-		key, droppable = updatedKey(p.URI, p.Meta[mcp.MetaKeySubscriptionID]), true // without decoding raw again
+		key, droppable = outq.UpdatedKey(p.URI, p.Meta[mcp.MetaKeySubscriptionID]), true // without decoding raw again
 	} else {
-		key, droppable = classify(method, raw)
+		key, droppable = outq.Classify(method, raw)
 	}
-	c.out.pushLine(data, key, droppable)
+	c.out.PushLine(data, key, droppable)
 	return nil
 }
 
@@ -269,7 +270,7 @@ func (c *agentConn) notify(method string, params any) error {
 // Close never waits on an agent that does not read.
 func (c *agentConn) Close() error {
 	c.closeOnce.Do(func() {
-		c.out.flush(closeFlush)
+		c.out.Flush(closeFlush)
 		close(c.closed)
 		c.stop()
 	})
@@ -422,7 +423,7 @@ func (c *agentConn) drain() {
 		c.mu.Lock()
 		n := len(c.inflight)
 		c.mu.Unlock()
-		if n == 0 || c.out.stalled() {
+		if n == 0 || c.out.Stalled() {
 			return
 		}
 		select {
@@ -500,7 +501,7 @@ func (c *agentConn) reply(id json.RawMessage, code int64, msg string) {
 		ID      json.RawMessage `json:"id"`
 		Error   jsonrpc.Error   `json:"error"`
 	}{"2.0", id, jsonrpc.Error{Code: code, Message: msg}})
-	c.out.pushRaw(append(resp, '\n'), c.closed)
+	c.out.PushRaw(append(resp, '\n'), c.closed)
 }
 
 // codeFor gives an error the SDK sent without a code the one JSON-RPC

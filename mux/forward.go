@@ -292,7 +292,7 @@ func (m *Mux) settle(ctx context.Context, b *backends.Backend) {
 	q := s.notes
 	s.mu.Unlock()
 	if q != nil {
-		q.flush(settleWait - time.Since(start))
+		q.Flush(settleWait - time.Since(start))
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/outq"
 )
 
 // The HTTP door's pass-through: a tools/call or resources/read POSTed in an
@@ -543,7 +544,7 @@ func (m *Mux) fastForward(ctx context.Context, s *session, call *fastCall, req *
 // it, or err.
 func responseJSON(id jsonrpc.ID, result json.RawMessage, err error) ([]byte, error) {
 	if err == nil {
-		data, err := resultLine(id, result)
+		data, err := outq.ResultLine(id, result)
 		return bytes.TrimRight(data, "\n"), err
 	}
 	return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: wireError(err)})

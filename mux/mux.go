@@ -29,6 +29,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/outq"
 	"github.com/mcp-mux/mcp-mux/mux/tracing"
 	"github.com/mcp-mux/mcp-mux/subs"
 )
@@ -164,7 +165,7 @@ type session struct {
 	mu       sync.Mutex
 	logLevel mcp.LoggingLevel       // what the agent set with logging/setLevel; "" until it does
 	streams  map[*listenStream]bool // the current era's subscriptions/listen streams (listen.go)
-	notes    *outQueue              // mux's own notifications to a session that is not stdio (notequeue.go)
+	notes    *outq.Queue            // mux's own notifications to a session that is not stdio (outq.NewNotes)
 	ended    bool                   // sessionEnded ran: no queue any more
 
 	// conn is the session's stdio connection, if it is one: mux's own
@@ -260,18 +261,18 @@ func (m *Mux) enqueue(s *session, method string, params mcp.Params, send func(co
 	}
 	q := s.notes
 	if q == nil {
-		q = newNoteQueue(m.log, s.id)
+		q = outq.NewNotes(m.log, s.id)
 		s.notes = q
 	}
 	s.mu.Unlock()
-	start, err := q.pushNote(method, params, send)
+	start, err := q.PushNote(method, params, send)
 	if err != nil {
 		m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
 	}
 	if start {
 		// Outside s.mu: goOwned takes m.mu, which is taken before s.mu
 		// elsewhere.
-		m.goOwned(func() { q.sendLoop(m.ctx) })
+		m.goOwned(func() { q.SendLoop(m.ctx) })
 	}
 }
 
@@ -556,7 +557,7 @@ func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 	q := s.notes
 	s.mu.Unlock()
 	if q != nil {
-		q.close()
+		q.Close()
 	}
 	s.dropAhead()
 	m.log.Debug("client session ended", "session", s.id)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/outq"
 )
 
 // coalesceWindow is the least time between two list_changed notifications
@@ -19,10 +21,10 @@ const coalesceWindow = 50 * time.Millisecond
 const lateHold = time.Second
 
 // notifyTimeout bounds the context of one notification sent through the
-// go-sdk (notequeue.go). The go-sdk's write to an HTTP agent that stopped
-// reading does not end with it (boundWrites in http.go ends that write);
-// only the session's own goroutine waits on it.
-const notifyTimeout = 5 * time.Second
+// go-sdk (outq.Queue.SendLoop). The go-sdk's write to an HTTP agent that
+// stopped reading does not end with it (boundWrites in http.go ends that
+// write); only the session's own goroutine waits on it.
+const notifyTimeout = outq.SendTimeout
 
 // listNotifier sends tools/prompts/resources list_changed to the sessions
 // whose lists changed, coalesced: marks made while one is being sent, or
@@ -132,7 +134,7 @@ func (n *listNotifier) loop() {
 		n.mu.Unlock()
 		// deliver never waits for an agent that does not read, so none
 		// delays another session's list_changed (it waits only, briefly,
-		// for a stdio agent reading a backlog: outQueue.pace).
+		// for a stdio agent reading a backlog: outq.Queue.Pace).
 		for _, sess := range m.liveSessions() {
 			k := all | bySession[sess]
 			if len(byBackend) > 0 {

@@ -68,6 +68,22 @@ var depRules = []depRule{
 		rel := ours(d.path)
 		return rel == "" || rel == "subs", "subs imports nothing of ours"
 	}},
+	// What mux writes to one agent, in order and bounded: a queue that
+	// knows nothing of sessions or backends.
+	{"mux/outq", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/outq", "mux/outq imports nothing of ours"
+	}},
+	// What mcp-mux knows of each agent, and the names that fit them: tables
+	// and pure functions the server asks.
+	{"mux/agents", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/agents", "mux/agents imports nothing of ours"
+	}},
+	{"mux/toolname", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/toolname" || rel == "mux/agents", "mux/toolname imports nothing of ours but mux/agents"
+	}},
 	{"backends/wire", func(d depInfo) (bool, string) {
 		rel := ours(d.path)
 		return rel == "" || rel == "backends/wire", "backends/wire imports nothing of ours"

@@ -1,4 +1,4 @@
-package mux
+package outq
 
 import (
 	"context"
@@ -14,16 +14,16 @@ import (
 // and blocks for as long as the agent does not read (a context does not end
 // that write), so this is what keeps one agent that stopped reading from
 // holding up the other sessions, or the backend whose notification
-// dispatch delivers to it. The policy is the stdio one (outQueue):
+// dispatch delivers to it. The policy is the stdio one (Queue):
 // lossless while the agent reads, coalesced and bounded while it does not.
 
 // sseFraming is what an event stream adds to a notification's params
 // (jsonrpc, method, the event's own lines), counted against the bound.
 const sseFraming = 64
 
-// newNoteQueue makes a session's queue; sendLoop sends what it holds.
-func newNoteQueue(logger *log.Logger, sid string) *outQueue {
-	q := newOutQueue(nil, nil, logger)
+// NewNotes makes a session's queue; sendLoop sends what it holds.
+func NewNotes(logger *log.Logger, sid string) *Queue {
+	q := New(nil, nil, logger)
 	q.dropWhat = "an agent is not reading its HTTP event stream: notifications dropped (session " + sid + ")"
 	return q
 }
@@ -31,13 +31,13 @@ func newNoteQueue(logger *log.Logger, sid string) *outQueue {
 // pushNote queues a notification of method with params, which send sends.
 // It never blocks. start reports that no sendLoop runs for what it
 // queued: the caller starts one.
-func (q *outQueue) pushNote(method string, params any, send func(context.Context) error) (start bool, err error) {
+func (q *Queue) PushNote(method string, params any, send func(context.Context) error) (start bool, err error) {
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return false, err
 	}
-	it := &outItem{size: len(method) + len(raw) + sseFraming, send: send}
-	it.key, it.droppable = classify(method, raw)
+	it := &item{size: len(method) + len(raw) + sseFraming, send: send}
+	it.key, it.droppable = Classify(method, raw)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.broken || !q.admit(it) {
@@ -54,13 +54,13 @@ func (q *outQueue) pushNote(method string, params any, send func(context.Context
 // an idle session holds no goroutine for it. A send that blocks on an
 // agent that does not read blocks only this goroutine, until the write
 // fails (the connection closes or its deadline passes).
-func (q *outQueue) sendLoop(ctx context.Context) {
+func (q *Queue) SendLoop(ctx context.Context) {
 	for {
 		it := q.takeOne()
 		if it == nil {
 			return // takeOne saw the queue empty: not sending any more
 		}
-		sctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+		sctx, cancel := context.WithTimeout(ctx, SendTimeout)
 		err := it.send(sctx)
 		cancel()
 		q.mu.Lock()
@@ -81,7 +81,7 @@ func (q *outQueue) sendLoop(ctx context.Context) {
 
 // takeOne takes the next live notification off the queue, marking the
 // send begun (for stall detection).
-func (q *outQueue) takeOne() *outItem {
+func (q *Queue) takeOne() *item {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.items) > 0 {
@@ -103,7 +103,7 @@ func (q *outQueue) takeOne() *outItem {
 
 // close drops what is queued; sendLoop returns after the send under way,
 // if any: the session ended.
-func (q *outQueue) close() {
+func (q *Queue) Close() {
 	q.mu.Lock()
 	if q.broken {
 		q.mu.Unlock()

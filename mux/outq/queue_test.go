@@ -1,6 +1,7 @@
-package mux
+package outq
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,30 +38,30 @@ func TestOutQueueBoundsWhatAStalledAgentCosts(t *testing.T) {
 		g := &gate{open: make(chan struct{})}
 		var mu sync.Mutex
 		var written []jsonrpc.ID
-		q := newOutQueue(g, func(id jsonrpc.ID) {
+		q := New(g, func(id jsonrpc.ID) {
 			mu.Lock()
 			written = append(written, id)
 			mu.Unlock()
 		}, log.New(io.Discard))
 		closed := make(chan struct{})
 		defer close(closed)
-		go q.loop(closed)
+		go q.Loop(closed)
 		// The agent stops reading: the first write blocks, and after
 		// stallLimit the queue counts it as not reading. (In the bubble
 		// the clock moves only when every goroutine waits: the sleep is
 		// exactly stallLimit and a bit of fake time, however busy the
 		// machine.)
-		q.push(notification("notifications/message", `{"level":"info","data":"first"}`))
+		q.Push(notification("notifications/message", `{"level":"info","data":"first"}`))
 		time.Sleep(stallLimit + 50*time.Millisecond)
 
 		for i := range 50_000 {
 			uri := fmt.Sprintf("file:///r/%d", i%3)
-			q.push(notification("notifications/resources/updated", fmt.Sprintf(`{"uri":%q}`, uri)))
-			q.push(notification("notifications/progress", fmt.Sprintf(`{"progressToken":1,"progress":%d}`, i)))
-			q.push(notification("notifications/tools/list_changed", `{}`))
+			q.Push(notification("notifications/resources/updated", fmt.Sprintf(`{"uri":%q}`, uri)))
+			q.Push(notification("notifications/progress", fmt.Sprintf(`{"progressToken":1,"progress":%d}`, i)))
+			q.Push(notification("notifications/tools/list_changed", `{}`))
 			if i%1000 == 0 {
 				id, _ := jsonrpc.MakeID(float64(i))
-				q.push(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
+				q.Push(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
 			}
 		}
 		q.mu.Lock()
@@ -100,17 +101,17 @@ func TestOutQueueBoundsWhatAStalledAgentCosts(t *testing.T) {
 
 func TestOutQueueKeepsOrderWhenTheAgentReads(t *testing.T) {
 	var out testkit.SyncBuffer
-	q := newOutQueue(&out, func(jsonrpc.ID) {}, log.New(io.Discard))
+	q := New(&out, func(jsonrpc.ID) {}, log.New(io.Discard))
 	closed := make(chan struct{})
 	defer close(closed)
-	go q.loop(closed)
+	go q.Loop(closed)
 	for i := range 100 {
-		q.push(notification("notifications/progress", fmt.Sprintf(`{"progressToken":1,"progress":%d}`, i)))
+		q.Push(notification("notifications/progress", fmt.Sprintf(`{"progressToken":1,"progress":%d}`, i)))
 		id, _ := jsonrpc.MakeID(float64(i))
-		q.push(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
+		q.Push(&jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)})
 	}
-	q.flush(5 * time.Second)
-	got := lines(out.Bytes())
+	q.Flush(5 * time.Second)
+	got := bytes.Split(bytes.TrimRight(out.Bytes(), "\n"), []byte("\n"))
 	if len(got) != 200 {
 		t.Fatalf("%d lines written, want 200", len(got))
 	}
@@ -125,17 +126,17 @@ func TestOutQueueKeepsOrderWhenTheAgentReads(t *testing.T) {
 // coalescing is for an agent that does not read.
 func TestOutQueueDeliversEveryUpdateToAReadingAgent(t *testing.T) {
 	var out testkit.SyncBuffer
-	q := newOutQueue(&out, func(jsonrpc.ID) {}, log.New(io.Discard))
+	q := New(&out, func(jsonrpc.ID) {}, log.New(io.Discard))
 	// A busy test machine may leave the writer unscheduled for longer than
 	// stallLimit, which would count as an agent not reading.
 	q.stallAfter = time.Minute
 	closed := make(chan struct{})
 	defer close(closed)
-	go q.loop(closed)
+	go q.Loop(closed)
 	for range 20_000 {
-		q.push(notification("notifications/resources/updated", `{"uri":"file:///r/1"}`))
+		q.Push(notification("notifications/resources/updated", `{"uri":"file:///r/1"}`))
 	}
-	q.flush(5 * time.Second)
+	q.Flush(5 * time.Second)
 	if n := strings.Count(string(out.Bytes()), "file:///r/1"); n != 20_000 {
 		t.Errorf("the agent got %d of 20,000 updates", n)
 	}
@@ -163,10 +164,10 @@ func (s *slowReader) Write(p []byte) (int, error) {
 
 // writingQueue is a queue to w with its writer running until closed is
 // closed.
-func writingQueue(w io.Writer) (q *outQueue, closed chan struct{}) {
-	q = newOutQueue(w, func(jsonrpc.ID) {}, log.New(io.Discard))
+func writingQueue(w io.Writer) (q *Queue, closed chan struct{}) {
+	q = New(w, func(jsonrpc.ID) {}, log.New(io.Discard))
 	closed = make(chan struct{})
-	go q.loop(closed)
+	go q.Loop(closed)
 	return q, closed
 }
 
@@ -185,12 +186,12 @@ func TestOutQueueSlowButReadingAgentGetsEveryUpdate(t *testing.T) {
 		defer close(closed)
 		const n = 8_000 // about 700 KB: several batches
 		for i := range n {
-			q.push(notification("notifications/resources/updated", `{"uri":"file:///r/1"}`))
+			q.Push(notification("notifications/resources/updated", `{"uri":"file:///r/1"}`))
 			if i%500 == 0 {
 				time.Sleep(20 * time.Millisecond) // a backend's burst, arriving while the writer works
 			}
 		}
-		q.flush(30 * time.Second)
+		q.Flush(30 * time.Second)
 		if got := strings.Count(string(r.out.Bytes()), "file:///r/1"); got != n {
 			t.Errorf("the agent got %d of %d updates", got, n)
 		}
@@ -209,10 +210,10 @@ func TestOutQueuePacesABurstToTheReadingAgent(t *testing.T) {
 		const n = 20_000
 		line := []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///r/1"}}` + "\n")
 		for range n {
-			q.pace(closed) // as agentConn.notify does
-			q.pushLine(line, updatedKey("file:///r/1", nil), true)
+			q.Pace(closed) // as agentConn.notify does
+			q.PushLine(line, UpdatedKey("file:///r/1", nil), true)
 		}
-		q.flush(time.Minute)
+		q.Flush(time.Minute)
 		if got := strings.Count(string(r.out.Bytes()), "file:///r/1"); got != n {
 			t.Errorf("the agent got %d of %d updates", got, n)
 		}
@@ -235,14 +236,14 @@ func TestPaceDoesNotWaitForAStalledAgent(t *testing.T) {
 		defer close(closed)
 		start := time.Now()
 		for i := range 50_000 {
-			q.pace(closed)
-			q.push(notification("notifications/resources/updated", fmt.Sprintf(`{"uri":"file:///r/%d"}`, i%3)))
+			q.Pace(closed)
+			q.Push(notification("notifications/resources/updated", fmt.Sprintf(`{"uri":"file:///r/%d"}`, i%3)))
 		}
 		if took := time.Since(start); took > 3*stallLimit {
 			t.Errorf("50,000 notifications for a stalled agent held their backend %v (fake time), want about stallLimit", took)
 		}
 		close(g.open)
-		q.flush(time.Minute)
+		q.Flush(time.Minute)
 	})
 }
 
@@ -266,16 +267,16 @@ func TestResultLineIsWhatTheSDKWouldWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := resultLine(id, resp.Result)
+		got, err := ResultLine(id, resp.Result)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var a, b any
 		if json.Unmarshal(want, &a) != nil || json.Unmarshal(got, &b) != nil || fmt.Sprint(a) != fmt.Sprint(b) {
-			t.Errorf("resultLine = %s\nthe SDK writes %s", got, want)
+			t.Errorf("ResultLine = %s\nthe SDK writes %s", got, want)
 		}
 		if !strings.HasSuffix(string(got), "}\n") || strings.Count(string(got), "\n") != 1 {
-			t.Errorf("resultLine = %q: want one line", got)
+			t.Errorf("ResultLine = %q: want one line", got)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package mux
+package outq
 
 import (
 	"bytes"
@@ -15,13 +15,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// outQueue holds what mux has to write to one agent, in order, and writes
+// Queue holds what mux has to write to one agent, in order, and writes
 // it from one goroutine, so that nobody waits on an agent that does not
 // read. An agent that reads gets everything. What an agent that does not
 // read (a write blocked for stallLimit, or coalesceAbove bytes queued) can
 // make mux hold is bounded:
 //   - responses (and mux's own requests to the agent) are never dropped;
-//     there are at most maxInflight of them, since the agent's requests are
+//     there are at most MaxInflight of them, since the agent's requests are
 //     not read beyond that;
 //   - resources/updated is coalesced per URI (and subscription) while
 //     queued: the agent only needs to know that the resource changed;
@@ -31,21 +31,31 @@ import (
 //   - notifications in all: at most maxQueuedBytes; past that, updated,
 //     progress and log messages are dropped (counted and logged).
 //
-// The same policy serves a session that is not stdio (notequeue.go), whose
+// The same policy serves a session that is not stdio (notes.go), whose
+// MaxInflight bounds the agent's requests that are read but not yet
+// answered on stdout: an agent that writes requests and never reads the
+// answers is not read from either once it has this many outstanding, so
+// the replies queued raw (PushRaw) never exceed it.
+const MaxInflight = 1024
+
+// SendTimeout bounds the context of one notification sent through the
+// go-sdk (SendLoop).
+const SendTimeout = 5 * time.Second
+
 // items are sent one by one through the go-sdk instead of written.
-type outQueue struct {
+type Queue struct {
 	w       io.Writer
 	written func(jsonrpc.ID) // a response left for stdout
 	log     *log.Logger
 
 	mu         sync.Mutex
-	items      []*outItem
-	pending    map[string]*outItem // coalescing key → its queued item
-	droppable  []*outItem          // queued progress and log messages, oldest first
-	bytes      int                 // queued notification bytes
-	raw        int                 // queued replies of the reader's own
-	dead       int                 // dropped items still in items
-	dropped    int                 // since the last log line about it
+	items      []*item
+	pending    map[string]*item // coalescing key → its queued item
+	droppable  []*item          // queued progress and log messages, oldest first
+	bytes      int              // queued notification bytes
+	raw        int              // queued replies of the reader's own
+	dead       int              // dropped items still in items
+	dropped    int              // since the last log line about it
 	lastLog    time.Time
 	broken     bool   // a write failed: the agent is gone
 	broke      func() // if set, called once when broken is set (not holding mu)
@@ -54,7 +64,7 @@ type outQueue struct {
 	stallAfter time.Duration // stallLimit; tests that must not see a stall lengthen it
 	wake       chan struct{}
 	room       chan struct{} // signalled when a raw reply went out
-	// sending: a session's queue has a sendLoop running (notequeue.go).
+	// sending: a session's queue has a SendLoop running (notes.go).
 	sending  bool
 	dropWhat string // what the log says when notifications are dropped
 	// taken is closed, and replaced, whenever the writer takes a batch
@@ -64,7 +74,7 @@ type outQueue struct {
 	maxBytes int
 }
 
-type outItem struct {
+type item struct {
 	data      []byte
 	size      int                         // what it counts against maxQueuedBytes
 	send      func(context.Context) error // sends it, for a session's queue (data is nil)
@@ -83,10 +93,10 @@ const (
 	maxWriteBatch  = 256 << 10
 )
 
-func newOutQueue(w io.Writer, written func(jsonrpc.ID), logger *log.Logger) *outQueue {
-	return &outQueue{
+func New(w io.Writer, written func(jsonrpc.ID), logger *log.Logger) *Queue {
+	return &Queue{
 		w: w, written: written, log: logger,
-		pending:    map[string]*outItem{},
+		pending:    map[string]*item{},
 		stallAfter: stallLimit,
 		wake:       make(chan struct{}, 1),
 		room:       make(chan struct{}, 1),
@@ -95,30 +105,34 @@ func newOutQueue(w io.Writer, written func(jsonrpc.ID), logger *log.Logger) *out
 	}
 }
 
+// OnBroken sets what q calls, once and not holding its lock, when a write
+// fails (the agent is gone); set it before Loop starts.
+func (q *Queue) OnBroken(f func()) { q.broke = f }
+
 // push queues msg. It never blocks.
-func (q *outQueue) push(msg jsonrpc.Message) error {
+func (q *Queue) Push(msg jsonrpc.Message) error {
 	if r, ok := msg.(*jsonrpc.Response); ok && r.Error == nil && len(r.Result) > 0 {
 		// A result the go-sdk encoded already: encoding the response
 		// would copy (and re-validate) all of it again.
-		data, err := resultLine(r.ID, r.Result)
+		data, err := ResultLine(r.ID, r.Result)
 		if err != nil {
 			return err
 		}
-		q.pushResponse(r.ID, data)
+		q.PushResponse(r.ID, data)
 		return nil
 	}
 	data, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return err
 	}
-	it := &outItem{data: append(data, '\n')}
+	it := &item{data: append(data, '\n')}
 	it.size = len(it.data)
 	switch msg := msg.(type) {
 	case *jsonrpc.Response:
 		it.response, it.id = true, msg.ID
 	case *jsonrpc.Request:
 		if !msg.IsCall() {
-			it.key, it.droppable = classify(msg.Method, msg.Params)
+			it.key, it.droppable = Classify(msg.Method, msg.Params)
 		}
 	}
 	q.enqueue(it)
@@ -126,15 +140,15 @@ func (q *outQueue) push(msg jsonrpc.Message) error {
 }
 
 // pushLine queues data, one notification's line, with its coalescing key
-// and whether it may be dropped (see classify). It never blocks.
-func (q *outQueue) pushLine(data []byte, key string, droppable bool) {
-	q.enqueue(&outItem{data: data, size: len(data), key: key, droppable: droppable})
+// and whether it may be dropped (see Classify). It never blocks.
+func (q *Queue) PushLine(data []byte, key string, droppable bool) {
+	q.enqueue(&item{data: data, size: len(data), key: key, droppable: droppable})
 }
 
-// resultLine is the line of a response to id with result, compact JSON
+// ResultLine is the line of a response to id with result, compact JSON
 // (as the go-sdk and backends write it): what jsonrpc.EncodeMessage makes of
 // it, without copying result through an encoder.
-func resultLine(id jsonrpc.ID, result json.RawMessage) ([]byte, error) {
+func ResultLine(id jsonrpc.ID, result json.RawMessage) ([]byte, error) {
 	idJSON, err := json.Marshal(id.Raw())
 	if err != nil {
 		return nil, err
@@ -150,11 +164,11 @@ func resultLine(id jsonrpc.ID, result json.RawMessage) ([]byte, error) {
 
 // pushResponse queues data, the response to the agent's request id, as
 // one line. It never blocks.
-func (q *outQueue) pushResponse(id jsonrpc.ID, data []byte) {
-	q.enqueue(&outItem{data: data, size: len(data), response: true, id: id})
+func (q *Queue) PushResponse(id jsonrpc.ID, data []byte) {
+	q.enqueue(&item{data: data, size: len(data), response: true, id: id})
 }
 
-func (q *outQueue) enqueue(it *outItem) {
+func (q *Queue) enqueue(it *item) {
 	q.mu.Lock()
 	if q.broken {
 		q.mu.Unlock()
@@ -175,16 +189,16 @@ func (q *outQueue) enqueue(it *outItem) {
 // pushRaw queues a reply the reader wrote itself (to a line the SDK could
 // not take). It waits while too many are queued: that holds the reader,
 // and so an agent that sends garbage and reads nothing, back.
-func (q *outQueue) pushRaw(data []byte, closed <-chan struct{}) {
+func (q *Queue) PushRaw(data []byte, closed <-chan struct{}) {
 	for {
 		q.mu.Lock()
 		if q.broken {
 			q.mu.Unlock()
 			return
 		}
-		if q.raw < maxInflight {
+		if q.raw < MaxInflight {
 			q.raw++
-			q.items = append(q.items, &outItem{data: data, raw: true})
+			q.items = append(q.items, &item{data: data, raw: true})
 			q.mu.Unlock()
 			q.signal()
 			return
@@ -198,9 +212,9 @@ func (q *outQueue) pushRaw(data []byte, closed <-chan struct{}) {
 	}
 }
 
-// classify returns a notification's coalescing key (notifications with the
+// Classify returns a notification's coalescing key (notifications with the
 // same key say the same thing) and whether it may be dropped.
-func classify(method string, params json.RawMessage) (key string, droppable bool) {
+func Classify(method string, params json.RawMessage) (key string, droppable bool) {
 	switch {
 	case method == "notifications/resources/updated":
 		var p struct {
@@ -210,7 +224,7 @@ func classify(method string, params json.RawMessage) (key string, droppable bool
 		if json.Unmarshal(params, &p) != nil {
 			return "", true
 		}
-		return updatedKey(p.URI, p.Meta[mcp.MetaKeySubscriptionID]), true
+		return UpdatedKey(p.URI, p.Meta[mcp.MetaKeySubscriptionID]), true
 	case strings.HasSuffix(method, "/list_changed"):
 		return method + "\x00" + string(params), false
 	case method == "notifications/progress" || method == "notifications/message":
@@ -219,9 +233,9 @@ func classify(method string, params json.RawMessage) (key string, droppable bool
 	return "", false
 }
 
-// updatedKey is the coalescing key of resources/updated for uri on the
+// UpdatedKey is the coalescing key of resources/updated for uri on the
 // stream sub (nil in the handshake era).
-func updatedKey(uri string, sub any) string {
+func UpdatedKey(uri string, sub any) string {
 	if sub == nil {
 		return "updated\x00" + uri + "\x00"
 	}
@@ -230,7 +244,7 @@ func updatedKey(uri string, sub any) string {
 
 // admit decides whether a notification joins the queue, coalescing it or
 // making room for it. Called with q.mu held.
-func (q *outQueue) admit(it *outItem) bool {
+func (q *Queue) admit(it *item) bool {
 	pressed := q.bytes >= coalesceAbove || q.stalledLocked()
 	if it.key != "" && pressed {
 		if _, queued := q.pending[it.key]; queued {
@@ -278,7 +292,7 @@ const paceAbove = 128 << 10
 // returns, and the queue's bounds and coalescing apply as before, so a
 // backend is never held by an agent that has stopped. Each wait is
 // bounded by stallLimit too, and ends when mux does.
-func (q *outQueue) pace(closed <-chan struct{}) {
+func (q *Queue) Pace(closed <-chan struct{}) {
 	var t *time.Timer
 	for {
 		q.mu.Lock()
@@ -308,7 +322,7 @@ func (q *outQueue) pace(closed <-chan struct{}) {
 	}
 }
 
-func (q *outQueue) dropOldest() {
+func (q *Queue) dropOldest() {
 	it := q.droppable[0]
 	q.droppable = q.droppable[1:]
 	it.dead = true
@@ -322,7 +336,7 @@ func (q *outQueue) dropOldest() {
 
 // compact removes dropped items, so that what a stalled agent costs is
 // bounded by what is live.
-func (q *outQueue) compact() {
+func (q *Queue) compact() {
 	live := q.items[:0]
 	for _, it := range q.items {
 		if !it.dead {
@@ -335,7 +349,7 @@ func (q *outQueue) compact() {
 
 // noteDropped counts a dropped notification, logging at most once a
 // second: a stalled agent must not flood the log either.
-func (q *outQueue) noteDropped() {
+func (q *Queue) noteDropped() {
 	q.dropped++
 	if time.Since(q.lastLog) >= time.Second {
 		q.log.Warn(q.dropWhat, "count", q.dropped)
@@ -343,7 +357,7 @@ func (q *outQueue) noteDropped() {
 	}
 }
 
-func (q *outQueue) signal() {
+func (q *Queue) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -353,7 +367,7 @@ func (q *outQueue) signal() {
 // loop writes what is queued until closed. A write blocked on an agent
 // that does not read blocks only this goroutine; it ends when the write
 // does (at the latest when the process exits).
-func (q *outQueue) loop(closed <-chan struct{}) {
+func (q *Queue) Loop(closed <-chan struct{}) {
 	var buf []byte
 	var ids []jsonrpc.ID
 	for {
@@ -400,7 +414,7 @@ func (q *outQueue) loop(closed <-chan struct{}) {
 const writeChunk = 32 << 10
 
 // write writes buf in chunks, restarting the stall clock after each.
-func (q *outQueue) write(buf []byte) error {
+func (q *Queue) write(buf []byte) error {
 	for len(buf) > 0 {
 		n := min(len(buf), writeChunk)
 		if _, err := q.w.Write(buf[:n]); err != nil {
@@ -418,7 +432,7 @@ func (q *outQueue) write(buf []byte) error {
 
 // take moves the next batch of queued messages into buf, with the ids of
 // the responses in it.
-func (q *outQueue) take(buf []byte, ids []jsonrpc.ID) ([]byte, []jsonrpc.ID) {
+func (q *Queue) take(buf []byte, ids []jsonrpc.ID) ([]byte, []jsonrpc.ID) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := 0
@@ -454,7 +468,7 @@ func (q *outQueue) take(buf []byte, ids []jsonrpc.ID) ([]byte, []jsonrpc.ID) {
 
 // unqueue does the accounting of a notification taken off the queue.
 // Called with q.mu held.
-func (q *outQueue) unqueue(it *outItem) {
+func (q *Queue) unqueue(it *item) {
 	q.bytes -= it.size
 	if it.key != "" && q.pending[it.key] == it {
 		delete(q.pending, it.key)
@@ -470,18 +484,18 @@ const stallLimit = 200 * time.Millisecond
 
 // stalled reports whether the agent is not reading: a write has been
 // blocked for stallLimit.
-func (q *outQueue) stalled() bool {
+func (q *Queue) Stalled() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.stalledLocked()
 }
 
-func (q *outQueue) stalledLocked() bool {
+func (q *Queue) stalledLocked() bool {
 	return q.writing && time.Since(q.since) > q.stallAfter
 }
 
 // flush waits until everything queued is written, or d passed.
-func (q *outQueue) flush(d time.Duration) {
+func (q *Queue) Flush(d time.Duration) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		q.mu.Lock()

@@ -1,4 +1,4 @@
-package mux
+package outq
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // the latest of each, in order; and close ends its goroutine.
 func TestNoteQueueOfAStalledSessionStaysBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := newNoteQueue(log.New(io.Discard), "s1")
+		q := NewNotes(log.New(io.Discard), "s1")
 		open := make(chan struct{})
 		var mu sync.Mutex
 		var sent []string
@@ -39,8 +39,8 @@ func TestNoteQueueOfAStalledSessionStaysBounded(t *testing.T) {
 		// does; loops counts those running.
 		var loops sync.WaitGroup
 		push := func(method string, params any, send func(context.Context) error) {
-			if start, _ := q.pushNote(method, params, send); start {
-				loops.Go(func() { q.sendLoop(context.Background()) })
+			if start, _ := q.PushNote(method, params, send); start {
+				loops.Go(func() { q.SendLoop(context.Background()) })
 			}
 		}
 		push("notifications/message", &mcp.LoggingMessageParams{Level: "info", Data: "first"}, send("first"))
@@ -97,7 +97,7 @@ func TestNoteQueueOfAStalledSessionStaysBounded(t *testing.T) {
 		}
 		mu.Unlock()
 
-		q.close()
+		q.Close()
 		push("notifications/progress", &mcp.ProgressNotificationParams{ProgressToken: "t"}, send("late"))
 		loops.Wait()
 		q.mu.Lock()
