@@ -188,6 +188,11 @@ type session struct {
 	sdk  sdkCalls  // and its calls on the go-sdk's path (httpcancel.go)
 	// announced: its start was logged (initialize), and so is its end.
 	announced atomic.Bool
+	// pid is the process it came from, if not this one (StdioOptions.PID);
+	// used the backends it sent requests to (a sync.Map of names), for
+	// status.
+	pid  atomic.Int32
+	used sync.Map
 	// listBy is when its first list must be answered at the latest, for
 	// an agent that does not wait (unix nanoseconds; 0: first_list_wait
 	// alone bounds it). See firstList.
@@ -459,6 +464,7 @@ func (m *Mux) attach(ss *mcp.ServerSession, t mcp.Transport) {
 	if st, ok := t.(*agentTransport); ok {
 		c := st.conn.Load()
 		s.conn.Store(c)
+		s.pid.Store(int32(st.opts.PID))
 		c.pass.Store(&passThrough{m: m, s: s, c: c})
 	}
 }

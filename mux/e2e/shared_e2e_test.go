@@ -1,0 +1,385 @@
+//go:build unix
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/control"
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
+)
+
+// sharedDirs gives the test a shared mcp-mux of its own: its own
+// rendezvous and control directories, and sessions that ask to share.
+func sharedDirs(t *testing.T) {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", "sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MCP_MUX_CONTROL_DIR", filepath.Join(d, "c"))
+	t.Setenv("MCP_MUX_RUN_DIR", filepath.Join(d, "r"))
+	t.Setenv("MCP_MUX_SHARED", "1")
+	t.Cleanup(func() {
+		// Whatever the test left: no shared process of its own outlives it.
+		for _, doc := range sharedProcs(t) {
+			syscall.Kill(doc.PID, syscall.SIGKILL)
+		}
+		os.RemoveAll(d)
+	})
+}
+
+// sharedSession is one agent's mcp-mux session, launched as an agent
+// launches it, with a go-sdk client.
+type sharedSession struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	cs     *mcp.ClientSession
+	stderr *testkit.SyncBuffer
+}
+
+func startShared(t *testing.T, cfg, dir string, env []string, opts *mcp.ClientOptions, roots ...string) *sharedSession {
+	t.Helper()
+	cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	s := &sharedSession{cmd: cmd, stdin: stdin, stderr: &testkit.SyncBuffer{}}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
+	for _, r := range roots {
+		c.AddRoots(&mcp.Root{URI: r})
+	}
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.IOTransport{Reader: stdout, Writer: nopClose{stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr)
+	}
+	s.cs = cs
+	return s
+}
+
+// end ends the session as an agent does: its stdin closes.
+func (s *sharedSession) end(t *testing.T) {
+	t.Helper()
+	s.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the session process did not end in 10 s after stdin closed\nstderr:\n%s", s.stderr)
+	}
+}
+
+func (s *sharedSession) call(t *testing.T, tool string, args map[string]any) string {
+	t.Helper()
+	res, err := s.cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v\nstderr:\n%s", tool, err, s.stderr)
+	}
+	if res.IsError || len(res.Content) == 0 {
+		t.Fatalf("%s: %+v", tool, res)
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+// sharedProcs is the shared processes `mcp-mux status` finds.
+func sharedProcs(t *testing.T) []*control.Document {
+	t.Helper()
+	out, _ := exec.Command(testkit.MuxBin(t), "status", "--json").Output()
+	var rep struct {
+		Processes []*control.Document `json:"processes"`
+	}
+	json.Unmarshal(out, &rep)
+	var docs []*control.Document
+	for _, d := range rep.Processes {
+		if d.Shared {
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
+
+// fixturesUnder are the fixture processes below pid.
+func fixturesUnder(t *testing.T, pid int) []int {
+	t.Helper()
+	fx, _ := filepath.EvalSymlinks(testkit.FixtureBin(t))
+	var out []int
+	for _, p := range descendantsOf(pid) {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p)); err == nil && exe == fx {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func onlyShared(t *testing.T) *control.Document {
+	t.Helper()
+	docs := sharedProcs(t)
+	if len(docs) != 1 {
+		t.Fatalf("%d shared processes, want 1: %+v", len(docs), docs)
+	}
+	return docs[0]
+}
+
+func TestTenSessionsAtOnceShareOneProcessAndOneBackend(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx"})
+	dir := t.TempDir()
+	sessions := make([]*sharedSession, 10)
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Add(1)
+		go func() { defer wg.Done(); sessions[i] = startShared(t, cfg, dir, nil, nil) }()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for i, s := range sessions {
+		if got := s.call(t, "fx__echo", map[string]any{"n": i}); !strings.Contains(got, fmt.Sprint(i)) {
+			t.Errorf("session %d's echo: %q", i, got)
+		}
+	}
+	doc := onlyShared(t)
+	var pids []int
+	for _, s := range doc.Sessions {
+		pids = append(pids, s.PID)
+	}
+	for _, s := range sessions {
+		if !slices.Contains(pids, s.cmd.Process.Pid) {
+			t.Errorf("status does not show session process %d: %v", s.cmd.Process.Pid, pids)
+		}
+	}
+	if fx := fixturesUnder(t, doc.PID); len(fx) != 1 {
+		t.Errorf("%d fixture processes for 10 sessions, want 1: %v", len(fx), fx)
+	}
+	fx := fixturesUnder(t, doc.PID)
+	// The last session's end (shared_linger 0) ends everything.
+	for _, s := range sessions {
+		s.end(t)
+	}
+	testkit.Eventually(t, 10*time.Second, "the shared process and its backend gone", func() bool {
+		return !alive(doc.PID) && (len(fx) == 0 || !alive(fx[0]))
+	})
+}
+
+func TestSessionsWhoseBackendEnvDiffersDoNotShareIt(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteRawConfig(t, fmt.Sprintf(`[[backend]]
+name = "gh"
+command = %q
+args = ["-name", "gh", "-env-tool"]
+env = { GITHUB_TOKEN = "${MY_TOKEN}" }
+`, testkit.FixtureBin(t)))
+	dir := t.TempDir()
+	a := startShared(t, cfg, dir, []string{"MY_TOKEN=token-of-a", "NOISE=1"}, nil)
+	b := startShared(t, cfg, dir, []string{"MY_TOKEN=token-of-b", "NOISE=2"}, nil)
+	a2 := startShared(t, cfg, dir, []string{"MY_TOKEN=token-of-a", "NOISE=3"}, nil)
+	ea, eb, ea2 := a.call(t, "gh__env", nil), b.call(t, "gh__env", nil), a2.call(t, "gh__env", nil)
+	if !strings.Contains(ea, "GITHUB_TOKEN=token-of-a") || !strings.Contains(eb, "GITHUB_TOKEN=token-of-b") {
+		t.Fatalf("a's backend has %s\nb's has %s", ea, eb)
+	}
+	if !strings.Contains(ea2, "GITHUB_TOKEN=token-of-a") {
+		t.Fatalf("a2's backend has %s", ea2)
+	}
+	doc := onlyShared(t)
+	if fx := fixturesUnder(t, doc.PID); len(fx) != 2 {
+		t.Errorf("%d backends for two tokens (a variable the backend does not get differs too), want 2: %v", len(fx), fx)
+	}
+}
+
+func TestABackendWithNoCwdRunsInItsSessionsDirectory(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx", "-cwd-tool"})
+	p1, p2 := t.TempDir(), t.TempDir()
+	a := startShared(t, cfg, p1, nil, nil)
+	b := startShared(t, cfg, p2, nil, nil)
+	c := startShared(t, cfg, p1, nil, nil)
+	for _, tt := range []struct {
+		s    *sharedSession
+		want string
+	}{{a, p1}, {b, p2}, {c, p1}} {
+		got := tt.s.call(t, "fx__cwd", nil)
+		if r, _ := filepath.EvalSymlinks(tt.want); got != tt.want && got != r {
+			t.Errorf("backend runs in %s, want its session's %s", got, tt.want)
+		}
+	}
+	if fx := fixturesUnder(t, onlyShared(t).PID); len(fx) != 2 {
+		t.Errorf("%d backends for two projects, want 2", len(fx))
+	}
+}
+
+func TestALegacyElicitationReachesTheSessionThatCalled(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteConfig(t, "", []string{"ev", "-name", "ev", "-client-requests"})
+	dir := t.TempDir()
+	asked := make(chan string, 4)
+	client := func(name string) *mcp.ClientOptions {
+		return &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- name
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": name}}, nil
+		}}
+	}
+	a := startShared(t, cfg, dir, nil, client("a"))
+	b := startShared(t, cfg, dir, nil, client("b"))
+	for _, tt := range []struct {
+		s    *sharedSession
+		name string
+	}{{a, "a"}, {b, "b"}, {a, "a"}} {
+		got := tt.s.call(t, "ev__elicit", map[string]any{"mode": "form", "message": "who?"})
+		if who := <-asked; who != tt.name || !strings.Contains(got, `"`+tt.name+`"`) {
+			t.Errorf("session %s's call asked session %s, got %s", tt.name, who, got)
+		}
+	}
+	if fx := fixturesUnder(t, onlyShared(t).PID); len(fx) != 1 {
+		t.Errorf("%d backends, want 1 shared", len(fx))
+	}
+}
+
+func TestAKilledSharedProcessFailsWhatWasInFlightAndTheSessionGoesOn(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx"})
+	s := startShared(t, cfg, t.TempDir(), nil, nil)
+	s.call(t, "fx__echo", map[string]any{"x": 1})
+	doc := onlyShared(t)
+	oldFx := fixturesUnder(t, doc.PID)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fx__sleep", Arguments: map[string]any{"ms": 30000}})
+		errc <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, "the sleep in flight", func() bool {
+		d := sharedProcs(t)
+		return len(d) == 1 && len(d[0].Backends) == 1 && d[0].Backends[0].Calls >= 2
+	})
+	syscall.Kill(doc.PID, syscall.SIGKILL)
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "ended while this request was in flight") {
+			t.Fatalf("the call in flight ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call in flight was not answered 10 s after kill -9")
+	}
+	if got := s.call(t, "fx__echo", map[string]any{"after": "kill"}); !strings.Contains(got, "kill") {
+		t.Fatalf("after kill -9: %q", got)
+	}
+	next := onlyShared(t)
+	if next.PID == doc.PID {
+		t.Fatal("the same shared process after kill -9")
+	}
+	testkit.Eventually(t, 10*time.Second, "the killed process's backends gone", func() bool {
+		for _, p := range oldFx {
+			if alive(p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestADifferentBuildStartsBesideTheOldOne(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx"})
+	dir := t.TempDir()
+	// Another build: the same program, other bytes.
+	other := filepath.Join(t.TempDir(), "mcp-mux")
+	data, err := os.ReadFile(testkit.MuxBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, append(data, "another build"...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := startShared(t, cfg, dir, nil, nil)
+	old.call(t, "fx__echo", nil)
+	oldPID := onlyShared(t).PID
+
+	cmd := exec.Command(other, "--config", cfg)
+	cmd.Dir, cmd.Env = dir, os.Environ()
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = &testkit.SyncBuffer{}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "new", Version: "1"}, nil).Connect(testkit.CtxT(t), &mcp.IOTransport{Reader: stdout, Writer: nopClose{stdin}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fx__echo"}); err != nil {
+		t.Fatal(err)
+	}
+	docs := sharedProcs(t)
+	if len(docs) != 2 {
+		t.Fatalf("%d shared processes with two builds, want 2", len(docs))
+	}
+	// The old one ends with its last session; the new one serves on.
+	old.end(t)
+	testkit.Eventually(t, 10*time.Second, "the old build's process gone", func() bool { return !alive(oldPID) })
+	if _, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fx__echo"}); err != nil {
+		t.Fatalf("the new build's session after the old one ended: %v", err)
+	}
+}
+
+func TestTheSharedProcessLingersAfterItsLastSession(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteConfig(t, `shared_linger = "1500ms"`, []string{"fx", "-name", "fx"})
+	dir := t.TempDir()
+	s := startShared(t, cfg, dir, nil, nil)
+	s.call(t, "fx__echo", nil)
+	doc := onlyShared(t)
+	fx := fixturesUnder(t, doc.PID)
+	ended := time.Now()
+	s.end(t)
+	// Within the linger a new session meets it, and its backend.
+	s2 := startShared(t, cfg, dir, nil, nil)
+	s2.call(t, "fx__echo", nil)
+	if d := onlyShared(t); d.PID != doc.PID || time.Since(ended) > 1500*time.Millisecond {
+		t.Logf("the second session came %s after the first ended", time.Since(ended))
+	} else if got := fixturesUnder(t, d.PID); !slices.Equal(got, fx) {
+		t.Errorf("the backend was restarted within the linger: %v, then %v", fx, got)
+	}
+	s2.end(t)
+	last := time.Now()
+	testkit.Eventually(t, 10*time.Second, "the shared process gone after its linger", func() bool { return !alive(doc.PID) })
+	if d := time.Since(last); d < time.Second {
+		t.Errorf("the shared process ended %s after its last session, want about 1.5 s", d)
+	}
+	for _, p := range fx {
+		if alive(p) {
+			t.Errorf("backend %d outlived the shared process", p)
+		}
+	}
+}
