@@ -233,7 +233,7 @@ func sessionOptions(spec Spec) *mcp.ClientSessionOptions {
 func (b *Backend) startProcess() error {
 	cmd := exec.Command(b.Spec.Command, b.Spec.Args...)
 	cmd.Dir = b.Spec.Cwd
-	cmd.Env = childEnv(b.Spec, os.Environ())
+	cmd.Env = ChildEnv(b.Spec, os.Environ())
 
 	// Plain os.Pipes rather than cmd.StdoutPipe: cmd.Wait must not wait for
 	// our readers, which a grandchild holding stdout open would block forever.

@@ -147,3 +147,15 @@ func keysOf(m map[string]string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// ChildEnv is computed from the environ given, never from the process's:
+// the shared mcp-mux hashes it for a session whose environment is not its own.
+func TestChildEnvIsComputedFromTheGivenEnviron(t *testing.T) {
+	t.Setenv("MUX_TEST_OURS", "the process's")
+	environ := []string{"PATH=/session/bin", "MUX_TEST_OURS=the session's", "MUX_TEST_DROPPED=x", "HOME=/home/session"}
+	got := ChildEnv(Spec{InheritEnv: []string{"MUX_TEST_OURS"}, Env: map[string]string{"B": "2", "A": "1"}}, environ)
+	want := []string{"PATH=/session/bin", "MUX_TEST_OURS=the session's", "HOME=/home/session", "A=1", "B=2"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ChildEnv = %q, want %q", got, want)
+	}
+}
