@@ -186,7 +186,7 @@ func (m *Mux) Reload() error {
 	defer m.reloadMu.Unlock()
 
 	path := m.cfg.Path
-	next, err := config.LoadForServing(path)
+	next, err := config.LoadForServingIn(path, m.environ)
 	if err != nil {
 		var ce *config.Error
 		if !errors.As(err, &ce) {

@@ -153,6 +153,19 @@ func (b *Backend) Spec() backends.Spec {
 	}
 }
 
+// SpecIn is Spec for a session launched with environ in cwd (see
+// mux.WithEnviron): the child's environment is made of environ, and it runs
+// in cwd unless b has a cwd of its own, as it would run where mcp-mux was
+// started. A nil environ and "" are mcp-mux's own.
+func (b *Backend) SpecIn(environ []string, cwd string) backends.Spec {
+	s := b.Spec()
+	s.Environ = environ
+	if s.Cwd == "" {
+		s.Cwd = cwd
+	}
+	return s
+}
+
 // StartPolicy is when b starts: its own start, else mux's, else StartAuto.
 func (b Backend) StartPolicy(mux *Settings) string {
 	switch {
