@@ -103,6 +103,9 @@ type Backend struct {
 	Start string `toml:"start"`
 	// IdleStop overrides [mux] idle_stop for this backend (0: [mux]'s).
 	IdleStop Duration `toml:"idle_stop"`
+	// Share is whether sessions of the shared mcp-mux share one instance
+	// of it: ShareAuto (the default), ShareAlways or ShareNever.
+	Share string `toml:"share"`
 
 	// Broken, set by LoadForServing, is why the entry cannot run (its
 	// mistakes, as FILE:LINE: key: message, one per line): mux shows it

@@ -104,7 +104,19 @@ type Settings struct {
 	// this long (no request, subscription or request of its own in flight);
 	// its catalog stays listed and the next use starts it. Default: never.
 	IdleStop Duration `toml:"idle_stop"`
+
+	// Shared runs one long-lived mcp-mux per config file for all of the
+	// user's stdio agent sessions; nil is the default (true), which
+	// MCP_MUX_SHARED=0 turns off for one launch, and false runs each
+	// launch in-process. Read it with SharedOn.
+	Shared *bool `toml:"shared"`
+	// SharedLinger is how long the shared mcp-mux outlives its last
+	// session (0: it ends with it).
+	SharedLinger Duration `toml:"shared_linger"`
 }
+
+// SharedOn is [mux] shared, true unless the file sets it to false.
+func (s *Settings) SharedOn() bool { return s.Shared == nil || *s.Shared }
 
 // Defaults of [mux]; a zero value in the file (or a missing key) means the default.
 const (
@@ -127,6 +139,14 @@ const (
 
 	RestartOnFailure = "on-failure"
 	RestartNever     = "never"
+
+	// A backend's share: ShareAuto shares it between the sessions for
+	// which its resolved command, args, cwd and env are the same;
+	// ShareAlways runs one for all sessions (the first session's
+	// environment); ShareNever one per session.
+	ShareAuto   = "auto"
+	ShareAlways = "always"
+	ShareNever  = "never"
 
 	ToolListAll    = "all"
 	ToolListSearch = "search"

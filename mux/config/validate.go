@@ -274,6 +274,10 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 
 		p.validateStart(k("start"), s.Start)
 		p.validateIdleStop(k("idle_stop"), s.IdleStop)
+		p.validateShare(k("share"), &s.Share)
+		if e.present["share"] && !mux.SharedOn() {
+			warns = append(warns, problem{path: k("share"), line: p.lineOf(k("share")), message: "has no effect with [mux] shared = false (each launch runs its own mcp-mux)"})
+		}
 
 		// restart
 		switch s.Restart {
@@ -391,6 +395,10 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 		p.addAt(nil, 0, "%s", msg)
 	}
 	p.checkPrefixes(entries, out)
+	if mux.SharedLinger.Duration > 0 && !mux.SharedOn() {
+		k := keyPath{"mux", "shared_linger"}
+		warns = append([]problem{{path: k, line: p.lineOf(k), message: "has no effect with shared = false (each launch runs its own mcp-mux)"}}, warns...)
+	}
 	return out, p.render(warns)
 }
 
