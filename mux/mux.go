@@ -115,6 +115,10 @@ type Mux struct {
 	exitLearning bool
 	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
 	agentMetas agentMetas
+	// environ and cwd are the session's the mux serves (WithEnviron);
+	// nil and "": mcp-mux's own.
+	environ []string
+	cwd     string
 	// launch is the profile every session sees (WithProfile), and
 	// profileViews the views of the config in effect (profile.go).
 	launch       string
@@ -302,6 +306,8 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 	m := &Mux{
 		born:     time.Now(),
 		launch:   o.launch,
+		environ:  o.environ,
+		cwd:      o.cwd,
 		name:     o.name,
 		fitters:  newFitters(o.name),
 		instr:    newInstructionMemory(),
