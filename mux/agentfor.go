@@ -7,21 +7,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Which agent session a backend's request goes to. A handshake-era
-// backend's request carries nothing that ties it to the agent's request it
-// serves (inflight.go): neither stdio nor the go-sdk's HTTP client says on
-// which call's stream it came. So a sampling or elicitation request goes
-// to the one agent with requests in flight to that backend, or, with none
-// in flight, to the only agent there is. Where several agents share a Mux
-// (serve --http, the shared process) and more than one could be meant,
-// asking one of them would put one user's question to another user: the
-// backend is refused, with an error that says why and what gives each
-// session a backend of its own. A roots/list is different: sessions that
-// share a Mux work in the same project, so the most recently active one
-// that declared roots answers for all.
-
 // agentFor picks the agent session a request of mem's backend (method)
-// goes to. A request in flight from an agent of the current era is parked
+// goes to. A handshake-era backend's request says nothing of the call it
+// serves (neither stdio nor the go-sdk's HTTP client tells on which call's
+// stream it came), so sampling and elicitation go to the one agent with
+// requests in flight to that backend, or with none, to the only agent; if
+// more than one could be meant, asking one would put one user's question
+// to another: the backend is refused (unclearAgent). Sessions sharing a
+// Mux work in one project, so roots/list goes to the most recently active.
+// A request in flight from an agent of the current era is parked
 // (rounds.go), and the backend's request goes through it: pc. A session
 // that cannot take it makes a JSON-RPC error for the backend that says why.
 func (m *Mux) agentFor(mem *member, method, capName string, has func(*mcp.ClientCapabilities) bool) (*session, *parkedCall, error) {
