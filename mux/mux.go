@@ -162,8 +162,8 @@ type session struct {
 	// HTTP fast path: httpstateless.go) said of itself in its _meta.
 	params *mcp.InitializeParams
 	// lastActive is when the agent last sent a request (unix nanoseconds):
-	// a backend's request to the agent goes to the most recently active
-	// session when nothing else decides.
+	// a backend's roots/list with no request in flight goes to the most
+	// recently active session (agentfor.go).
 	lastActive atomic.Int64
 
 	mu       sync.Mutex
