@@ -169,7 +169,9 @@ func sharedServe(c *cli.Context) error {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
 	go d.accept()
-	d.armLinger() // a process started by a session that never says hello ends too
+	// A process whose first session never says hello ends too, but not
+	// before that session could have.
+	d.armLinger(2 * rendezvous.HelloTimeout)
 	for {
 		select {
 		case s := <-sig:
@@ -209,9 +211,9 @@ type daemon struct {
 
 // class is the sessions that share one Mux.
 type class struct {
-	m        *mux.Mux
-	sessions map[string]rendezvous.Hello // by the Mux's session id
-	n        int
+	m    *mux.Mux
+	n    int         // its sessions
+	idle *time.Timer // closes it shared_linger after its last session
 }
 
 func (d *daemon) accept() {
@@ -336,40 +338,51 @@ func (d *daemon) join(key string, cfg *config.File, h *rendezvous.Hello) (*class
 		cl = &class{m: m}
 		d.classes[key] = cl
 	}
+	if cl.idle != nil {
+		cl.idle.Stop()
+		cl.idle = nil
+	}
 	cl.n++
 	d.sessions++
 	return cl, true
 }
 
-// leave ends a session of class key: the last one of a class stops its
-// backends, and the last one of all starts the linger.
+// leave ends a session of class key: shared_linger after the last one of
+// a class its backends stop, and after the last one of all the process
+// ends.
 func (d *daemon) leave(key string, cl *class) {
 	d.mu.Lock()
 	cl.n--
 	d.sessions--
-	last := cl.n == 0
-	if last {
+	if cl.n == 0 {
+		cl.idle = time.AfterFunc(d.linger, func() { d.closeIdle(key, cl) })
+	}
+	d.mu.Unlock()
+	d.armLinger(0)
+}
+
+// closeIdle closes the Mux of class key if no session came back to it.
+func (d *daemon) closeIdle(key string, cl *class) {
+	d.mu.Lock()
+	idle := cl.n == 0 && d.classes[key] == cl
+	if idle {
 		delete(d.classes, key)
 	}
 	d.mu.Unlock()
-	if last {
+	if idle {
 		cl.m.Close()
 	}
-	d.armLinger()
 }
 
-// armLinger ends the process linger after its last session, unless one
-// comes.
-func (d *daemon) armLinger() {
+// armLinger ends the process linger (at least least) after its last
+// session, unless one comes.
+func (d *daemon) armLinger(least time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.sessions > 0 || d.stopping || d.lingerT != nil {
 		return
 	}
-	linger := d.linger
-	if linger <= 0 {
-		linger = time.Millisecond
-	}
+	linger := max(d.linger, least)
 	d.lingerT = time.AfterFunc(linger, func() {
 		d.mu.Lock()
 		idle := d.sessions == 0

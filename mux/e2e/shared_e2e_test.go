@@ -273,15 +273,13 @@ func TestAKilledSharedProcessFailsWhatWasInFlightAndTheSessionGoesOn(t *testing.
 	s.call(t, "fx__echo", map[string]any{"x": 1})
 	doc := onlyShared(t)
 	oldFx := fixturesUnder(t, doc.PID)
+	arrived := testkit.Arrived(func() int { return testkit.Requests(s.call(t, "fx__stats", nil)) })
 	errc := make(chan error, 1)
 	go func() {
 		_, err := s.cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fx__sleep", Arguments: map[string]any{"ms": 30000}})
 		errc <- err
 	}()
-	testkit.Eventually(t, 10*time.Second, "the sleep in flight", func() bool {
-		d := sharedProcs(t)
-		return len(d) == 1 && len(d[0].Backends) == 1 && d[0].Backends[0].Calls >= 2
-	})
+	testkit.Eventually(t, 10*time.Second, "the sleep in flight", arrived)
 	syscall.Kill(doc.PID, syscall.SIGKILL)
 	select {
 	case err := <-errc:
@@ -377,9 +375,12 @@ func TestTheSharedProcessLingersAfterItsLastSession(t *testing.T) {
 	if d := time.Since(last); d < time.Second {
 		t.Errorf("the shared process ended %s after its last session, want about 1.5 s", d)
 	}
-	for _, p := range fx {
-		if alive(p) {
-			t.Errorf("backend %d outlived the shared process", p)
+	testkit.Eventually(t, 5*time.Second, "its backend gone with it", func() bool {
+		for _, p := range fx {
+			if alive(p) {
+				return false
+			}
 		}
-	}
+		return true
+	})
 }
