@@ -183,6 +183,14 @@ func TestTenSessionsAtOnceShareOneProcessAndOneBackend(t *testing.T) {
 	if fx := fixturesUnder(t, doc.PID); len(fx) != 1 {
 		t.Errorf("%d fixture processes for 10 sessions, want 1: %v", len(fx), fx)
 	}
+	// What status shows a user: the shared process, each session's
+	// agent, process and the backends it used.
+	out, _, _ := runStatus(t)
+	for _, want := range []string{fmt.Sprintf("shared mcp-mux pid %d", doc.PID), fmt.Sprintf("e2e 1 (pid %d; uses fx)", sessions[3].cmd.Process.Pid)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status does not say %q:\n%s", want, out)
+		}
+	}
 	fx := fixturesUnder(t, doc.PID)
 	// The last session's end (shared_linger 0) ends everything.
 	for _, s := range sessions {
@@ -382,5 +390,120 @@ func TestTheSharedProcessLingersAfterItsLastSession(t *testing.T) {
 			}
 		}
 		return true
+	})
+}
+
+// TestServerFilesystemGetsEachProjectsRootsAndNeverAnothers: the npm
+// server-filesystem started with no directory takes its client's roots.
+// Sessions in one project share its instance; a session in another
+// project gets its own, which allows that project alone.
+func TestServerFilesystemGetsEachProjectsRootsAndNeverAnothers(t *testing.T) {
+	if why := interopMissing(); why != "" {
+		t.Skip(why)
+	}
+	sharedDirs(t)
+	script, err := filepath.Abs(filepath.Join("..", "..", "testdata", "interop", "node_modules", "@modelcontextprotocol", serverFilesystem.script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testkit.WriteRawConfig(t, fmt.Sprintf("[[backend]]\nname = \"fs\"\ncommand = \"node\"\nargs = [%q]\n", script))
+	var projects []string
+	for range 2 {
+		d, _ := filepath.EvalSymlinks(t.TempDir())
+		os.WriteFile(filepath.Join(d, "secret.txt"), []byte("of "+filepath.Base(d)), 0o600)
+		projects = append(projects, d)
+	}
+	root := func(d string) string { return "file://" + d }
+	a := startShared(t, cfg, projects[0], nil, nil, root(projects[0]))
+	b := startShared(t, cfg, projects[1], nil, nil, root(projects[1]))
+	a2 := startShared(t, cfg, projects[0], nil, nil, root(projects[0]))
+	for _, tt := range []struct {
+		name        string
+		s           *sharedSession
+		own, theirs string
+	}{{"a", a, projects[0], projects[1]}, {"b", b, projects[1], projects[0]}, {"a2", a2, projects[0], projects[1]}} {
+		var dirs string
+		testkit.Eventually(t, 15*time.Second, tt.name+"'s roots allowed", func() bool {
+			dirs = tt.s.call(t, "fs__list_allowed_directories", map[string]any{})
+			return strings.Contains(dirs, tt.own)
+		})
+		if strings.Contains(dirs, tt.theirs) {
+			t.Errorf("session %s's server-filesystem allows the other project: %s", tt.name, dirs)
+		}
+		res, err := tt.s.cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fs__read_text_file", Arguments: map[string]any{"path": filepath.Join(tt.theirs, "secret.txt")}})
+		if err == nil && !res.IsError {
+			t.Errorf("session %s read the other project's file: %+v", tt.name, res.Content)
+		}
+	}
+	if n := len(onlyShared(t).Backends); n != 2 {
+		t.Errorf("%d server-filesystem instances for two projects (three sessions), want 2", n)
+	}
+}
+
+// TestWhereTheSharedProcessCannotBeMetTheSessionServesItselfWithOneWarning:
+// a rendezvous directory that cannot be made; [mux] shared = false; and
+// MCP_MUX_SHARED=0 each serve in the session's own process, as before.
+func TestWhereTheSharedProcessCannotBeMetTheSessionServesItselfWithOneWarning(t *testing.T) {
+	sharedDirs(t)
+	file := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(file, nil, 0o600)
+	for _, tt := range []struct {
+		name, extra string
+		env         []string
+		warns       int
+	}{
+		{"unusable directory", "", []string{"MCP_MUX_RUN_DIR=" + filepath.Join(file, "run")}, 1},
+		{"shared = false", "shared = false", []string{"MCP_MUX_SHARED="}, 0},
+		{"MCP_MUX_SHARED=0", "", []string{"MCP_MUX_SHARED=0"}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testkit.WriteConfig(t, tt.extra, []string{"fx", "-name", "fx"})
+			s := startShared(t, cfg, t.TempDir(), tt.env, nil)
+			s.call(t, "fx__echo", nil)
+			if fx := fixturesUnder(t, s.cmd.Process.Pid); len(fx) != 1 {
+				t.Errorf("%d backends under the session's own process, want 1", len(fx))
+			}
+			if n := strings.Count(s.stderr.String(), "serving in this process"); n != tt.warns {
+				t.Errorf("%d warnings, want %d:\n%s", n, tt.warns, s.stderr)
+			}
+			if docs := sharedProcs(t); len(docs) != 0 {
+				t.Errorf("a shared process runs: %+v", docs)
+			}
+		})
+	}
+}
+
+// TestAKilledSessionEndsItsShareAndTheLastOneEverything: kill -9 of an
+// agent's session process ends its session in the shared process; when
+// it was the last, the backends and the shared process end too.
+func TestAKilledSessionEndsItsShareAndTheLastOneEverything(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx"})
+	dir := t.TempDir()
+	a := startShared(t, cfg, dir, nil, nil)
+	b := startShared(t, cfg, dir, nil, nil)
+	a.call(t, "fx__echo", nil)
+	doc := onlyShared(t)
+	fx := fixturesUnder(t, doc.PID)
+	a.cmd.Process.Kill()
+	testkit.Eventually(t, 10*time.Second, "one session left", func() bool {
+		d := sharedProcs(t)
+		return len(d) == 1 && len(d[0].Sessions) == 1
+	})
+	b.call(t, "fx__echo", nil)
+	if got := fixturesUnder(t, doc.PID); !slices.Equal(got, fx) {
+		t.Errorf("the backend changed when another session was killed: %v, then %v", fx, got)
+	}
+	// SIGTERM, as agents end their servers: the session ends at once.
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { b.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the session process did not end on SIGTERM")
+	}
+	testkit.Eventually(t, 10*time.Second, "the shared process and its backend gone", func() bool {
+		return !alive(doc.PID) && !alive(fx[0])
 	})
 }
