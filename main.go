@@ -77,6 +77,7 @@ func main() {
 			logoutCommand(configFlag),
 			secretCommand(),
 			statusCommand(),
+			sharedServeCommand(),
 			{Name: "version", Usage: "print the version", Action: func(c *cli.Context) error {
 				fmt.Fprintln(os.Stdout, "mcp-mux", version)
 				return nil
@@ -214,6 +215,26 @@ func serve(c *cli.Context) error {
 	toolList, err := toolListAsked(c, addr)
 	if err != nil {
 		return err
+	}
+	if addr == "" {
+		if on, _ := sharedWanted(cfg); on {
+			if name := c.String("profile"); name != "" {
+				if _, ok := cfg.Profile(name); !ok {
+					return cli.Exit("mcp-mux: "+mux.UnknownProfileError(cfg, name).Error(), 1)
+				}
+			}
+			// Caught until the process is gone, as below.
+			ctx, _ := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			started, err := runSession(ctx, cfg, c, toolList, logger)
+			if started {
+				if err != nil {
+					logger.Error("the shared mcp-mux is gone", "err", err)
+				}
+				logger.Info("exiting")
+				return nil
+			}
+			logger.Warn("serving in this process: the shared mcp-mux cannot be used ("+err.Error()+"); set [mux] shared = false to say so", "config", cfg.Path)
+		}
 	}
 	var ln net.Listener
 	if addr != "" {

@@ -46,6 +46,9 @@ type StdioOptions struct {
 	Drain time.Duration
 	// Logger gets what the connection has to say (dropped notifications).
 	Logger *log.Logger
+	// PID is the process the session came from, when it is not this
+	// one's stdin (a session of the shared mcp-mux): status shows it.
+	PID int
 }
 
 // StdioTransport serves one agent session over in and out. A pipe in

@@ -118,6 +118,9 @@ func run[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend, i
 		pc.mu.Unlock()
 	}
 	s := sessionFrom(ctx)
+	if s != nil {
+		s.used.Store(mem.spec.Name, true)
+	}
 	var level mcp.LoggingLevel
 	if s != nil && s.isModern() {
 		level = s.requestLogLevel(in.meta)

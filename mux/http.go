@@ -325,16 +325,24 @@ func (m *Mux) allSessions() []*session {
 
 // SessionStatus is one agent session, as mcp-mux://backends shows it.
 type SessionStatus struct {
-	ID       string `json:"id"`
-	Client   string `json:"client,omitempty"` // clientInfo name and version
-	Protocol string `json:"protocol,omitempty"`
+	ID       string   `json:"id"`
+	Client   string   `json:"client,omitempty"` // clientInfo name and version
+	Protocol string   `json:"protocol,omitempty"`
+	PID      int      `json:"pid,omitempty"`      // the session's process, if not this one
+	Profile  string   `json:"profile,omitempty"`  // its view
+	Backends []string `json:"backends,omitempty"` // those it sent requests to
 }
 
 // Sessions lists the agent sessions, initialized or not, by id.
 func (m *Mux) Sessions() []SessionStatus {
 	var out []SessionStatus
 	for _, s := range m.allSessions() {
-		st := SessionStatus{ID: s.id}
+		st := SessionStatus{ID: s.id, PID: int(s.pid.Load()), Profile: m.launch}
+		if p := s.profile.Load(); p != nil {
+			st.Profile = *p
+		}
+		s.used.Range(func(k, _ any) bool { st.Backends = append(st.Backends, k.(string)); return true })
+		sort.Strings(st.Backends)
 		if p := s.initParams(); p != nil {
 			st.Protocol = p.ProtocolVersion
 			if p.ClientInfo != nil {

@@ -115,6 +115,10 @@ type Mux struct {
 	exitLearning bool
 	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
 	agentMetas agentMetas
+	// environ and cwd are the session's the mux serves (WithEnviron);
+	// nil and "": mcp-mux's own.
+	environ []string
+	cwd     string
 	// launch is the profile every session sees (WithProfile), and
 	// profileViews the views of the config in effect (profile.go).
 	launch       string
@@ -158,8 +162,8 @@ type session struct {
 	// HTTP fast path: httpstateless.go) said of itself in its _meta.
 	params *mcp.InitializeParams
 	// lastActive is when the agent last sent a request (unix nanoseconds):
-	// a backend's request to the agent goes to the most recently active
-	// session when nothing else decides.
+	// a backend's roots/list with no request in flight goes to the most
+	// recently active session (agentfor.go).
 	lastActive atomic.Int64
 
 	mu       sync.Mutex
@@ -188,6 +192,11 @@ type session struct {
 	sdk  sdkCalls  // and its calls on the go-sdk's path (httpcancel.go)
 	// announced: its start was logged (initialize), and so is its end.
 	announced atomic.Bool
+	// pid is the process it came from, if not this one (StdioOptions.PID);
+	// used the backends it sent requests to (a sync.Map of names), for
+	// status.
+	pid  atomic.Int32
+	used sync.Map
 	// listBy is when its first list must be answered at the latest, for
 	// an agent that does not wait (unix nanoseconds; 0: first_list_wait
 	// alone bounds it). See firstList.
@@ -297,6 +306,8 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 	m := &Mux{
 		born:     time.Now(),
 		launch:   o.launch,
+		environ:  o.environ,
+		cwd:      o.cwd,
 		name:     o.name,
 		fitters:  newFitters(o.name),
 		instr:    newInstructionMemory(),
@@ -459,6 +470,7 @@ func (m *Mux) attach(ss *mcp.ServerSession, t mcp.Transport) {
 	if st, ok := t.(*agentTransport); ok {
 		c := st.conn.Load()
 		s.conn.Store(c)
+		s.pid.Store(int32(st.opts.PID))
 		c.pass.Store(&passThrough{m: m, s: s, c: c})
 	}
 }

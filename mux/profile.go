@@ -37,6 +37,15 @@ func WithProfile(name string) Option {
 	return func(m *Mux) { m.launch = name }
 }
 
+// WithEnviron makes the mux serve a session launched with environ in cwd
+// rather than mcp-mux's own (the shared mcp-mux serves sessions of other
+// agents): a reload reads the config file for environ
+// (config.LoadForServingIn, as its caller read it for New), and each
+// local backend starts from environ, in cwd unless it has its own.
+func WithEnviron(environ []string, cwd string) Option {
+	return func(m *Mux) { m.environ, m.cwd = environ, cwd }
+}
+
 // UnknownProfileError is the error for a profile the config lacks, naming
 // those it has.
 func UnknownProfileError(cfg *config.File, name string) error {
