@@ -83,18 +83,24 @@ func runSession(ctx context.Context, cfg *config.File, c *cli.Context, toolList 
 			Build: build, Config: place.Config, Cwd: cwd, Environ: os.Environ(),
 			Profile: c.String("profile"), ToolList: toolList, Name: strings.TrimSpace(c.String("name")), PID: os.Getpid(),
 		},
-		Spawn: func() error { return spawnShared(place) },
-		Warn:  func(msg string) { logger.Warn(msg) },
-		Drain: cfg.Mux.RequestTimeout.Duration,
+		Spawn:   func() error { return spawnShared(place) },
+		Warn:    func(msg string) { logger.Warn(msg) },
+		Drain:   cfg.Mux.RequestTimeout.Duration,
+		MaxLine: cfg.Mux.MaxMessageSize,
 	})
 	if err != nil {
 		return false, err
 	}
 	logger.Info("session of the shared mcp-mux", "pid", r.PID())
+	oneThread() // a relay: two hand-offs per line (threads.go)
 	in, restoreIn := pollable(os.Stdin)
 	defer restoreIn()
 	return true, r.Run(ctx, in, os.Stdout)
 }
+
+// maxSharedLog is the size past which the shared process's log (when the
+// config names no log_file) is started anew.
+const maxSharedLog = 4 << 20
 
 // spawnShared starts the long-lived process of place from this very
 // executable, in a session of its own (the agent's end does not end it),
@@ -103,6 +109,11 @@ func spawnShared(place rendezvous.Place) error {
 	exe, err := rendezvous.Executable()
 	if err != nil {
 		return err
+	}
+	// One old log is kept: each process appends to it, and it must not
+	// grow without end.
+	if fi, err := os.Stat(place.LogPath()); err == nil && fi.Size() > maxSharedLog {
+		os.Rename(place.LogPath(), place.LogPath()+".1")
 	}
 	logf, err := os.OpenFile(place.LogPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {

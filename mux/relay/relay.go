@@ -37,6 +37,10 @@ type Options struct {
 	// Drain bounds how long the session waits, after the agent's stdin
 	// ends, for the answers to requests it sent.
 	Drain time.Duration
+	// MaxLine bounds what the session holds of one line of the agent's:
+	// a longer one goes on in pieces, unread, for the long-lived process
+	// to refuse as it refuses one on stdin. 0: 4 MiB.
+	MaxLine int
 }
 
 // Relay is one session's connection to the long-lived process.
@@ -242,18 +246,32 @@ func (r *Relay) fromProcessLine(line []byte) bool {
 // what it was asked and ends the session.
 func (r *Relay) fromAgent(in io.Reader) {
 	rd := bufio.NewReaderSize(in, 64<<10)
+	limit := r.o.MaxLine
+	if limit <= 0 {
+		limit = 4 << 20
+	}
 	var line []byte
+	streaming := false // the line passed limit: its pieces go on as they come
 	for {
 		chunk, err := rd.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
+		full := errors.Is(err, bufio.ErrBufferFull)
+		switch {
+		case streaming:
+			r.sendRaw(chunk)
+		case full && len(line)+len(chunk) > limit:
+			streaming = true
+			r.sendRaw(append(line, chunk...))
+			line = line[:0]
+		default:
 			line = append(line, chunk...)
+		}
+		if full {
 			continue
 		}
-		line = append(line, chunk...)
-		if len(line) > 0 {
+		if !streaming && len(line) > 0 {
 			r.send(line)
 		}
-		line = line[:0]
+		line, streaming = line[:0], false
 		if err != nil {
 			break
 		}
@@ -306,6 +324,18 @@ func (r *Relay) send(line []byte) {
 	c := r.conn
 	r.mu.Unlock()
 	c.Write(line) // a failure is the connection's end, which fromProcess sees
+}
+
+// sendRaw sends a piece of a line too long to hold, as it is.
+func (r *Relay) sendRaw(b []byte) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.mu.Lock()
+	c, down := r.conn, r.down
+	r.mu.Unlock()
+	if !down {
+		c.Write(b)
+	}
 }
 
 // note records an agent's request in flight, and what a replay needs.
