@@ -19,10 +19,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/mcp-mux/mcp-mux/mux/rendezvous"
 )
 
@@ -53,7 +55,7 @@ type Relay struct {
 	wmu sync.Mutex
 
 	mu   sync.Mutex
-	conn net.Conn
+	conn *stream
 	rd   *bufio.Reader
 	pid  int           // the long-lived process's
 	up   chan struct{} // closed while conn is usable; remade when it is not
@@ -96,7 +98,7 @@ func (r *Relay) PID() int {
 
 // meet connects and says hello; a process that is ending is met again
 // (its successor).
-func (r *Relay) meet(replay bool) (net.Conn, *bufio.Reader, int, error) {
+func (r *Relay) meet(replay bool) (*stream, *bufio.Reader, int, error) {
 	h := r.o.Hello
 	h.Replay = replay
 	var last error
@@ -114,7 +116,11 @@ func (r *Relay) meet(replay bool) (net.Conn, *bufio.Reader, int, error) {
 		}
 		if err == nil && w.Refused == "" {
 			c.SetDeadline(time.Time{})
-			return c, rd, w.PID, nil
+			s := newStream(c, rd)
+			if s.file != nil {
+				rd = bufio.NewReaderSize(s, 64<<10)
+			}
+			return s, rd, w.PID, nil
 		}
 		c.Close()
 		switch {
@@ -281,11 +287,7 @@ func (r *Relay) fromAgent(in io.Reader) {
 	c := r.conn
 	r.mu.Unlock()
 	r.wmu.Lock()
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	} else {
-		c.Close()
-	}
+	c.closeWrite()
 	r.wmu.Unlock()
 	time.AfterFunc(r.drain(), r.closeConn)
 }
@@ -336,6 +338,40 @@ func (r *Relay) sendRaw(b []byte) {
 	if !down {
 		c.Write(b)
 	}
+}
+
+// stream is a connection to the long-lived process after the hello: on
+// Unix its socket as a file read and written with raw system calls.
+type stream struct {
+	c    net.Conn
+	file *os.File
+	rw   io.ReadWriteCloser
+}
+
+func newStream(c net.Conn, rd *bufio.Reader) *stream {
+	if rd.Buffered() == 0 { // nothing of the process's read ahead into rd
+		if f := rendezvous.File(c); f != nil {
+			return &stream{file: f, rw: wire.PipeIO(f)}
+		}
+	}
+	return &stream{c: c, rw: c}
+}
+
+func (s *stream) Read(b []byte) (int, error)  { return s.rw.Read(b) }
+func (s *stream) Write(b []byte) (int, error) { return s.rw.Write(b) }
+func (s *stream) Close() error                { return s.rw.Close() }
+
+func (s *stream) closeWrite() {
+	if s.file != nil {
+		if rendezvous.CloseWrite(s.file) != nil {
+			s.Close()
+		}
+		return
+	}
+	if cw, ok := s.c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		return
+	}
+	s.Close()
 }
 
 // note records an agent's request in flight, and what a replay needs.
