@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -31,6 +32,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/mcp-mux/mcp-mux/mux"
 	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/mux/control"
@@ -83,18 +85,30 @@ func runSession(ctx context.Context, cfg *config.File, c *cli.Context, toolList 
 			Build: build, Config: place.Config, Cwd: cwd, Environ: os.Environ(),
 			Profile: c.String("profile"), ToolList: toolList, Name: strings.TrimSpace(c.String("name")), PID: os.Getpid(),
 		},
-		Spawn: func() error { return spawnShared(place) },
-		Warn:  func(msg string) { logger.Warn(msg) },
-		Drain: cfg.Mux.RequestTimeout.Duration,
+		Spawn:   func() error { return spawnShared(place) },
+		Warn:    func(msg string) { logger.Warn(msg) },
+		Drain:   cfg.Mux.RequestTimeout.Duration,
+		MaxLine: cfg.Mux.MaxMessageSize,
 	})
 	if err != nil {
 		return false, err
 	}
 	logger.Info("session of the shared mcp-mux", "pid", r.PID())
+	oneThread() // a relay: two hand-offs per line (threads.go)
 	in, restoreIn := pollable(os.Stdin)
 	defer restoreIn()
-	return true, r.Run(ctx, in, os.Stdout)
+	out, restoreOut := pollable(os.Stdout)
+	defer restoreOut()
+	return true, r.Run(ctx, pipeIO(in), pipeIO(out))
 }
+
+// maxSharedLog is the size past which the shared process's log (when the
+// config names no log_file) is started anew.
+const maxSharedLog = 4 << 20
+
+// pipeIO is f read and written with raw system calls where it can be
+// (wire.PipeIO: the runtime's bookkeeping of each call woke a thread).
+func pipeIO(f *os.File) io.ReadWriter { return wire.PipeIO(f) }
 
 // spawnShared starts the long-lived process of place from this very
 // executable, in a session of its own (the agent's end does not end it),
@@ -103,6 +117,11 @@ func spawnShared(place rendezvous.Place) error {
 	exe, err := rendezvous.Executable()
 	if err != nil {
 		return err
+	}
+	// One old log is kept: each process appends to it, and it must not
+	// grow without end.
+	if fi, err := os.Stat(place.LogPath()); err == nil && fi.Size() > maxSharedLog {
+		os.Rename(place.LogPath(), place.LogPath()+".1")
 	}
 	logf, err := os.OpenFile(place.LogPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -202,7 +221,7 @@ type daemon struct {
 	mu       sync.Mutex
 	classes  map[string]*class
 	sessions int
-	conns    map[net.Conn]bool
+	conns    map[net.Conn]io.Closer // what ends each session's connection
 	stopping bool
 	lingerT  *time.Timer
 	done     chan struct{} // closed when it is to end
@@ -224,9 +243,9 @@ func (d *daemon) accept() {
 		}
 		d.mu.Lock()
 		if d.conns == nil {
-			d.conns = map[net.Conn]bool{}
+			d.conns = map[net.Conn]io.Closer{}
 		}
-		d.conns[c] = true
+		d.conns[c] = c
 		d.wg.Add(1)
 		d.mu.Unlock()
 		go func() {
@@ -274,7 +293,16 @@ func (d *daemon) serve(c net.Conn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	err = cl.m.Serve(context.Background(), mux.StdioTransport(bufferedConn{rd, c}, c, mux.StdioOptions{
+	var in io.Reader = bufferedConn{rd, c}
+	var out io.Writer = c
+	if rd.Buffered() == 0 { // the session waits for the welcome: nothing read ahead
+		if f := rendezvous.File(c); f != nil {
+			defer f.Close()
+			d.track(c, f)
+			in, out = f, f
+		}
+	}
+	err = cl.m.Serve(context.Background(), mux.StdioTransport(in, out, mux.StdioOptions{
 		MaxLine: cfg.Mux.MaxMessageSize,
 		Drain:   cfg.Mux.RequestTimeout.Duration,
 		Logger:  d.logger,
@@ -314,6 +342,13 @@ func classOf(path string, h *rendezvous.Hello) (string, *config.File, error) {
 		enc.Encode(backendIdentity(b, h))
 	}
 	return hex.EncodeToString(sum.Sum(nil)), cfg, nil
+}
+
+// track makes stop close f, which serves c's session from now on.
+func (d *daemon) track(c net.Conn, f io.Closer) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.conns[c] = f
 }
 
 // join adds a session of class key, making the class's Mux if it is the
@@ -403,8 +438,8 @@ func (d *daemon) stop() {
 		return
 	}
 	d.stopping = true
-	conns := make([]net.Conn, 0, len(d.conns))
-	for c := range d.conns {
+	conns := make([]io.Closer, 0, len(d.conns))
+	for _, c := range d.conns {
 		conns = append(conns, c)
 	}
 	d.mu.Unlock()

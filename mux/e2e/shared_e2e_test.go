@@ -507,3 +507,71 @@ func TestAKilledSessionEndsItsShareAndTheLastOneEverything(t *testing.T) {
 		return !alive(doc.PID) && !alive(fx[0])
 	})
 }
+
+// TestASharedSessionThatStopsReadingCostsTheOthersNothing: one agent stops
+// reading while its backend floods it with updates. The shared process's
+// memory stays bounded, another session of the same backend is served
+// meanwhile, and the stalled agent learns of every URI once it reads.
+func TestASharedSessionThatStopsReadingCostsTheOthersNothing(t *testing.T) {
+	sharedDirs(t)
+	cfg := floodConfig(t)
+	wd, _ := os.Getwd()
+	other := startShared(t, cfg, wd, nil, nil)
+	w := startWire(t, cfg)
+	w.stall(40_000)
+	began := time.Now()
+	logs, _ := filepath.Glob(filepath.Join(os.Getenv("MCP_MUX_RUN_DIR"), "*.log"))
+	if len(logs) != 1 {
+		t.Fatalf("shared logs: %v", logs)
+	}
+	for i := 0; ; i++ {
+		start := time.Now()
+		other.call(t, "notes__echo", map[string]any{"i": i})
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("another session's call took %s during the flood", d)
+		}
+		data, _ := os.ReadFile(logs[0])
+		if strings.Count(string(data), "sent 40000 updates for fixture://notes/res/") == 3 {
+			t.Logf("another session made %d calls during the flood", i+1)
+			break
+		}
+		if time.Since(began) > 60*time.Second {
+			t.Fatal("the backend did not send its flood in 60 s")
+		}
+	}
+	doc := onlyShared(t)
+	for _, p := range []struct {
+		what string
+		pid  int
+	}{{"the shared process", doc.PID}, {"the stalled session's process", w.cmd.Process.Pid}} {
+		peak := peakRSS(t, p.pid)
+		t.Logf("peak RSS of %s after a flood of 3 × 40,000 updates to a stalled agent: %.1f MB", p.what, float64(peak)/1e6)
+		if peak > 100<<20 {
+			t.Errorf("peak RSS of %s %d MB, want under 100 MB", p.what, peak>>20)
+		}
+	}
+	updated := map[string]int{}
+	answered := map[string]bool{}
+	for len(answered) < 3 {
+		m, ok := w.next()
+		if !ok {
+			t.Fatalf("stdout ended\nstderr:\n%s", w.stderr)
+		}
+		switch {
+		case m.Method == "notifications/resources/updated":
+			updated[m.Params.URI]++
+		case m.Method == "":
+			if m.Error != nil {
+				t.Errorf("call %s failed: %+v", m.ID, m.Error)
+			}
+			answered[string(m.ID)] = true
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		if uri := fmt.Sprintf("fixture://notes/res/%d", i); updated[uri] == 0 {
+			t.Errorf("no update for %s after the agent read again (got %v)", uri, updated)
+		}
+	}
+	w.stdin.Close()
+	<-w.exited
+}

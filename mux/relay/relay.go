@@ -19,10 +19,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/mcp-mux/mcp-mux/mux/rendezvous"
 )
 
@@ -37,6 +39,10 @@ type Options struct {
 	// Drain bounds how long the session waits, after the agent's stdin
 	// ends, for the answers to requests it sent.
 	Drain time.Duration
+	// MaxLine bounds what the session holds of one line of the agent's:
+	// a longer one goes on in pieces, unread, for the long-lived process
+	// to refuse as it refuses one on stdin. 0: 4 MiB.
+	MaxLine int
 }
 
 // Relay is one session's connection to the long-lived process.
@@ -49,7 +55,7 @@ type Relay struct {
 	wmu sync.Mutex
 
 	mu   sync.Mutex
-	conn net.Conn
+	conn *stream
 	rd   *bufio.Reader
 	pid  int           // the long-lived process's
 	up   chan struct{} // closed while conn is usable; remade when it is not
@@ -92,7 +98,7 @@ func (r *Relay) PID() int {
 
 // meet connects and says hello; a process that is ending is met again
 // (its successor).
-func (r *Relay) meet(replay bool) (net.Conn, *bufio.Reader, int, error) {
+func (r *Relay) meet(replay bool) (*stream, *bufio.Reader, int, error) {
 	h := r.o.Hello
 	h.Replay = replay
 	var last error
@@ -110,7 +116,11 @@ func (r *Relay) meet(replay bool) (net.Conn, *bufio.Reader, int, error) {
 		}
 		if err == nil && w.Refused == "" {
 			c.SetDeadline(time.Time{})
-			return c, rd, w.PID, nil
+			s := newStream(c, rd)
+			if s.file != nil {
+				rd = bufio.NewReaderSize(s, 64<<10)
+			}
+			return s, rd, w.PID, nil
 		}
 		c.Close()
 		switch {
@@ -242,18 +252,32 @@ func (r *Relay) fromProcessLine(line []byte) bool {
 // what it was asked and ends the session.
 func (r *Relay) fromAgent(in io.Reader) {
 	rd := bufio.NewReaderSize(in, 64<<10)
+	limit := r.o.MaxLine
+	if limit <= 0 {
+		limit = 4 << 20
+	}
 	var line []byte
+	streaming := false // the line passed limit: its pieces go on as they come
 	for {
 		chunk, err := rd.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
+		full := errors.Is(err, bufio.ErrBufferFull)
+		switch {
+		case streaming:
+			r.sendRaw(chunk)
+		case full && len(line)+len(chunk) > limit:
+			streaming = true
+			r.sendRaw(append(line, chunk...))
+			line = line[:0]
+		default:
 			line = append(line, chunk...)
+		}
+		if full {
 			continue
 		}
-		line = append(line, chunk...)
-		if len(line) > 0 {
+		if !streaming && len(line) > 0 {
 			r.send(line)
 		}
-		line = line[:0]
+		line, streaming = line[:0], false
 		if err != nil {
 			break
 		}
@@ -263,11 +287,7 @@ func (r *Relay) fromAgent(in io.Reader) {
 	c := r.conn
 	r.mu.Unlock()
 	r.wmu.Lock()
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	} else {
-		c.Close()
-	}
+	c.closeWrite()
 	r.wmu.Unlock()
 	time.AfterFunc(r.drain(), r.closeConn)
 }
@@ -306,6 +326,52 @@ func (r *Relay) send(line []byte) {
 	c := r.conn
 	r.mu.Unlock()
 	c.Write(line) // a failure is the connection's end, which fromProcess sees
+}
+
+// sendRaw sends a piece of a line too long to hold, as it is.
+func (r *Relay) sendRaw(b []byte) {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.mu.Lock()
+	c, down := r.conn, r.down
+	r.mu.Unlock()
+	if !down {
+		c.Write(b)
+	}
+}
+
+// stream is a connection to the long-lived process after the hello: on
+// Unix its socket as a file read and written with raw system calls.
+type stream struct {
+	c    net.Conn
+	file *os.File
+	rw   io.ReadWriteCloser
+}
+
+func newStream(c net.Conn, rd *bufio.Reader) *stream {
+	if rd.Buffered() == 0 { // nothing of the process's read ahead into rd
+		if f := rendezvous.File(c); f != nil {
+			return &stream{file: f, rw: wire.PipeIO(f)}
+		}
+	}
+	return &stream{c: c, rw: c}
+}
+
+func (s *stream) Read(b []byte) (int, error)  { return s.rw.Read(b) }
+func (s *stream) Write(b []byte) (int, error) { return s.rw.Write(b) }
+func (s *stream) Close() error                { return s.rw.Close() }
+
+func (s *stream) closeWrite() {
+	if s.file != nil {
+		if rendezvous.CloseWrite(s.file) != nil {
+			s.Close()
+		}
+		return
+	}
+	if cw, ok := s.c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		return
+	}
+	s.Close()
 }
 
 // note records an agent's request in flight, and what a replay needs.

@@ -219,3 +219,52 @@ func TestPeekFindsTheMembersAtTheTop(t *testing.T) {
 		}
 	}
 }
+
+func TestALineLongerThanTheBoundGoesOnInPieces(t *testing.T) {
+	d, err := os.MkdirTemp("/tmp", "rl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(d)
+	cfg := filepath.Join(d, "c.toml")
+	os.WriteFile(cfg, nil, 0o600)
+	p, _ := rendezvous.For(filepath.Join(d, "run"), cfg, "b1")
+	procs := make(chan *fakeProcess, 1)
+	r, err := Connect(Options{Place: p, MaxLine: 100 << 10, Spawn: func() error { procs <- startFake(t, p, 1); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := <-procs
+	defer proc.ln.Close()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	go io.Copy(io.Discard, outR)
+	go r.Run(context.Background(), inR, outW)
+	c := <-proc.conns
+	long := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"x":"` + strings.Repeat("a", 3<<20) + `"}}` + "\n"
+	half := len(long) / 2
+	seen := make(chan struct{})
+	go func() {
+		inW.Write([]byte(long[:half]))
+		// The session holds no more than its bound of it: the process
+		// has its start before the agent wrote its end.
+		<-seen
+		inW.Write([]byte(long[half:]))
+		inW.Write([]byte(`{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"))
+	}()
+	c.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := make([]byte, 200<<10)
+	if _, err := io.ReadFull(c.rd, start); err != nil {
+		t.Fatalf("the process got nothing of a line the agent has not ended: %v", err)
+	}
+	close(seen)
+	rest, err := c.rd.ReadString('\n')
+	got := string(start) + rest
+	if err != nil || got != long {
+		t.Fatalf("the process read %d bytes (%v), want the %d of the long line", len(got), err, len(long))
+	}
+	if m := c.line(t); m["method"] != "ping" {
+		t.Fatalf("after the long line: %v", m)
+	}
+	inW.Close()
+}
