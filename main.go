@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/mux"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 func main() {
@@ -300,7 +301,7 @@ func serve(c *cli.Context) error {
 	defer restoreIn()
 	out, restoreOut := pollable(os.Stdout)
 	defer restoreOut()
-	err = m.Serve(ctx, mux.StdioTransport(in, out, mux.StdioOptions{
+	err = m.Serve(ctx, door.Stdio(in, out, door.StdioOptions{
 		MaxLine: cfg.Mux.MaxMessageSize,
 		Drain:   cfg.Mux.RequestTimeout.Duration,
 		Logger:  logger,

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 // Every agent request that a backend answers goes through forward, whichever
@@ -363,13 +364,13 @@ func (d *deadline) resume() {
 // or mux's timeout, instead of the go-sdk's "context canceled".
 func (m *Mux) withCancelReason(ctx context.Context, mem *member, extra *mcp.RequestExtra) context.Context {
 	return backends.WithCancelReason(ctx, func() string {
-		if r, ok := agentCancelReasons.Load(extra); ok {
-			return r.(string)
+		if r, ok := door.CancelReason(extra); ok {
+			return r
 		}
 		if extra != nil && extra.Header != nil {
 			if token := extra.Header.Get(sdkCallHeader); token != "" {
-				if r, ok := agentCancelReasons.Load(token); ok {
-					return r.(string)
+				if r, ok := door.CancelReason(token); ok {
+					return r
 				}
 			}
 		}

@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcp-mux/mcp-mux/backends/wire"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 // An HTTP session's calls on the go-sdk's path (what the fast path leaves
@@ -67,7 +67,7 @@ func (s *session) trackSDKCall(w http.ResponseWriter, r *http.Request, id jsonrp
 		s.sdk.mu.Unlock()
 		if c.cancelled.Load() {
 			// The backend may be told after the handler returned.
-			time.AfterFunc(cancelReasonKeep, func() { agentCancelReasons.Delete(c.token) })
+			door.ForgetCancelReason(c.token)
 		}
 	}
 }
@@ -76,7 +76,7 @@ func (s *session) trackSDKCall(w http.ResponseWriter, r *http.Request, id jsonrp
 // go-sdk's path, which the go-sdk cancels as it reads it after this: the
 // call gets no response, and its reason is kept for the backend.
 func (s *session) cancelSDKCall(n *jsonrpc.Request) {
-	id, reason, ok := cancelledRequest(n)
+	id, reason, ok := door.CancelledRequest(n)
 	if !ok {
 		return
 	}
@@ -87,7 +87,7 @@ func (s *session) cancelSDKCall(n *jsonrpc.Request) {
 		return
 	}
 	if reason != "" {
-		agentCancelReasons.Store(c.token, reason)
+		door.KeepCancelReason(c.token, reason)
 	}
 	c.cancelled.Store(true)
 }

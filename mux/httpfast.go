@@ -9,7 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
+
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/mux/outq"
 )
 
@@ -153,18 +154,7 @@ func notificationJSON(method string, params any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return appendNotification(nil, method, raw), nil
-}
-
-// appendNotification appends to data the JSON-RPC notification of method
-// with params raw.
-func appendNotification(data []byte, method string, raw json.RawMessage) []byte {
-	data = slices.Grow(data, len(raw)+len(method)+40)
-	data = append(data, `{"jsonrpc":"2.0","method":`...)
-	data = strconv.AppendQuote(data, method)
-	data = append(data, `,"params":`...)
-	data = append(data, raw...)
-	return append(data, '}')
+	return door.AppendNotification(nil, method, raw), nil
 }
 
 // fastState is an HTTP session's requests on the fast path.
@@ -208,7 +198,7 @@ func (f *fastState) remove(id jsonrpc.ID, call *fastCall) {
 	cancelled := call.cancelled
 	f.mu.Unlock()
 	if cancelled {
-		time.AfterFunc(cancelReasonKeep, func() { agentCancelReasons.Delete(call.extra) })
+		door.ForgetCancelReason(call.extra)
 	}
 }
 
@@ -547,7 +537,7 @@ func responseJSON(id jsonrpc.ID, result json.RawMessage, err error) ([]byte, err
 		data, err := outq.ResultLine(id, result)
 		return bytes.TrimRight(data, "\n"), err
 	}
-	return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: wireError(err)})
+	return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: door.WireError(err)})
 }
 
 // writeJSONError writes a JSON-RPC error response with an HTTP status, as
@@ -567,7 +557,7 @@ func writeJSONError(w http.ResponseWriter, status int, id jsonrpc.ID, jerr *json
 // the fast path: it cancels it, keeping the reason for the backend, and
 // the agent gets no response. It reports false for any other request.
 func (s *session) cancelFast(n *jsonrpc.Request) bool {
-	id, reason, ok := cancelledRequest(n)
+	id, reason, ok := door.CancelledRequest(n)
 	if !ok {
 		return false
 	}
@@ -576,7 +566,7 @@ func (s *session) cancelFast(n *jsonrpc.Request) bool {
 	if c != nil {
 		c.cancelled = true
 		if reason != "" {
-			agentCancelReasons.Store(c.extra, reason)
+			door.KeepCancelReason(c.extra, reason)
 		}
 	}
 	s.fast.mu.Unlock()

@@ -10,9 +10,10 @@
 // (lifecycle, sessions), member.go and supervise.go (one backend's state,
 // catalog and restarts), catalog.go and lists.go (the merged view),
 // notify.go, logging.go, clientreq.go and listen.go (what goes to the
-// agent on mux's or a backend's initiative), agentconn.go and http.go (the
-// agent's transports), reload.go and watch.go (a changed config applied
-// while serving). The config file is read by mux/config.
+// agent on mux's or a backend's initiative), http.go (the HTTP door's
+// sessions), reload.go and watch.go (a changed config applied while
+// serving). The agent's transports are mux/door; the config file is read
+// by mux/config.
 package mux
 
 import (
@@ -29,6 +30,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/mux/outq"
 	"github.com/mcp-mux/mcp-mux/mux/tracing"
 	"github.com/mcp-mux/mcp-mux/subs"
@@ -169,8 +171,8 @@ type session struct {
 	ended    bool                   // sessionEnded ran: no queue any more
 
 	// conn is the session's stdio connection, if it is one: mux's own
-	// notifications go straight to it (agentConn.notify).
-	conn atomic.Pointer[agentConn]
+	// notifications go straight to it (door.Conn.Notify).
+	conn atomic.Pointer[door.Conn]
 
 	ahead *listAhead // the resources page fetched for the agent's next cursor (listahead.go); guarded by mu
 
@@ -216,7 +218,7 @@ func (s *session) isEnded() bool {
 func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 	if c := s.conn.Load(); c != nil {
 		m.notified(method)
-		if err := c.notify(method, params); err != nil {
+		if err := c.Notify(method, params); err != nil {
 			m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
 		}
 		return
@@ -442,8 +444,8 @@ func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
 		// ss.Close would first wait for the requests in flight, which may
 		// wait on backends or on an agent that does not read. Ending the
 		// connection instead makes the go-sdk cancel them at once.
-		if c, ok := t.(interface{ closeConn() }); ok {
-			c.closeConn()
+		if st, ok := t.(*door.StdioTransport); ok {
+			st.CloseConn()
 		} else {
 			ss.Close()
 		}
@@ -456,10 +458,10 @@ func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
 // attach records a new session and, for a stdio one, its connection.
 func (m *Mux) attach(ss *mcp.ServerSession, t mcp.Transport) {
 	s := m.session(ss)
-	if st, ok := t.(*agentTransport); ok {
-		c := st.conn.Load()
+	if st, ok := t.(*door.StdioTransport); ok {
+		c := st.Conn()
 		s.conn.Store(c)
-		c.pass.Store(&passThrough{m: m, s: s, c: c})
+		c.SetPassThrough((&passThrough{m: m, s: s, c: c}).take)
 	}
 }
 

@@ -6,13 +6,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 // Every request's route starts in this file.
 //
 // An agent's message comes in by one of three doors:
 //
-//   - stdio (agentconn.go): the connection reads each line once. A
+//   - stdio (mux/door): the connection reads each line once. A
 //     request that can go as bytes (take, below: tools/call,
 //     resources/read and resources/list of an initialized session, with
 //     nothing unusual about them) is forwarded by the pass-through
@@ -107,7 +109,7 @@ func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
 // take is the stdio door's switch: it forwards req as bytes if it can
 // (passthrough.go), and reports false, having done nothing, for a request
 // the go-sdk's path must handle. Only the session's reader calls it.
-func (p *passThrough) take(req *jsonrpc.Request, call *agentCall) bool {
+func (p *passThrough) take(req *jsonrpc.Request, call *door.Call) bool {
 	if !p.m.first.over.Load() || p.s.ss.InitializeParams() == nil {
 		return false
 	}
