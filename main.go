@@ -285,7 +285,7 @@ func serve(c *cli.Context) error {
 	if addr != "" {
 		// Over HTTP, for any number of agents, until a signal ends it;
 		// stdin is not the protocol then.
-		err = m.ServeHTTP(ctx, ln, mux.HTTPOptions{
+		err = m.ServeHTTP(ctx, ln, door.HTTPOptions{
 			Token:       cfg.Mux.HTTPToken,
 			SessionIdle: cfg.Mux.HTTPSessionIdle.Duration,
 			MaxBody:     int64(cfg.Mux.MaxMessageSize),
@@ -328,7 +328,7 @@ func toolListAsked(c *cli.Context, addr string) (string, error) {
 			config.ToolListAll, config.ToolListSearch, config.ToolListAuto, c.String("tool-list")), 1)
 	}
 	if addr != "" {
-		return "", cli.Exit("mcp-mux: --tool-list (or MCP_MUX_TOOL_LIST) is the tool list of a stdio session; over HTTP each agent asks for its own with the "+mux.ToolListHeader+" header or ?tool_list= on the URL", 1)
+		return "", cli.Exit("mcp-mux: --tool-list (or MCP_MUX_TOOL_LIST) is the tool list of a stdio session; over HTTP each agent asks for its own with the "+door.ToolListHeader+" header or ?tool_list= on the URL", 1)
 	}
 	return v, nil
 }

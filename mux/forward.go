@@ -286,7 +286,7 @@ func (m *Mux) settle(ctx context.Context, b *backends.Backend) {
 	start := time.Now()
 	b.Settle(settleWait)
 	s := sessionFrom(ctx)
-	if s == nil || s.conn.Load() != nil || streamFrom(ctx) != nil {
+	if s == nil || s.conn.Load() != nil || door.StreamOf(ctx) != nil {
 		return // stdio, or the HTTP fast path: in order by themselves
 	}
 	s.mu.Lock()
@@ -366,13 +366,6 @@ func (m *Mux) withCancelReason(ctx context.Context, mem *member, extra *mcp.Requ
 	return backends.WithCancelReason(ctx, func() string {
 		if r, ok := door.CancelReason(extra); ok {
 			return r
-		}
-		if extra != nil && extra.Header != nil {
-			if token := extra.Header.Get(sdkCallHeader); token != "" {
-				if r, ok := door.CancelReason(token); ok {
-					return r
-				}
-			}
 		}
 		if context.Cause(ctx) == errTimedOut {
 			return fmt.Sprintf("mcp-mux: request_timeout (%s) passed", m.requestTimeout(mem))

@@ -115,8 +115,8 @@ type Mux struct {
 	// learned, and lets their writes of the memory through (lazy.go).
 	// Guarded by mu.
 	exitLearning bool
-	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
-	agentMetas agentMetas
+	// agentMetas are the _meta of stateless requests, decoded (http.go).
+	agentMetas door.AgentMetas
 	// launch is the profile every session sees (WithProfile), and
 	// profileViews the views of the config in effect (profile.go).
 	launch       string
@@ -142,7 +142,7 @@ type Mux struct {
 	ids      map[string]*session // by session id
 	httpIDs  map[string]*session // HTTP sessions with an Mcp-Session-Id, by it
 	// stateless are the sessions of the stateless requests on the HTTP
-	// fast path being served (httpstateless.go): they have no go-sdk
+	// fast path being served (http.go): they have no go-sdk
 	// session to key sessions by.
 	stateless map[*session]struct{}
 	nextID    int
@@ -157,7 +157,7 @@ type session struct {
 	id string
 	ss *mcp.ServerSession
 	// params are what a session without ss (a stateless request on the
-	// HTTP fast path: httpstateless.go) said of itself in its _meta.
+	// HTTP fast path: http.go) said of itself in its _meta.
 	params *mcp.InitializeParams
 	// lastActive is when the agent last sent a request (unix nanoseconds):
 	// a backend's request to the agent goes to the most recently active
@@ -183,11 +183,10 @@ type session struct {
 	// decided yet.
 	fit atomic.Pointer[fitter]
 	// toolList is the tool list an HTTP agent asked for on its requests
-	// (ToolListHeader or ?tool_list=); "" follows [mux] tool_list.
+	// (door.ToolListHeader or ?tool_list=); "" follows [mux] tool_list.
 	toolList atomic.Pointer[string]
 
-	fast fastState // an HTTP session's requests on the fast path (httpfast.go)
-	sdk  sdkCalls  // and its calls on the go-sdk's path (httpcancel.go)
+	http door.HTTPSession // an HTTP session's requests, as its door tracks them
 	// announced: its start was logged (initialize), and so is its end.
 	announced atomic.Bool
 	// listBy is when its first list must be answered at the latest, for
@@ -237,9 +236,9 @@ func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 // ctx (its progress): over HTTP it goes on that request's response stream,
 // where a client that opened no other stream expects it.
 func (m *Mux) deliverFor(ctx context.Context, s *session, method string, params mcp.Params) {
-	if hs := streamFrom(ctx); hs != nil { // a request on the HTTP fast path (httpfast.go)
+	if hs := door.StreamOf(ctx); hs != nil { // a request on the HTTP fast path (http.go)
 		m.notified(method)
-		hs.notify(method, params)
+		hs.Notify(method, params)
 		return
 	}
 	if s.conn.Load() != nil || s.ss == nil {
@@ -471,15 +470,15 @@ func (m *Mux) session(ss *mcp.ServerSession) *session {
 }
 
 // sessionIn is session for a request whose context is ctx: a session
-// made for a stateless request (madeSessions in ctx) is ended by the HTTP
-// handler once the request is over, not watched.
+// made for a stateless request is ended by the HTTP door once the request
+// is over (door.AtRequestEnd), not watched.
 func (m *Mux) sessionIn(ctx context.Context, ss *mcp.ServerSession) *session {
 	m.mu.Lock()
 	s, ok := m.sessions[ss]
 	if !ok {
 		m.nextID++
 		s = &session{id: fmt.Sprintf("s%d", m.nextID), ss: ss}
-		s.fast.idle = time.Now()
+		s.http.Touch()
 		m.sessions[ss] = s
 		m.ids[s.id] = s
 		if sid := ss.ID(); sid != "" {
@@ -492,16 +491,13 @@ func (m *Mux) sessionIn(ctx context.Context, ss *mcp.ServerSession) *session {
 	}
 	// The go-sdk's HTTP handler makes sessions that Connect and Serve
 	// never see. A session with an Mcp-Session-Id ends where mux sees it
-	// (a DELETE, idleSessions, ServeHTTP's end: httpfast.go, http.go),
+	// (a DELETE, idleSessions, ServeHTTP's end: http.go),
 	// saving a goroutine per idle session; a request of the current era
 	// (no id) ends with the request, watched from here.
 	watch := !ok && m.watchEnds && ss.ID() == ""
 	m.mu.Unlock()
-	if watch && ctx != nil {
-		if made, _ := ctx.Value(madeSessionsKey{}).(*madeSessions); made != nil {
-			made.add(ss)
-			watch = false
-		}
+	if watch && ctx != nil && door.AtRequestEnd(ctx, func() { m.sessionEnded(ss) }) {
+		watch = false
 	}
 	if watch {
 		m.goOwned(func() {
@@ -553,7 +549,7 @@ func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 	if !ok {
 		return
 	}
-	s.endFast()
+	s.http.End()
 	s.mu.Lock()
 	s.ended = true
 	q := s.notes

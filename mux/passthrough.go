@@ -46,8 +46,8 @@ type passThrough struct {
 	// era is the current-era _meta last found sound (era.go).
 	era eraMeta
 	// known is the _meta of a stateless request over HTTP, decoded and
-	// found sound already (httpstateless.go), or nil.
-	known *agentMeta
+	// found sound already (http.go), or nil.
+	known *door.AgentMeta
 }
 
 // plainParams splits params into the keys named in want (and _meta), or
@@ -128,8 +128,8 @@ func (p *passThrough) plainMeta(raw json.RawMessage, modernBackend bool) (meta m
 	if raw == nil {
 		return nil, !modern
 	}
-	if k := p.known; k != nil && modern && bytes.Equal(raw, k.raw) {
-		return k.meta, true
+	if k := p.known; k != nil && modern && bytes.Equal(raw, k.Raw) {
+		return k.Meta, true
 	}
 	keys, ok := wire.ObjectMembers(raw)
 	if !ok {

@@ -20,7 +20,32 @@
 //     context of a request it took, cancelled with the agent's
 //     notifications/cancelled or the connection's end.
 //
-// The door asks nothing of the core but that hook.
+// The stdio door asks nothing of the core but that hook.
+//
+// The HTTP door (http.go, httpfast.go, stream.go, httpcancel.go,
+// stateless.go): HTTP(opts, core) serves the endpoint, ServeHTTP a
+// listener, Guard anything else behind the same checks (the metrics). The
+// door does the Origin, token and Host checks, the body limit, the
+// routing of profiles (/mcp/NAME, ProfileHeader) and tool lists
+// (?tool_list=, ToolListHeader), the go-sdk's stateful and stateless
+// handlers, the fast path's reading and writing (a response as JSON or as
+// an event stream, duplicate ids, cancellation), and leaving out the
+// go-sdk's response to a call the agent cancelled. It asks of the core,
+// all in HTTPCore: the go-sdk server; whether a profile exists; whether
+// the fast paths are open yet; the session of an Mcp-Session-Id, and
+// whether its POSTs may take the fast path; to serve a call on the fast
+// path (Call, Stateless), which the core does by forwarding it and
+// handing the door its result (ServeCall); and to end a session the agent
+// deleted. The core asks of it:
+//   - HTTPSession, the door's state of one session, kept in the core's
+//     record of it: Touch and Idle for http_session_idle (the core ends
+//     idle sessions), End when the session ends;
+//   - StreamOf, the response stream of a request on the fast path, where
+//     Stream.Notify sends its progress and Ask the backend's requests to
+//     the agent;
+//   - AtRequestEnd, to end a session the go-sdk made for one stateless
+//     request when the request is over;
+//   - AgentMetas, what a current-era request's _meta says of its agent.
 //
 // Every door keeps the reason an agent gave for cancelling a request
 // (CancelReason), which the core tells the backend.
@@ -36,6 +61,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // cancelReasons holds the reason the agent gave for cancelling a request
@@ -47,29 +73,32 @@ var cancelReasons sync.Map // *mcp.RequestExtra, or an HTTP call's token (httpca
 // its handler returned.
 const cancelReasonKeep = 10 * time.Second
 
-// KeepCancelReason keeps reason, the agent's for cancelling the request of
-// key (its *mcp.RequestExtra, or an HTTP call's token), for CancelReason.
-func KeepCancelReason(key any, reason string) { cancelReasons.Store(key, reason) }
-
-// ForgetCancelReason drops key's reason once the core can no longer need
+// forgetCancelReason drops key's reason once the core can no longer need
 // it: the go-sdk tells the backend of a cancellation from another
 // goroutine, maybe after the handler has returned (its own bound is 5 s).
-func ForgetCancelReason(key any) {
+func forgetCancelReason(key any) {
 	time.AfterFunc(cancelReasonKeep, func() { cancelReasons.Delete(key) })
 }
 
-// CancelReason is the reason the agent gave for cancelling the request of
-// key, if it gave one.
-func CancelReason(key any) (string, bool) {
-	if r, ok := cancelReasons.Load(key); ok {
+// CancelReason is the reason the agent gave for cancelling the request
+// whose handler got extra, if it gave one.
+func CancelReason(extra *mcp.RequestExtra) (string, bool) {
+	if r, ok := cancelReasons.Load(extra); ok {
 		return r.(string), true
+	}
+	if extra != nil && extra.Header != nil {
+		if token := extra.Header.Get(sdkCallHeader); token != "" { // a call on the go-sdk's path over HTTP
+			if r, ok := cancelReasons.Load(token); ok {
+				return r.(string), true
+			}
+		}
 	}
 	return "", false
 }
 
-// WireError is err as the agent gets it: a JSON-RPC error with a code,
+// wireError is err as the agent gets it: a JSON-RPC error with a code,
 // whatever error a handler returned.
-func WireError(err error) error {
+func wireError(err error) error {
 	var we *jsonrpc.Error
 	if errors.As(err, &we) && we.Code != 0 {
 		return err
@@ -96,9 +125,9 @@ func codeFor(msg string) int64 {
 	return jsonrpc.CodeInternalError
 }
 
-// CancelledRequest reads a notifications/cancelled: the id of the request
+// cancelledRequest reads a notifications/cancelled: the id of the request
 // it cancels, and the reason given, if any.
-func CancelledRequest(n *jsonrpc.Request) (id jsonrpc.ID, reason string, ok bool) {
+func cancelledRequest(n *jsonrpc.Request) (id jsonrpc.ID, reason string, ok bool) {
 	var p struct {
 		RequestID any    `json:"requestId"`
 		Reason    string `json:"reason"`
@@ -113,9 +142,9 @@ func CancelledRequest(n *jsonrpc.Request) (id jsonrpc.ID, reason string, ok bool
 	return id, p.Reason, true
 }
 
-// AppendNotification appends to data the JSON-RPC notification of method
+// appendNotification appends to data the JSON-RPC notification of method
 // with params raw.
-func AppendNotification(data []byte, method string, raw json.RawMessage) []byte {
+func appendNotification(data []byte, method string, raw json.RawMessage) []byte {
 	data = slices.Grow(data, len(raw)+len(method)+40)
 	data = append(data, `{"jsonrpc":"2.0","method":`...)
 	data = strconv.AppendQuote(data, method)

@@ -202,7 +202,7 @@ func (c *Conn) Write(_ context.Context, msg jsonrpc.Message) error {
 		return nil
 	}
 	if r, ok := msg.(*jsonrpc.Response); ok && r.Error != nil {
-		if fixed := WireError(r.Error); fixed != r.Error {
+		if fixed := wireError(r.Error); fixed != r.Error {
 			cp := *r
 			cp.Error = fixed
 			msg = &cp
@@ -261,7 +261,7 @@ func (c *Conn) Notify(method string, params any) error {
 	if err != nil {
 		return err
 	}
-	data := append(AppendNotification(make([]byte, 0, len(raw)+len(method)+48), method, raw), '\n')
+	data := append(appendNotification(make([]byte, 0, len(raw)+len(method)+48), method, raw), '\n')
 	c.out.Pace(c.closed) // the backend waits while the agent catches up
 	var key string
 	var droppable bool
@@ -362,7 +362,7 @@ func (c *Conn) deliver(msg jsonrpc.Message) bool {
 // gets no response (as MCP says), and its reason is kept for the backend.
 // The go-sdk cancels the handler itself.
 func (c *Conn) cancelled(n *jsonrpc.Request) {
-	id, reason, ok := CancelledRequest(n)
+	id, reason, ok := cancelledRequest(n)
 	if !ok {
 		return
 	}
@@ -372,7 +372,7 @@ func (c *Conn) cancelled(n *jsonrpc.Request) {
 	if call != nil {
 		call.cancelled = true
 		if reason != "" {
-			KeepCancelReason(call.extra, reason)
+			cancelReasons.Store(call.extra, reason)
 		}
 		cancel = call.cancel
 	}
@@ -388,7 +388,7 @@ func (c *Conn) written(id jsonrpc.ID) {
 	c.mu.Lock()
 	call := c.inflight[id]
 	if call != nil && call.cancelled {
-		ForgetCancelReason(call.extra) // kept a while: see there
+		forgetCancelReason(call.extra) // kept a while: see there
 	}
 	if call != nil && (call.answered || call.cancelled) {
 		// Not a request that reused the id after this one's response.
