@@ -36,6 +36,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/mux"
 	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/mux/control"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/mux/relay"
 	"github.com/mcp-mux/mcp-mux/mux/rendezvous"
 )
@@ -302,7 +303,7 @@ func (d *daemon) serve(c net.Conn) {
 			in, out = f, f
 		}
 	}
-	err = cl.m.Serve(context.Background(), mux.StdioTransport(in, out, mux.StdioOptions{
+	err = cl.m.Serve(context.Background(), door.Stdio(in, out, door.StdioOptions{
 		MaxLine: cfg.Mux.MaxMessageSize,
 		Drain:   cfg.Mux.RequestTimeout.Duration,
 		Logger:  d.logger,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 // Server-to-client requests: a backend's roots/list, sampling/createMessage
@@ -441,9 +442,9 @@ func sendToAgent[R mcp.Result, P mcp.Params](ctx context.Context, mem *member, s
 	var res mcp.Result
 	var err error
 	rc := mem.requestContext(s)
-	if hs := streamFrom(rc); hs != nil {
+	if hs := door.StreamOf(rc); hs != nil {
 		// The request it serves took the HTTP fast path: on its stream.
-		res, err = askOnStream[R](ctx, s, hs, method, p)
+		res, err = door.Ask[R](ctx, hs, method, p)
 	} else {
 		if rc != nil {
 			ctx = valuesOf{ctx, rc} // over HTTP: on the stream of the request it serves

@@ -74,6 +74,13 @@ var depRules = []depRule{
 		rel := ours(d.path)
 		return rel == "" || rel == "mux/outq", "mux/outq imports nothing of ours"
 	}},
+	// The agents' doors (stdio, HTTP): the core imports them, never the
+	// other way, so that a new door needs nothing of the core but the seam.
+	{"mux/door", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/door" || rel == "mux/outq" || rel == "mux/config" || under(rel, "backends"),
+			"mux/door imports nothing of mux but mux/outq and mux/config"
+	}},
 	// What mcp-mux knows of each agent, and the names that fit them: tables
 	// and pure functions the server asks.
 	{"mux/agents", func(d depInfo) (bool, string) {
