@@ -11,7 +11,6 @@ package main
 // after its last session.
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -188,7 +186,8 @@ func sharedServe(c *cli.Context) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
-	go d.accept()
+	d.door = &door.SessionDoor{Admit: d.admit, Logger: logger}
+	go d.door.Serve(ln)
 	// A process whose first session never says hello ends too, but not
 	// before that session could have.
 	d.armLinger(2 * rendezvous.HelloTimeout)
@@ -219,14 +218,14 @@ type daemon struct {
 	logger *log.Logger
 	linger time.Duration
 
+	door *door.SessionDoor
+
 	mu       sync.Mutex
 	classes  map[string]*class
 	sessions int
-	conns    map[net.Conn]io.Closer // what ends each session's connection
 	stopping bool
 	lingerT  *time.Timer
 	done     chan struct{} // closed when it is to end
-	wg       sync.WaitGroup
 }
 
 // class is the sessions that share one Mux.
@@ -236,91 +235,37 @@ type class struct {
 	idle *time.Timer // closes it shared_linger after its last session
 }
 
-func (d *daemon) accept() {
-	for {
-		c, err := d.ln.Accept()
-		if err != nil {
-			return
-		}
-		d.mu.Lock()
-		if d.conns == nil {
-			d.conns = map[net.Conn]io.Closer{}
-		}
-		d.conns[c] = c
-		d.wg.Add(1)
-		d.mu.Unlock()
-		go func() {
-			defer d.wg.Done()
-			d.serve(c)
-			c.Close()
-			d.mu.Lock()
-			delete(d.conns, c)
-			d.mu.Unlock()
-		}()
-	}
-}
-
-// serve is one session: its hello, then its agent's bytes, served by the
-// Mux of its class.
-func (d *daemon) serve(c net.Conn) {
-	c.SetDeadline(time.Now().Add(rendezvous.HelloTimeout))
-	rd := bufio.NewReaderSize(c, 64<<10)
-	h, err := rendezvous.ReadHello(rd)
-	if err != nil {
-		d.logger.Warn("a session's hello was not read", "err", err)
-		return
-	}
-	refuse := func(why string) { rendezvous.WriteWelcome(c, rendezvous.Welcome{PID: os.Getpid(), Refused: why}) }
+// admit is the session door's: the class of the session of h, or why it
+// is refused.
+func (d *daemon) admit(h *rendezvous.Hello) (door.StdioOptions, func(*door.StdioTransport) error, string) {
 	switch {
 	case h.V != rendezvous.Version || h.Build != d.place.Build:
-		refuse(rendezvous.RefusedBuild)
-		return
+		return door.StdioOptions{}, nil, rendezvous.RefusedBuild
 	case h.Config != d.place.Config:
-		refuse("another config file")
-		return
+		return door.StdioOptions{}, nil, "another config file"
 	}
 	key, cfg, err := classOf(d.place.Config, h)
 	if err != nil {
-		refuse(err.Error())
-		return
+		return door.StdioOptions{}, nil, err.Error()
 	}
 	cl, ok := d.join(key, cfg, h)
 	if !ok {
-		refuse(rendezvous.RefusedStopping)
-		return
+		return door.StdioOptions{}, nil, rendezvous.RefusedStopping
 	}
-	defer d.leave(key, cl)
-	if err := rendezvous.WriteWelcome(c, rendezvous.Welcome{PID: os.Getpid()}); err != nil {
-		return
-	}
-	c.SetDeadline(time.Time{})
-	var in io.Reader = bufferedConn{rd, c}
-	var out io.Writer = c
-	if rd.Buffered() == 0 { // the session waits for the welcome: nothing read ahead
-		if f := rendezvous.File(c); f != nil {
-			defer f.Close()
-			d.track(c, f)
-			in, out = f, f
-		}
-	}
-	err = cl.m.Serve(context.Background(), door.Stdio(in, out, door.StdioOptions{
+	opts := door.StdioOptions{
 		MaxLine: cfg.Mux.MaxMessageSize,
 		Drain:   cfg.Mux.RequestTimeout.Duration,
 		Logger:  d.logger,
 		PID:     h.PID,
-	}))
-	if err != nil {
-		d.logger.Debug("session ended", "err", err)
 	}
+	return opts, func(t *door.StdioTransport) error {
+		defer d.leave(key, cl)
+		if t == nil {
+			return nil
+		}
+		return cl.m.Serve(context.Background(), t)
+	}, ""
 }
-
-// bufferedConn reads what the hello's reader already holds first.
-type bufferedConn struct {
-	rd *bufio.Reader
-	net.Conn
-}
-
-func (b bufferedConn) Read(p []byte) (int, error) { return b.rd.Read(p) }
 
 // classOf resolves the config for the session of h, in its environment,
 // and names what its backends depend on: sessions of one name share a Mux.
@@ -343,13 +288,6 @@ func classOf(path string, h *rendezvous.Hello) (string, *config.File, error) {
 		enc.Encode(backendIdentity(b, h))
 	}
 	return hex.EncodeToString(sum.Sum(nil)), cfg, nil
-}
-
-// track makes stop close f, which serves c's session from now on.
-func (d *daemon) track(c net.Conn, f io.Closer) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.conns[c] = f
 }
 
 // join adds a session of class key, making the class's Mux if it is the
@@ -439,21 +377,15 @@ func (d *daemon) stop() {
 		return
 	}
 	d.stopping = true
-	conns := make([]io.Closer, 0, len(d.conns))
-	for _, c := range d.conns {
-		conns = append(conns, c)
-	}
 	d.mu.Unlock()
 	d.ln.Close()
-	for _, c := range conns {
-		c.Close()
-	}
+	d.door.CloseAll()
 	close(d.done)
 }
 
 // wait waits for every session to end and every Mux to close.
 func (d *daemon) wait() {
-	d.wg.Wait()
+	d.door.Wait()
 	for _, m := range d.muxes() {
 		m.Close()
 	}

@@ -47,6 +47,12 @@
 //     request when the request is over;
 //   - AgentMetas, what a current-era request's _meta says of its agent.
 //
+// The session door (session.go): SessionDoor takes the sessions of the
+// user's agents that meet the shared mcp-mux at its rendezvous; after each
+// one's hello it is the stdio door over the session's socket. It asks of
+// the core Admit: for a hello, the stdio options and what serves the
+// session (the Mux of its class), or why it is refused.
+//
 // Every door keeps the reason an agent gave for cancelling a request
 // (CancelReason), which the core tells the backend.
 package door
