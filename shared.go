@@ -84,7 +84,7 @@ func runSession(ctx context.Context, cfg *config.File, c *cli.Context, toolList 
 			Build: build, Config: place.Config, Cwd: cwd, Environ: os.Environ(),
 			Profile: c.String("profile"), ToolList: toolList, Name: strings.TrimSpace(c.String("name")), PID: os.Getpid(),
 		},
-		Spawn:   func() error { return spawnShared(place) },
+		Spawn:   func() (<-chan struct{}, error) { return spawnShared(place) },
 		Warn:    func(msg string) { logger.Warn(msg) },
 		Drain:   cfg.Mux.RequestTimeout.Duration,
 		MaxLine: cfg.Mux.MaxMessageSize,
@@ -111,11 +111,12 @@ func pipeIO(f *os.File) io.ReadWriter { return wire.PipeIO(f) }
 
 // spawnShared starts the long-lived process of place from this very
 // executable, in a session of its own (the agent's end does not end it),
-// writing its log where its sessions' users can find it.
-func spawnShared(place rendezvous.Place) error {
+// writing its log where its sessions' users can find it. ended is closed
+// when it ends.
+func spawnShared(place rendezvous.Place) (ended <-chan struct{}, err error) {
 	exe, err := rendezvous.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// One old log is kept: each process appends to it, and it must not
 	// grow without end.
@@ -124,7 +125,7 @@ func spawnShared(place rendezvous.Place) error {
 	}
 	logf, err := os.OpenFile(place.LogPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logf.Close()
 	cmd := exec.Command(exe, sharedCommand, "--config", place.Config, "--build", place.Build)
@@ -132,10 +133,11 @@ func spawnShared(place rendezvous.Place) error {
 	cmd.Dir = place.Dir
 	detach(cmd)
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
-	go cmd.Wait() // reaps it if it ends before this session
-	return nil
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }() // reaps it if it ends before this session
+	return done, nil
 }
 
 func sharedServeCommand() *cli.Command {

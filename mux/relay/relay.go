@@ -32,8 +32,9 @@ import (
 type Options struct {
 	Place rendezvous.Place
 	Hello rendezvous.Hello
-	// Spawn starts the long-lived process when none serves Place.
-	Spawn func() error
+	// Spawn starts the long-lived process when none serves Place; its
+	// channel, if any, is closed when that process ends.
+	Spawn func() (<-chan struct{}, error)
 	// Warn logs one line where the user looks.
 	Warn func(msg string)
 	// Drain bounds how long the session waits, after the agent's stdin

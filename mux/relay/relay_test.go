@@ -117,7 +117,7 @@ func TestASessionOutlivesItsProcess(t *testing.T) {
 	p, _ := rendezvous.For(filepath.Join(d, "run"), cfg, "b1")
 	procs := make(chan *fakeProcess, 2)
 	pid := 100
-	spawn := func() error { pid++; procs <- startFake(t, p, pid); return nil }
+	spawn := func() (<-chan struct{}, error) { pid++; procs <- startFake(t, p, pid); return nil, nil }
 	r, err := Connect(Options{Place: p, Hello: rendezvous.Hello{PID: 7}, Spawn: spawn})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +230,7 @@ func TestALineLongerThanTheBoundGoesOnInPieces(t *testing.T) {
 	os.WriteFile(cfg, nil, 0o600)
 	p, _ := rendezvous.For(filepath.Join(d, "run"), cfg, "b1")
 	procs := make(chan *fakeProcess, 1)
-	r, err := Connect(Options{Place: p, MaxLine: 100 << 10, Spawn: func() error { procs <- startFake(t, p, 1); return nil }})
+	r, err := Connect(Options{Place: p, MaxLine: 100 << 10, Spawn: func() (<-chan struct{}, error) { procs <- startFake(t, p, 1); return nil, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,9 @@ const spawnWait = 10 * time.Second
 // Meet connects to the long-lived process of p, starting one with spawn
 // when none runs. Sessions that meet at once take turns under p's spawn
 // lock, so only one of them starts a process and the others meet it.
-func Meet(p Place, spawn func() error) (net.Conn, error) {
+// spawn's channel, if not nil, is closed when the process it started
+// ends: one that ends before it answers is not waited for.
+func Meet(p Place, spawn func() (ended <-chan struct{}, err error)) (net.Conn, error) {
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
@@ -114,6 +116,7 @@ func Meet(p Place, spawn func() error) (net.Conn, error) {
 	}
 	defer sl.release()
 	spawned := false
+	var ended <-chan struct{}
 	for {
 		c, err := p.dial()
 		if err == nil {
@@ -127,10 +130,17 @@ func Meet(p Place, spawn func() error) (net.Conn, error) {
 			// still ending) at p.
 			if run, err := tryLock(p.path(".run.lock")); err == nil {
 				run.release()
-				if err := spawn(); err != nil {
+				if ended, err = spawn(); err != nil {
 					return nil, fmt.Errorf("starting the shared mcp-mux: %w", err)
 				}
 				spawned = true
+			}
+		} else if isClosed(ended) {
+			// It ended without answering. If it lost the run lock to
+			// another, that one answers; else none will.
+			if run, err := tryLock(p.path(".run.lock")); err == nil {
+				run.release()
+				return nil, errors.New("the shared mcp-mux it started ended at once (its log says why)")
 			}
 		}
 		if time.Now().After(deadline) {
@@ -140,5 +150,17 @@ func Meet(p Place, spawn func() error) (net.Conn, error) {
 			return nil, errors.New("the shared mcp-mux was ending for too long")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }

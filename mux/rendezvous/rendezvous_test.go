@@ -55,7 +55,7 @@ func TestTenSessionsAtOnceStartOneProcess(t *testing.T) {
 	var spawns atomic.Int32
 	var mu sync.Mutex
 	var lns []*Listener
-	spawn := func() error {
+	spawn := func() (<-chan struct{}, error) {
 		spawns.Add(1)
 		// What the long-lived process does: it may start a moment later.
 		go func() {
@@ -68,7 +68,7 @@ func TestTenSessionsAtOnceStartOneProcess(t *testing.T) {
 			mu.Unlock()
 			serveHellos(ln, 1)
 		}()
-		return nil
+		return nil, nil
 	}
 	t.Cleanup(func() {
 		mu.Lock()
@@ -133,13 +133,13 @@ func TestAStaleSocketIsReplacedAndAnotherBuildMeetsElsewhere(t *testing.T) {
 	os.Chmod(p.SocketPath(), 0o600)
 	spawned := 0
 	var ln *Listener
-	c, err := Meet(p, func() error {
+	c, err := Meet(p, func() (<-chan struct{}, error) {
 		spawned++
 		ln, err = Listen(p)
 		if err == nil {
 			go serveHellos(ln, 1)
 		}
-		return err
+		return nil, err
 	})
 	if err != nil {
 		t.Fatalf("meeting past a stale socket: %v", err)
@@ -170,7 +170,7 @@ func TestAnotherUsersSocketOrDirectoryIsNeverUsed(t *testing.T) {
 	if err := os.Chown(p.SocketPath(), 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := Meet(p, func() error { t.Error("spawned past another user's socket"); return nil }); err == nil {
+	if c, err := Meet(p, func() (<-chan struct{}, error) { t.Error("spawned past another user's socket"); return nil, nil }); err == nil {
 		c.Close()
 		t.Fatal("met at a socket of another user's")
 	}
@@ -179,7 +179,7 @@ func TestAnotherUsersSocketOrDirectoryIsNeverUsed(t *testing.T) {
 	os.MkdirAll(theirs, 0o700)
 	os.Chown(theirs, 65534, 65534)
 	q := place(t, theirs, "b1")
-	if _, err := Meet(q, func() error { return nil }); err == nil {
+	if _, err := Meet(q, func() (<-chan struct{}, error) { return nil, nil }); err == nil {
 		t.Fatal("met in a directory of another user's")
 	}
 	if _, err := Listen(q); err == nil {
@@ -221,5 +221,21 @@ func TestBuildIDIsRememberedByTheFile(t *testing.T) {
 	m, _ := filepath.Glob(filepath.Join(dir, "build-*"))
 	if len(m) != 1 {
 		t.Fatalf("memo files: %v", m)
+	}
+}
+
+func TestAProcessThatEndsAtItsStartIsNotWaitedFor(t *testing.T) {
+	p := place(t, shortDir(t), "b1")
+	start := time.Now()
+	_, err := Meet(p, func() (<-chan struct{}, error) {
+		ended := make(chan struct{})
+		close(ended) // a process that exits at once, say on a broken config
+		return ended, nil
+	})
+	if err == nil {
+		t.Fatal("met a process that ended")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Meet waited %s for a process that had ended", d)
 	}
 }
