@@ -299,6 +299,9 @@ func (mem *member) forwardRoots(ctx context.Context, p *mcp.ListRootsParams) (*m
 	if mem.m.rootsOutsideRequests(mem) {
 		return mem.m.learnedRoots(ctx, mem) // roots.go
 	}
+	if ss := mem.m.rootsSessions(); len(ss) > 1 {
+		return mem.commonRoots(ctx, ss, p) // roots.go
+	}
 	_, res, err := forwardToAgent[*mcp.ListRootsResult](ctx, mem, "roots/list", "roots", hasRoots, p)
 	return res, err
 }

@@ -355,6 +355,7 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 		},
 		SubscribeHandler:          m.subscribe,
 		RootsListChangedHandler:   m.rootsListChanged,
+		InitializedHandler:        m.initialized,
 		UnsubscribeHandler:        m.unsubscribe,
 		SupportedProtocolVersions: protocolVersions,
 	})
@@ -577,6 +578,7 @@ func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 		m.logSession(s, "ended")
 	}
 	m.endSessionSubscriptions(s.id)
+	m.rootsSessionsChanged(s, false)
 }
 
 // goOwned runs f in a goroutine that Close waits for; after Close it does

@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -197,4 +198,98 @@ func (m *Mux) askRoots(ctx context.Context, pc *parkedCall) {
 		case <-ctx.Done():
 		}
 	}
+}
+
+// Sessions that share a backend (the shared mcp-mux's sessions of one
+// project, or serve --http's) share its roots: a server such as
+// server-filesystem allows what its client's roots say, for every session
+// it serves. So a backend that asks while several agents of the handshake
+// era that declared roots are connected gets the roots all of them give,
+// never one agent's alone; an agent that cannot be asked counts as giving
+// none. When a session comes or goes, the backends are told
+// notifications/roots/list_changed, so that they ask again.
+
+// commonRootsWait bounds each agent's answer to a shared roots/list.
+const commonRootsWait = 10 * time.Second
+
+// rootsSessions are the sessions a shared roots/list asks: of the
+// handshake era, initialized, with roots declared.
+func (m *Mux) rootsSessions() []*session {
+	var out []*session
+	for _, s := range m.liveSessions() {
+		if s.declared(hasRoots) && !s.isModern() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// commonRoots asks every session of ss for its roots and answers with the
+// roots all of them gave.
+func (mem *member) commonRoots(ctx context.Context, ss []*session, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, commonRootsWait)
+	defer cancel()
+	results := make([]*mcp.ListRootsResult, len(ss))
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Go(func() {
+			if res, err := sendToAgent[*mcp.ListRootsResult](ctx, mem, s, "roots/list", p); err == nil {
+				results[i] = res
+			} else {
+				mem.log.Warn("an agent sharing this backend did not give its roots: the backend gets none of the others'", "session", s.id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	common := &mcp.ListRootsResult{Roots: []*mcp.Root{}}
+	if results[0] != nil {
+		for _, r := range results[0].Roots {
+			if r != nil && everyHas(results[1:], r.URI) {
+				common.Roots = append(common.Roots, r)
+			}
+		}
+	}
+	if len(common.Roots) < rootCount(results) {
+		mem.log.Warn("the agents sharing this backend give other roots: it gets only those all of them give (share = \"never\" gives each its own)", "sessions", len(ss), "roots", len(common.Roots))
+	}
+	return common, nil
+}
+
+func everyHas(results []*mcp.ListRootsResult, uri string) bool {
+	for _, res := range results {
+		if res == nil || !slices.ContainsFunc(res.Roots, func(r *mcp.Root) bool { return r != nil && r.URI == uri }) {
+			return false
+		}
+	}
+	return true
+}
+
+// rootCount is the most roots any one agent gave.
+func rootCount(results []*mcp.ListRootsResult) int {
+	n := 0
+	for _, res := range results {
+		if res != nil {
+			n = max(n, len(res.Roots))
+		}
+	}
+	return n
+}
+
+// rootsSessionsChanged tells the backends to ask for roots again when a
+// session that gives them came (joined) or went while another is
+// connected: what they all give changed.
+func (m *Mux) rootsSessionsChanged(s *session, joined bool) {
+	others := len(m.rootsSessions())
+	if joined {
+		others--
+	}
+	if !s.declared(hasRoots) || s.isModern() || others < 1 {
+		return
+	}
+	m.goOwned(func() { m.rootsListChanged(m.ctx, nil) })
+}
+
+// initialized is the go-sdk's notifications/initialized of a session.
+func (m *Mux) initialized(_ context.Context, r *mcp.InitializedRequest) {
+	m.rootsSessionsChanged(m.session(r.Session), true)
 }

@@ -575,3 +575,44 @@ func TestASharedSessionThatStopsReadingCostsTheOthersNothing(t *testing.T) {
 	w.stdin.Close()
 	<-w.exited
 }
+
+// TestSessionsOfOneProjectWithOtherRootsNeverGetEachOthers: two sessions
+// started in one directory whose agents give other roots share the
+// backend; it is given the roots both have, never one's alone, and the
+// roots of each once it is alone again.
+func TestSessionsOfOneProjectWithOtherRootsNeverGetEachOthers(t *testing.T) {
+	if why := interopMissing(); why != "" {
+		t.Skip(why)
+	}
+	sharedDirs(t)
+	script, err := filepath.Abs(filepath.Join("..", "..", "testdata", "interop", "node_modules", "@modelcontextprotocol", serverFilesystem.script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testkit.WriteRawConfig(t, fmt.Sprintf("[[backend]]\nname = \"fs\"\ncommand = \"node\"\nargs = [%q]\n", script))
+	project, _ := filepath.EvalSymlinks(t.TempDir())
+	ra, rb, both := filepath.Join(project, "alpha"), filepath.Join(project, "beta"), filepath.Join(project, "common")
+	for _, d := range []string{ra, rb, both} {
+		os.Mkdir(d, 0o755)
+	}
+	a := startShared(t, cfg, project, nil, nil, "file://"+ra, "file://"+both)
+	allowed := func(s *sharedSession) string { return s.call(t, "fs__list_allowed_directories", map[string]any{}) }
+	testkit.Eventually(t, 15*time.Second, "a's roots allowed", func() bool { return strings.Contains(allowed(a), ra) })
+	b := startShared(t, cfg, project, nil, nil, "file://"+rb, "file://"+both)
+	var da, db string
+	testkit.Eventually(t, 15*time.Second, "the roots both sessions have, and only those", func() bool {
+		da, db = allowed(a), allowed(b)
+		return !strings.Contains(da, ra) && !strings.Contains(db, ra) && strings.Contains(db, both)
+	})
+	for _, d := range []string{da, db} {
+		if strings.Contains(d, ra) || strings.Contains(d, rb) {
+			t.Errorf("one session's own root allowed to both: %s", d)
+		}
+	}
+	if n := len(onlyShared(t).Backends); n != 1 {
+		t.Errorf("%d instances, want 1 shared", n)
+	}
+	// Alone again, b gets its own roots back.
+	a.end(t)
+	testkit.Eventually(t, 15*time.Second, "b's own roots once a left", func() bool { return strings.Contains(allowed(b), rb) })
+}
