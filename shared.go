@@ -227,11 +227,14 @@ type daemon struct {
 	sessions int
 	stopping bool
 	lingerT  *time.Timer
-	done     chan struct{} // closed when it is to end
+	// nextClass numbers the classes made.
+	nextClass int
+	done      chan struct{} // closed when it is to end
 }
 
 // class is the sessions that share one Mux.
 type class struct {
+	id   int // in the order they were made, for status
 	m    *mux.Mux
 	n    int         // its sessions
 	idle *time.Timer // closes it shared_linger after its last session
@@ -311,7 +314,8 @@ func (d *daemon) join(key string, cfg *config.File, h *rendezvous.Hello) (*class
 		if err := m.WatchConfig(); err != nil {
 			d.logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)
 		}
-		cl = &class{m: m}
+		d.nextClass++
+		cl = &class{id: d.nextClass, m: m}
 		d.classes[key] = cl
 	}
 	if cl.idle != nil {
@@ -404,21 +408,43 @@ func (d *daemon) muxes() []*mux.Mux {
 }
 
 // statusDocument is every class's, as one process.
+// statusDocument is every class's, as one process. With more than one
+// class, each session's id and each backend's name say which class (cN)
+// it is of: two classes run two instances of a backend.
 func (d *daemon) statusDocument() control.Document {
-	var doc control.Document
-	for i, m := range d.muxes() {
-		md := m.StatusDocument()
+	d.mu.Lock()
+	classes := make([]*class, 0, len(d.classes))
+	for _, cl := range d.classes {
+		classes = append(classes, cl)
+	}
+	d.mu.Unlock()
+	slices.SortFunc(classes, func(a, b *class) int { return a.id - b.id })
+	doc := control.Document{Version: control.Version, PID: os.Getpid(), Config: d.place.Config, Sessions: []control.Session{}, Backends: []control.Backend{}}
+	for i, cl := range classes {
+		md := cl.m.StatusDocument()
 		if i == 0 {
 			doc = md
-			continue
+			doc.Sessions, doc.Backends = nil, nil
 		}
-		doc.Sessions = append(doc.Sessions, md.Sessions...)
-		doc.Backends = append(doc.Backends, md.Backends...)
+		for _, s := range md.Sessions {
+			if len(classes) > 1 {
+				s.ID = fmt.Sprintf("c%d/%s", cl.id, s.ID)
+			}
+			doc.Sessions = append(doc.Sessions, s)
+		}
+		for _, b := range md.Backends {
+			if len(classes) > 1 {
+				b.Name = fmt.Sprintf("%s [c%d]", b.Name, cl.id)
+			}
+			doc.Backends = append(doc.Backends, b)
+		}
 	}
-	if doc.Version == 0 {
-		doc = control.Document{Version: control.Version, PID: os.Getpid(), Config: d.place.Config, Sessions: []control.Session{}, Backends: []control.Backend{}}
+	if doc.Sessions == nil {
+		doc.Sessions = []control.Session{}
+	}
+	if doc.Backends == nil {
+		doc.Backends = []control.Backend{}
 	}
 	doc.Shared = true
-	slices.SortFunc(doc.Sessions, func(a, b control.Session) int { return strings.Compare(a.ID, b.ID) })
 	return doc
 }

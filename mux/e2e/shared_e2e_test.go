@@ -242,8 +242,16 @@ func TestABackendWithNoCwdRunsInItsSessionsDirectory(t *testing.T) {
 			t.Errorf("backend runs in %s, want its session's %s", got, tt.want)
 		}
 	}
-	if fx := fixturesUnder(t, onlyShared(t).PID); len(fx) != 2 {
+	doc := onlyShared(t)
+	if fx := fixturesUnder(t, doc.PID); len(fx) != 2 {
 		t.Errorf("%d backends for two projects, want 2", len(fx))
+	}
+	var names []string
+	for _, b := range doc.Backends {
+		names = append(names, b.Name)
+	}
+	if !slices.Equal(names, []string{"fx [c1]", "fx [c2]"}) {
+		t.Errorf("status names the two instances %q, want each with its class", names)
 	}
 }
 
