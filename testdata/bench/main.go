@@ -78,6 +78,11 @@ type bench struct {
 	// The catalog rows (catalog.go).
 	catalogKind string // -catalog-set: auto, npm or fixture
 	catalog     *catalogSet
+
+	// The stdio rows against server-everything (everything.go): its argv,
+	// or why they are not measured.
+	everything     []string
+	everythingSkip string
 }
 
 func main() {
@@ -196,6 +201,7 @@ func (b *bench) run(ctx context.Context) error {
 	// Every binary once before measuring: page cache, first-exec costs.
 	// (The HTTP rows warm each server up before measuring it.)
 	if b.runs("stdio") {
+		b.everythingSetup()
 		for _, m := range b.modes {
 			if _, err := b.startToFullList(ctx, m, []fixtureSpec{loadFixture}, nil); err != nil {
 				return fmt.Errorf("warm-up: %w", err)
@@ -223,6 +229,11 @@ func (b *bench) run(ctx context.Context) error {
 		steps = append(steps,
 			step{"load (latency, throughput, burst, CPU, RSS)", b.loadRun, b.modes},
 			step{"latency, current era", b.currentEra, b.modes},
+		)
+		if b.everything != nil {
+			steps = append(steps, step{"latency and throughput against server-everything (npm)", b.everythingRun, b.modes})
+		}
+		steps = append(steps,
 			step{"spawn → first full tools/list", b.spawn, b.modes},
 			step{"10 slow backends → first full tools/list", b.start10, noRelay},
 			step{"resources/list 10 × 1,000", b.listing, noRelay},
