@@ -88,7 +88,12 @@ func (b *bench) printTable(w io.Writer) {
 		}
 		b.printCatalog(w)
 	}
-
+	if b.runs("shared") {
+		if b.only == "" {
+			fmt.Fprintln(w)
+		}
+		b.printShared(w)
+	}
 	if len(b.warnings) > 0 {
 		fmt.Fprintln(w, "\nWarnings:")
 		for _, s := range b.warnings {
