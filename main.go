@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/mux"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 func main() {
@@ -77,6 +78,7 @@ func main() {
 			logoutCommand(configFlag),
 			secretCommand(),
 			statusCommand(),
+			sharedServeCommand(),
 			{Name: "version", Usage: "print the version", Action: func(c *cli.Context) error {
 				fmt.Fprintln(os.Stdout, "mcp-mux", version)
 				return nil
@@ -215,6 +217,26 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if addr == "" {
+		if on, _ := sharedWanted(cfg); on {
+			if name := c.String("profile"); name != "" {
+				if _, ok := cfg.Profile(name); !ok {
+					return cli.Exit("mcp-mux: "+mux.UnknownProfileError(cfg, name).Error(), 1)
+				}
+			}
+			// Caught until the process is gone, as below.
+			ctx, _ := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			started, err := runSession(ctx, cfg, c, toolList, logger)
+			if started {
+				if err != nil {
+					logger.Error("the shared mcp-mux is gone", "err", err)
+				}
+				logger.Info("exiting")
+				return nil
+			}
+			logger.Warn("serving in this process: the shared mcp-mux cannot be used ("+err.Error()+"); set [mux] shared = false to say so", "config", cfg.Path)
+		}
+	}
 	var ln net.Listener
 	if addr != "" {
 		if err := cfg.ServeHTTPCheck(addr); err != nil {
@@ -284,7 +306,7 @@ func serve(c *cli.Context) error {
 	if addr != "" {
 		// Over HTTP, for any number of agents, until a signal ends it;
 		// stdin is not the protocol then.
-		err = m.ServeHTTP(ctx, ln, mux.HTTPOptions{
+		err = m.ServeHTTP(ctx, ln, door.HTTPOptions{
 			Token:       cfg.Mux.HTTPToken,
 			SessionIdle: cfg.Mux.HTTPSessionIdle.Duration,
 			MaxBody:     int64(cfg.Mux.MaxMessageSize),
@@ -300,7 +322,7 @@ func serve(c *cli.Context) error {
 	defer restoreIn()
 	out, restoreOut := pollable(os.Stdout)
 	defer restoreOut()
-	err = m.Serve(ctx, mux.StdioTransport(in, out, mux.StdioOptions{
+	err = m.Serve(ctx, door.Stdio(in, out, door.StdioOptions{
 		MaxLine: cfg.Mux.MaxMessageSize,
 		Drain:   cfg.Mux.RequestTimeout.Duration,
 		Logger:  logger,
@@ -327,7 +349,7 @@ func toolListAsked(c *cli.Context, addr string) (string, error) {
 			config.ToolListAll, config.ToolListSearch, config.ToolListAuto, c.String("tool-list")), 1)
 	}
 	if addr != "" {
-		return "", cli.Exit("mcp-mux: --tool-list (or MCP_MUX_TOOL_LIST) is the tool list of a stdio session; over HTTP each agent asks for its own with the "+mux.ToolListHeader+" header or ?tool_list= on the URL", 1)
+		return "", cli.Exit("mcp-mux: --tool-list (or MCP_MUX_TOOL_LIST) is the tool list of a stdio session; over HTTP each agent asks for its own with the "+door.ToolListHeader+" header or ?tool_list= on the URL", 1)
 	}
 	return v, nil
 }

@@ -24,11 +24,16 @@ import (
 // only `status` does not see it. metrics is the URL it serves metrics on
 // ("" if none; metrics.go), for a second mcp-mux that finds the port taken.
 func serveControl(m *mux.Mux, metrics string, logger *log.Logger) (stop func()) {
-	srv, err := control.Listen(func() control.Document {
+	return serveControlDoc(func() control.Document {
 		doc := m.StatusDocument()
 		doc.Metrics = metrics
 		return doc
-	})
+	}, logger)
+}
+
+// serveControlDoc answers `mcp-mux status` with document until stop.
+func serveControlDoc(document func() control.Document, logger *log.Logger) (stop func()) {
+	srv, err := control.Listen(document)
 	if err != nil {
 		logger.Warn("mcp-mux status will not see this mcp-mux: no control endpoint", "err", err)
 		return func() {}
@@ -119,7 +124,11 @@ func writeStatus(w io.Writer, docs []*control.Document) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "mcp-mux pid %d, up %s, config %s\n", d.PID, time.Duration(d.Uptime*float64(time.Second)), printable(d.Config))
+		kind := "mcp-mux"
+		if d.Shared {
+			kind = "shared mcp-mux"
+		}
+		fmt.Fprintf(w, "%s pid %d, up %s, config %s\n", kind, d.PID, time.Duration(d.Uptime*float64(time.Second)), printable(d.Config))
 		if d.Version > control.Version {
 			fmt.Fprintf(w, "  (status version %d, newer than this mcp-mux's %d: some of it is not shown)\n", d.Version, control.Version)
 		}
@@ -131,7 +140,21 @@ func writeStatus(w io.Writer, docs []*control.Document) {
 			if client == "" {
 				client = "(not initialized)"
 			}
-			fmt.Fprintf(w, "  session %s: %s\n", printable(s.ID), printable(client))
+			var more []string
+			if s.PID != 0 {
+				more = append(more, fmt.Sprintf("pid %d", s.PID))
+			}
+			if s.Profile != "" {
+				more = append(more, "profile "+printable(s.Profile))
+			}
+			if len(s.Backends) > 0 {
+				more = append(more, "uses "+printable(strings.Join(s.Backends, ", ")))
+			}
+			extra := ""
+			if len(more) > 0 {
+				extra = " (" + strings.Join(more, "; ") + ")"
+			}
+			fmt.Fprintf(w, "  session %s: %s%s\n", printable(s.ID), printable(client), extra)
 		}
 		if len(d.Backends) == 0 {
 			fmt.Fprintln(w, "  backends: none")

@@ -231,9 +231,18 @@ func sessionOptions(spec Spec) *mcp.ClientSessionOptions {
 }
 
 func (b *Backend) startProcess() error {
+	environ := b.Spec.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
 	cmd := exec.Command(b.Spec.Command, b.Spec.Args...)
+	if b.Spec.Environ != nil && isBareName(b.Spec.Command) {
+		// exec.Command looked it up on mux's PATH: the one that counts
+		// is the environ's (a session's).
+		cmd.Path, cmd.Err = CommandPath(b.Spec, b.Spec.Environ)
+	}
 	cmd.Dir = b.Spec.Cwd
-	cmd.Env = childEnv(b.Spec, os.Environ())
+	cmd.Env = ChildEnv(b.Spec, environ)
 
 	// Plain os.Pipes rather than cmd.StdoutPipe: cmd.Wait must not wait for
 	// our readers, which a grandchild holding stdout open would block forever.

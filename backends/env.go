@@ -24,11 +24,14 @@ func defaultInherited() []string {
 	}
 }
 
-// childEnv is the environment a backend starts with: the default variables
-// of environ (mux's own), those spec.InheritEnv names, then spec.Env over
-// them. Later entries replace earlier ones of the same name, so there are no
-// duplicates for the child to pick from.
-func childEnv(spec Spec, environ []string) []string {
+// ChildEnv is the environment a backend starts with: the default variables
+// of environ (mux's own, or the session's it serves), those spec.InheritEnv
+// names, then spec.Env over them. Later entries replace earlier ones of the
+// same name, so there are no duplicates for the child to pick from. It is
+// what the child actually gets, so two backends with the same ChildEnv (and
+// command, args, cwd) are the same server. Its order is environ's, then
+// spec.Env's sorted names: sort it before comparing two environments.
+func ChildEnv(spec Spec, environ []string) []string {
 	defaults := defaultInherited()
 	out := []string{} // never nil: to os/exec, nil means all of mux's environment
 	at := map[string]int{}

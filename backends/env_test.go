@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"sort"
@@ -146,4 +147,69 @@ func keysOf(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ChildEnv is computed from the environ given, never from the process's:
+// the shared mcp-mux hashes it for a session whose environment is not its own.
+func TestChildEnvIsComputedFromTheGivenEnviron(t *testing.T) {
+	t.Setenv("MUX_TEST_OURS", "the process's")
+	environ := []string{"PATH=/session/bin", "MUX_TEST_OURS=the session's", "MUX_TEST_DROPPED=x", "HOME=/home/session"}
+	got := ChildEnv(Spec{InheritEnv: []string{"MUX_TEST_OURS"}, Env: map[string]string{"B": "2", "A": "1"}}, environ)
+	want := []string{"PATH=/session/bin", "MUX_TEST_OURS=the session's", "HOME=/home/session", "A=1", "B=2"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ChildEnv = %q, want %q", got, want)
+	}
+}
+
+// A backend started with an environ of its own (a session's, in the shared
+// mcp-mux) gets its variables from it, not from mcp-mux's environment, and
+// its bare command is looked up on that environ's PATH.
+func TestBackendStartsFromTheGivenEnviron(t *testing.T) {
+	t.Setenv("MUX_TEST_SESSION", "the process's")
+	bin := filepath.Join(t.TempDir(), "session-bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Ext(testkit.FixtureBin(t))
+	copyFile(t, testkit.FixtureBin(t), filepath.Join(bin, "fx-on-session-path"+exe))
+	var environ []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); envKey(k) != "PATH" && k != "MUX_TEST_SESSION" {
+			environ = append(environ, kv)
+		}
+	}
+	environ = append(environ, "PATH="+bin, "MUX_TEST_SESSION=the session's")
+
+	spec := Spec{Name: "fx", Command: "fx-on-session-path", Args: []string{"-name", "fx", "-env-tool"},
+		InheritEnv: []string{"MUX_TEST_SESSION"}, Environ: environ}
+	b, err := Start(context.Background(), spec, Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("a command on the given environ's PATH: %v", err)
+	}
+	t.Cleanup(func() { b.Stop(time.Second) })
+	env := environOf(t, b)
+	if env["MUX_TEST_SESSION"] != "the session's" || env["PATH"] != bin {
+		t.Errorf("backend got MUX_TEST_SESSION=%q PATH=%q, want the given environ's", env["MUX_TEST_SESSION"], env["PATH"])
+	}
+
+	// On mcp-mux's PATH but not on the session's: not found.
+	t.Setenv("PATH", bin)
+	spec.Environ = append(environ, "PATH="+t.TempDir())
+	if b, err := Start(context.Background(), spec, Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 10 * time.Second}); err == nil {
+		b.Stop(time.Second)
+		t.Error("a command only on mcp-mux's PATH started for an environ whose PATH lacks it")
+	} else if !strings.Contains(err.Error(), "not found") {
+		t.Errorf("want a \"not found\" error, got %v", err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -33,6 +33,10 @@ type Spec struct {
 	InheritEnv []string
 	// Cwd is the working directory of the child; empty means mux's own.
 	Cwd string
+	// Environ is the environment the child's is made of (ChildEnv), and
+	// whose PATH a bare Command is looked up on; nil means mux's own. A
+	// shared mcp-mux sets it to the environment of the session it serves.
+	Environ []string
 	// Protocol is "" (the handshake era, pinned) or ProtocolAuto (probe,
 	// and speak the current era if the server answers).
 	Protocol string

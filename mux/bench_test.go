@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -107,9 +108,9 @@ func BenchmarkHTTPToolCall(b *testing.B) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- m.ServeHTTP(ctx, ln, HTTPOptions{}) }()
+	go func() { done <- m.ServeHTTP(ctx, ln, door.HTTPOptions{}) }()
 	b.Cleanup(func() { cancel(); <-done })
-	url := "http://" + ln.Addr().String() + HTTPPath
+	url := "http://" + ln.Addr().String() + door.HTTPPath
 	cs := connectAt(b, m, nil, "2025-11-25")
 	toolNames(b, cs) // the first list is over: calls take the fast path
 	client := &http.Client{Transport: &http.Transport{}}
@@ -166,7 +167,7 @@ func BenchmarkHTTPRoute(b *testing.B) {
 	m := benchMux(b, fixture(b, "notes"))
 	cs := connectAt(b, m, nil, "2025-11-25")
 	toolNames(b, cs) // the first list is over: calls take the fast path
-	h := m.HTTPHandler(HTTPOptions{})
+	h := m.HTTPHandler(door.HTTPOptions{})
 	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"0"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"notes__echo","arguments":{"hello":"world"}}}`
 	header := http.Header{}
 	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
@@ -177,7 +178,7 @@ func BenchmarkHTTPRoute(b *testing.B) {
 	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, net.Addr(local))
 	w := &routeRecorder{header: http.Header{}}
 	call := func() {
-		r := (&http.Request{Method: http.MethodPost, URL: &url.URL{Path: HTTPPath}, Host: "127.0.0.1:9", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		r := (&http.Request{Method: http.MethodPost, URL: &url.URL{Path: door.HTTPPath}, Host: "127.0.0.1:9", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 			Header: header.Clone(), Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}).WithContext(ctx)
 		w.reset()
 		h.ServeHTTP(w, r)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 // Server-to-client requests: a backend's roots/list, sampling/createMessage
@@ -383,7 +384,7 @@ func (mem *member) forwardElicitationComplete(p *mcp.ElicitationCompleteParams) 
 	if s == nil {
 		var err error
 		capName, has := elicitCapability(&mcp.ElicitParams{Mode: "url"})
-		if s, _, err = m.agentFor(mem, capName, has); err != nil {
+		if s, _, err = m.agentFor(mem, "notifications/elicitation/complete", capName, has); err != nil {
 			mem.log.Warn("notifications/elicitation/complete dropped", "elicitation_id", p.ElicitationID, "err", err)
 			return
 		}
@@ -397,7 +398,7 @@ func (mem *member) forwardElicitationComplete(p *mcp.ElicitationCompleteParams) 
 // agent's request that it belongs to, parked for the purpose (rounds.go).
 func forwardToAgent[R mcp.Result, P mcp.Params](ctx context.Context, mem *member, method, capName string, has func(*mcp.ClientCapabilities) bool, p P) (*session, R, error) {
 	var zero R
-	s, pc, err := mem.m.agentFor(mem, capName, has)
+	s, pc, err := mem.m.agentFor(mem, method, capName, has)
 	if err != nil {
 		mem.log.Warn("the backend's request cannot go to the agent", "method", method, "err", err)
 		return nil, zero, err
@@ -441,9 +442,9 @@ func sendToAgent[R mcp.Result, P mcp.Params](ctx context.Context, mem *member, s
 	var res mcp.Result
 	var err error
 	rc := mem.requestContext(s)
-	if hs := streamFrom(rc); hs != nil {
+	if hs := door.StreamOf(rc); hs != nil {
 		// The request it serves took the HTTP fast path: on its stream.
-		res, err = askOnStream[R](ctx, s, hs, method, p)
+		res, err = door.Ask[R](ctx, hs, method, p)
 	} else {
 		if rc != nil {
 			ctx = valuesOf{ctx, rc} // over HTTP: on the stream of the request it serves
@@ -504,65 +505,6 @@ func (mem *member) askSession(ctx context.Context, s *session, req mcp.InputRequ
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: the backend asked for input of an unknown kind (%T)", req)}
 }
 
-// agentFor picks the agent session a request of mem's backend goes to:
-// the session with a request in flight to that backend (a sampling request
-// inside a tools/call), else the only session, else the most recently
-// active one that declared the capability. A request in flight from an
-// agent of the current era is parked (rounds.go), and the backend's
-// request goes through it: pc. A session that cannot take it makes a
-// JSON-RPC error for the backend that says why.
-func (m *Mux) agentFor(mem *member, capName string, has func(*mcp.ClientCapabilities) bool) (*session, *parkedCall, error) {
-	if c := mem.parkedCallFor(capName, has); c != nil {
-		return c.s, c.pc, nil
-	}
-	cands := mem.sessionsInFlight()
-	inFlight := len(cands) > 0
-	if !inFlight {
-		cands = m.liveSessions()
-	}
-	if len(cands) == 0 {
-		return nil, nil, m.agent.sessionless(capName, has)
-	}
-	var best, refused *session
-	var why error
-	for _, s := range cands {
-		if err := canTake(s, capName, has); err != nil {
-			if refused == nil || s.lastActive.Load() > refused.lastActive.Load() {
-				refused, why = s, err
-			}
-			continue
-		}
-		if best == nil || s.lastActive.Load() > best.lastActive.Load() {
-			best = s
-		}
-	}
-	if best == nil {
-		if len(cands) > 1 {
-			why = &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: none of the %d agent sessions that could have sent this (backend %q) can take a %s request; last: %v", len(cands), mem.spec.Name, capName, why)}
-		}
-		return nil, nil, why
-	}
-	return best, nil, nil
-}
-
-// sessionless is the error for a backend's request that no agent session
-// is there to take. An agent of the current era over HTTP has no session
-// between its requests, so no session does not mean no agent: what the
-// agent declared, and its era, say why it cannot be asked.
-func (a *agentState) sessionless(capName string, has func(*mcp.ClientCapabilities) bool) error {
-	a.mu.Lock()
-	known, caps, era := a.known, a.caps, a.era
-	a.mu.Unlock()
-	msg := fmt.Sprintf("mcp-mux: no agent session is connected to take the %s request", capName)
-	switch {
-	case known && !has(caps):
-		msg = fmt.Sprintf("mcp-mux: the agent did not declare the %s capability", capName)
-	case known && era >= modernEra:
-		msg = fmt.Sprintf("mcp-mux: the agent speaks protocol %s, in which a server can ask the client for a %s only while it serves the client's tools/call, prompts/get or resources/read, and none is in flight", era, capName)
-	}
-	return &jsonrpc.Error{Code: codeCannotForward, Message: msg}
-}
-
 // modernWith reports whether the agent speaks the current era and declared
 // what has looks for.
 func (a *agentState) modernWith(has func(*mcp.ClientCapabilities) bool) bool {
@@ -575,20 +517,6 @@ func (a *agentState) modernWith(has func(*mcp.ClientCapabilities) bool) bool {
 func (s *session) declared(has func(*mcp.ClientCapabilities) bool) bool {
 	p := s.initParams()
 	return p != nil && p.Capabilities != nil && has(p.Capabilities)
-}
-
-// canTake says why session s cannot take a request needing capName.
-func canTake(s *session, capName string, has func(*mcp.ClientCapabilities) bool) error {
-	p := s.initParams()
-	switch {
-	case p == nil:
-		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s has not initialized, so it cannot take a %s request", s.id, capName)}
-	case p.Capabilities == nil || !has(p.Capabilities):
-		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s did not declare the %s capability", s.id, capName)}
-	case p.ProtocolVersion >= modernEra:
-		return &jsonrpc.Error{Code: codeCannotForward, Message: fmt.Sprintf("mcp-mux: agent session %s speaks protocol %s, in which a server can ask the client for a %s only while it serves the client's tools/call, prompts/get or resources/read", s.id, p.ProtocolVersion, capName)}
-	}
-	return nil
 }
 
 // rootsListChanged passes the agent's notifications/roots/list_changed to

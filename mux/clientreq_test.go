@@ -18,7 +18,7 @@ import (
 
 // clientRequestTools are what the fixture adds with -client-requests,
 // besides the gated_* tools it lists per client capability.
-var clientRequestTools = []string{"ask_roots", "client_info", "elicit", "sample"}
+var clientRequestTools = []string{"ask_later", "ask_roots", "client_info", "elicit", "sample"}
 
 // connectAgent attaches agent c to m over in-memory transports.
 func connectAgent(t testing.TB, m *Mux, c *mcp.Client) *mcp.ClientSession {

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -245,7 +246,7 @@ func TestEveryEraTalksToEveryEra(t *testing.T) {
 				through, c := newEraAgent(t)
 				m := startMux(t, spec)
 				if agent.http {
-					through.cs = connectHTTPWith(t, serveHTTP(t, m, HTTPOptions{}), c, agent.version)
+					through.cs = connectHTTPWith(t, serveHTTP(t, m, door.HTTPOptions{}), c, agent.version)
 				} else {
 					through.cs = connectWith(t, m, c, agent.version)
 				}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -39,7 +40,7 @@ func firstSessionCalls(t *testing.T, opts *mcp.ClientOptions, restart bool) {
 	t.Cleanup(m.Close)
 	testkit.Eventually(t, 10*time.Second, "the backend ready before any agent", func() bool { return m.Status()[0].Ready() })
 	pid := m.Status()[0].PID
-	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute})
+	url := serveHTTP(t, m, door.HTTPOptions{SessionIdle: time.Minute})
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "go-agent", Version: "1"}, opts) // nil: declares roots
 	cs, err := c.Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)

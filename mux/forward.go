@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 // Every agent request that a backend answers goes through forward, whichever
@@ -118,6 +119,9 @@ func run[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend, i
 		pc.mu.Unlock()
 	}
 	s := sessionFrom(ctx)
+	if s != nil {
+		s.used.Store(mem.spec.Name, true)
+	}
 	var level mcp.LoggingLevel
 	if s != nil && s.isModern() {
 		level = s.requestLogLevel(in.meta)
@@ -285,7 +289,7 @@ func (m *Mux) settle(ctx context.Context, b *backends.Backend) {
 	start := time.Now()
 	b.Settle(settleWait)
 	s := sessionFrom(ctx)
-	if s == nil || s.conn.Load() != nil || streamFrom(ctx) != nil {
+	if s == nil || s.conn.Load() != nil || door.StreamOf(ctx) != nil {
 		return // stdio, or the HTTP fast path: in order by themselves
 	}
 	s.mu.Lock()
@@ -363,15 +367,8 @@ func (d *deadline) resume() {
 // or mux's timeout, instead of the go-sdk's "context canceled".
 func (m *Mux) withCancelReason(ctx context.Context, mem *member, extra *mcp.RequestExtra) context.Context {
 	return backends.WithCancelReason(ctx, func() string {
-		if r, ok := agentCancelReasons.Load(extra); ok {
-			return r.(string)
-		}
-		if extra != nil && extra.Header != nil {
-			if token := extra.Header.Get(sdkCallHeader); token != "" {
-				if r, ok := agentCancelReasons.Load(token); ok {
-					return r.(string)
-				}
-			}
+		if r, ok := door.CancelReason(extra); ok {
+			return r
 		}
 		if context.Cause(ctx) == errTimedOut {
 			return fmt.Sprintf("mcp-mux: request_timeout (%s) passed", m.requestTimeout(mem))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -94,7 +95,7 @@ func connectWith(t testing.TB, m *Mux, c *mcp.Client, version string) *mcp.Clien
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	st := StdioTransport(inR, outW, StdioOptions{Drain: time.Second})
+	st := door.Stdio(inR, outW, door.StdioOptions{Drain: time.Second})
 	ct := &mcp.IOTransport{Reader: outR, Writer: inW}
 	t.Cleanup(func() {
 		inW.Close()

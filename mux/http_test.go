@@ -16,12 +16,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
 // serveHTTP serves m over HTTP on a loopback port until the test ends and
 // returns the endpoint.
-func serveHTTP(t *testing.T, m *Mux, o HTTPOptions) string {
+func serveHTTP(t *testing.T, m *Mux, o door.HTTPOptions) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -31,7 +32,7 @@ func serveHTTP(t *testing.T, m *Mux, o HTTPOptions) string {
 }
 
 // serveHTTPOn is serveHTTP on ln.
-func serveHTTPOn(t *testing.T, m *Mux, ln net.Listener, o HTTPOptions) string {
+func serveHTTPOn(t *testing.T, m *Mux, ln net.Listener, o door.HTTPOptions) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -42,7 +43,7 @@ func serveHTTPOn(t *testing.T, m *Mux, ln net.Listener, o HTTPOptions) string {
 			t.Errorf("ServeHTTP: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String() + HTTPPath
+	return "http://" + ln.Addr().String() + door.HTTPPath
 }
 
 // closeWatch is a listener whose connections tell when the server closed
@@ -119,20 +120,20 @@ func TestHTTPStreamOfAnAgentThatStoppedReadingIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln := &closeWatch{Listener: tcp}
-	url := serveHTTPOn(t, m, ln, HTTPOptions{WriteTimeout: 300 * time.Millisecond})
+	url := serveHTTPOn(t, m, ln, door.HTTPOptions{WriteTimeout: 300 * time.Millisecond})
 
 	_, sid := postJSONRPC(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	postJSONRPC(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	if body, _ := postJSONRPC(t, url, sid, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"fixture://f/res/1"}}`); !strings.Contains(body, `"result"`) {
 		t.Fatalf("subscribe: %s", body)
 	}
-	host := strings.TrimPrefix(strings.TrimSuffix(url, HTTPPath), "http://")
+	host := strings.TrimPrefix(strings.TrimSuffix(url, door.HTTPPath), "http://")
 	conn, err := net.Dial("tcp", host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n", HTTPPath, host, sid)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n", door.HTTPPath, host, sid)
 	br := bufio.NewReaderSize(conn, 16)
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, " 200") {
@@ -174,8 +175,8 @@ func TestHTTPIdleConnectionIsClosedAndTheSessionGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	ln := &closeWatch{Listener: tcp}
-	url := serveHTTPOn(t, m, ln, HTTPOptions{KeepAlive: 200 * time.Millisecond})
-	host := strings.TrimPrefix(strings.TrimSuffix(url, HTTPPath), "http://")
+	url := serveHTTPOn(t, m, ln, door.HTTPOptions{KeepAlive: 200 * time.Millisecond})
+	host := strings.TrimPrefix(strings.TrimSuffix(url, door.HTTPPath), "http://")
 
 	_, sid := postJSONRPC(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	postJSONRPC(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -187,7 +188,7 @@ func TestHTTPIdleConnectionIsClosedAndTheSessionGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stream.Close()
-	fmt.Fprintf(stream, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n", HTTPPath, host, sid)
+	fmt.Fprintf(stream, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\n\r\n", door.HTTPPath, host, sid)
 	stream.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if line, err := bufio.NewReader(stream).ReadString('\n'); err != nil || !strings.Contains(line, " 200") {
 		t.Fatalf("GET: %q %v", line, err)
@@ -200,7 +201,7 @@ func TestHTTPIdleConnectionIsClosedAndTheSessionGoesOn(t *testing.T) {
 	}
 	defer idle.Close()
 	body := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
-	fmt.Fprintf(idle, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: %d\r\n\r\n%s", HTTPPath, host, sid, len(body), body)
+	fmt.Fprintf(idle, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: %d\r\n\r\n%s", door.HTTPPath, host, sid, len(body), body)
 	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(idle)
 	resp, err := http.ReadResponse(br, nil)
@@ -231,7 +232,7 @@ func TestHTTPIdleConnectionIsClosedAndTheSessionGoesOn(t *testing.T) {
 // nothing of it (nor a goroutine per stream to notice its end).
 func TestHTTPCurrentEraRequestsLeaveNoSession(t *testing.T) {
 	m := startMux(t, fixture(t, "f"))
-	url := serveHTTP(t, m, HTTPOptions{})
+	url := serveHTTP(t, m, door.HTTPOptions{})
 	sessions := func() int {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -275,7 +276,7 @@ func TestHTTPCancelledCallOnTheSDKsPathGetsNoResponse(t *testing.T) {
 	cfg.Mux.ToolList = config.ToolListSearch // where call_tool runs a tool
 	m := startMuxConfig(t, cfg)
 	cs, _ := httpAgent(t, m, nil)
-	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute})
+	url := serveHTTP(t, m, door.HTTPOptions{SessionIdle: time.Minute})
 	sid := rawInitialize(t, url)
 	called := arrived(t, cs, "notes__stats")
 	stream := postInBackground(t, url, sid, `{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"call_tool","arguments":{"name":"notes__sleep","arguments":{"ms":30000}}}}`)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -221,7 +222,7 @@ func TestMetricsTellABackendAtRestFromAFailedOne(t *testing.T) {
 	never := fixture(t, "never", "-fail-start")
 	never.Restart = config.RestartNever
 	m := runWithMemory(t, testConfig(fixture(t, "fx"), never), path)
-	url := strings.TrimSuffix(serveHTTP(t, m, HTTPOptions{}), HTTPPath) + MetricsPath
+	url := strings.TrimSuffix(serveHTTP(t, m, door.HTTPOptions{}), door.HTTPPath) + MetricsPath
 	testkit.Eventually(t, 10*time.Second, "never failed", func() bool {
 		state, _ := stateOf(m, "never")
 		return state == stateFailed

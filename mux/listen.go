@@ -7,6 +7,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 // The current protocol era (2026-07-28) has no initialize and no standing
@@ -22,7 +24,7 @@ import (
 // only what a stream asked for.
 
 // modernEra is the first protocol revision of the current era.
-const modernEra = "2026-07-28"
+const modernEra = door.CurrentEra
 
 // isModern reports whether s speaks the current era.
 func (s *session) isModern() bool {

@@ -10,9 +10,10 @@
 // (lifecycle, sessions), member.go and supervise.go (one backend's state,
 // catalog and restarts), catalog.go and lists.go (the merged view),
 // notify.go, logging.go, clientreq.go and listen.go (what goes to the
-// agent on mux's or a backend's initiative), agentconn.go and http.go (the
-// agent's transports), reload.go and watch.go (a changed config applied
-// while serving). The config file is read by mux/config.
+// agent on mux's or a backend's initiative), http.go (the HTTP door's
+// sessions), reload.go and watch.go (a changed config applied while
+// serving). The agent's transports are mux/door; the config file is read
+// by mux/config.
 package mux
 
 import (
@@ -29,6 +30,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/mux/outq"
 	"github.com/mcp-mux/mcp-mux/mux/tracing"
 	"github.com/mcp-mux/mcp-mux/subs"
@@ -113,8 +115,12 @@ type Mux struct {
 	// learned, and lets their writes of the memory through (lazy.go).
 	// Guarded by mu.
 	exitLearning bool
-	// agentMetas are the _meta of stateless requests, decoded (httpstateless.go).
-	agentMetas agentMetas
+	// agentMetas are the _meta of stateless requests, decoded (http.go).
+	agentMetas door.AgentMetas
+	// environ and cwd are the session's the mux serves (WithEnviron);
+	// nil and "": mcp-mux's own.
+	environ []string
+	cwd     string
 	// launch is the profile every session sees (WithProfile), and
 	// profileViews the views of the config in effect (profile.go).
 	launch       string
@@ -140,7 +146,7 @@ type Mux struct {
 	ids      map[string]*session // by session id
 	httpIDs  map[string]*session // HTTP sessions with an Mcp-Session-Id, by it
 	// stateless are the sessions of the stateless requests on the HTTP
-	// fast path being served (httpstateless.go): they have no go-sdk
+	// fast path being served (http.go): they have no go-sdk
 	// session to key sessions by.
 	stateless map[*session]struct{}
 	nextID    int
@@ -155,11 +161,11 @@ type session struct {
 	id string
 	ss *mcp.ServerSession
 	// params are what a session without ss (a stateless request on the
-	// HTTP fast path: httpstateless.go) said of itself in its _meta.
+	// HTTP fast path: http.go) said of itself in its _meta.
 	params *mcp.InitializeParams
 	// lastActive is when the agent last sent a request (unix nanoseconds):
-	// a backend's request to the agent goes to the most recently active
-	// session when nothing else decides.
+	// a backend's roots/list with no request in flight goes to the most
+	// recently active session (agentfor.go).
 	lastActive atomic.Int64
 
 	mu       sync.Mutex
@@ -169,8 +175,8 @@ type session struct {
 	ended    bool                   // sessionEnded ran: no queue any more
 
 	// conn is the session's stdio connection, if it is one: mux's own
-	// notifications go straight to it (agentConn.notify).
-	conn atomic.Pointer[agentConn]
+	// notifications go straight to it (door.Conn.Notify).
+	conn atomic.Pointer[door.Conn]
 
 	ahead *listAhead // the resources page fetched for the agent's next cursor (listahead.go); guarded by mu
 
@@ -181,13 +187,17 @@ type session struct {
 	// decided yet.
 	fit atomic.Pointer[fitter]
 	// toolList is the tool list an HTTP agent asked for on its requests
-	// (ToolListHeader or ?tool_list=); "" follows [mux] tool_list.
+	// (door.ToolListHeader or ?tool_list=); "" follows [mux] tool_list.
 	toolList atomic.Pointer[string]
 
-	fast fastState // an HTTP session's requests on the fast path (httpfast.go)
-	sdk  sdkCalls  // and its calls on the go-sdk's path (httpcancel.go)
+	http door.HTTPSession // an HTTP session's requests, as its door tracks them
 	// announced: its start was logged (initialize), and so is its end.
 	announced atomic.Bool
+	// pid is the process it came from, if not this one (StdioOptions.PID);
+	// used the backends it sent requests to (a sync.Map of names), for
+	// status.
+	pid  atomic.Int32
+	used sync.Map
 	// listBy is when its first list must be answered at the latest, for
 	// an agent that does not wait (unix nanoseconds; 0: first_list_wait
 	// alone bounds it). See firstList.
@@ -216,7 +226,7 @@ func (s *session) isEnded() bool {
 func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 	if c := s.conn.Load(); c != nil {
 		m.notified(method)
-		if err := c.notify(method, params); err != nil {
+		if err := c.Notify(method, params); err != nil {
 			m.log.Debug("notification not delivered", "method", method, "session", s.id, "err", err)
 		}
 		return
@@ -235,9 +245,9 @@ func (m *Mux) deliver(s *session, method string, params mcp.Params) {
 // ctx (its progress): over HTTP it goes on that request's response stream,
 // where a client that opened no other stream expects it.
 func (m *Mux) deliverFor(ctx context.Context, s *session, method string, params mcp.Params) {
-	if hs := streamFrom(ctx); hs != nil { // a request on the HTTP fast path (httpfast.go)
+	if hs := door.StreamOf(ctx); hs != nil { // a request on the HTTP fast path (http.go)
 		m.notified(method)
-		hs.notify(method, params)
+		hs.Notify(method, params)
 		return
 	}
 	if s.conn.Load() != nil || s.ss == nil {
@@ -297,6 +307,8 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 	m := &Mux{
 		born:     time.Now(),
 		launch:   o.launch,
+		environ:  o.environ,
+		cwd:      o.cwd,
 		name:     o.name,
 		fitters:  newFitters(o.name),
 		instr:    newInstructionMemory(),
@@ -442,8 +454,8 @@ func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
 		// ss.Close would first wait for the requests in flight, which may
 		// wait on backends or on an agent that does not read. Ending the
 		// connection instead makes the go-sdk cancel them at once.
-		if c, ok := t.(interface{ closeConn() }); ok {
-			c.closeConn()
+		if st, ok := t.(*door.StdioTransport); ok {
+			st.CloseConn()
 		} else {
 			ss.Close()
 		}
@@ -456,10 +468,11 @@ func (m *Mux) Serve(ctx context.Context, t mcp.Transport) error {
 // attach records a new session and, for a stdio one, its connection.
 func (m *Mux) attach(ss *mcp.ServerSession, t mcp.Transport) {
 	s := m.session(ss)
-	if st, ok := t.(*agentTransport); ok {
-		c := st.conn.Load()
+	if st, ok := t.(*door.StdioTransport); ok {
+		c := st.Conn()
 		s.conn.Store(c)
-		c.pass.Store(&passThrough{m: m, s: s, c: c})
+		s.pid.Store(int32(st.PID()))
+		c.SetPassThrough((&passThrough{m: m, s: s, c: c}).take)
 	}
 }
 
@@ -469,15 +482,15 @@ func (m *Mux) session(ss *mcp.ServerSession) *session {
 }
 
 // sessionIn is session for a request whose context is ctx: a session
-// made for a stateless request (madeSessions in ctx) is ended by the HTTP
-// handler once the request is over, not watched.
+// made for a stateless request is ended by the HTTP door once the request
+// is over (door.AtRequestEnd), not watched.
 func (m *Mux) sessionIn(ctx context.Context, ss *mcp.ServerSession) *session {
 	m.mu.Lock()
 	s, ok := m.sessions[ss]
 	if !ok {
 		m.nextID++
 		s = &session{id: fmt.Sprintf("s%d", m.nextID), ss: ss}
-		s.fast.idle = time.Now()
+		s.http.Touch()
 		m.sessions[ss] = s
 		m.ids[s.id] = s
 		if sid := ss.ID(); sid != "" {
@@ -490,16 +503,13 @@ func (m *Mux) sessionIn(ctx context.Context, ss *mcp.ServerSession) *session {
 	}
 	// The go-sdk's HTTP handler makes sessions that Connect and Serve
 	// never see. A session with an Mcp-Session-Id ends where mux sees it
-	// (a DELETE, idleSessions, ServeHTTP's end: httpfast.go, http.go),
+	// (a DELETE, idleSessions, ServeHTTP's end: http.go),
 	// saving a goroutine per idle session; a request of the current era
 	// (no id) ends with the request, watched from here.
 	watch := !ok && m.watchEnds && ss.ID() == ""
 	m.mu.Unlock()
-	if watch && ctx != nil {
-		if made, _ := ctx.Value(madeSessionsKey{}).(*madeSessions); made != nil {
-			made.add(ss)
-			watch = false
-		}
+	if watch && ctx != nil && door.AtRequestEnd(ctx, func() { m.sessionEnded(ss) }) {
+		watch = false
 	}
 	if watch {
 		m.goOwned(func() {
@@ -551,7 +561,7 @@ func (m *Mux) sessionEnded(ss *mcp.ServerSession) {
 	if !ok {
 		return
 	}
-	s.endFast()
+	s.http.End()
 	s.mu.Lock()
 	s.ended = true
 	q := s.notes

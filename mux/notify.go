@@ -22,8 +22,8 @@ const lateHold = time.Second
 
 // notifyTimeout bounds the context of one notification sent through the
 // go-sdk (outq.Queue.SendLoop). The go-sdk's write to an HTTP agent that
-// stopped reading does not end with it (boundWrites in http.go ends that
-// write); only the session's own goroutine waits on it.
+// stopped reading does not end with it (the HTTP door's bound on writes
+// ends that write); only the session's own goroutine waits on it.
 const notifyTimeout = outq.SendTimeout
 
 // listNotifier sends tools/prompts/resources list_changed to the sessions

@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/mcp-mux/mcp-mux/mux/audit"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/mux/telemetry"
 )
 
@@ -331,19 +332,7 @@ func (m *Mux) metricsState() telemetry.State {
 // browser page's Origin, and the bearer token when there is one (the
 // backends' names and traffic are not for anyone who can reach the port).
 func (m *Mux) metricsHandler(token string) http.Handler {
-	h := m.obs.metrics.Handler()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !originAllowed(r) {
-			http.Error(w, "Forbidden: Origin not allowed", http.StatusForbidden)
-			return
-		}
-		if token != "" && !bearerOK(r, token) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-mux"`)
-			http.Error(w, "Unauthorized: this mcp-mux requires Authorization: Bearer <http_token>", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	return door.Guard(token, m.obs.metrics.Handler())
 }
 
 // ServeMetrics serves /metrics on ln (a stdio mcp-mux's [mux]

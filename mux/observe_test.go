@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -88,7 +89,7 @@ func TestMetricsCountRequestsByOutcome(t *testing.T) {
 	slow := fixture(t, "slow")
 	slow.RequestTimeout.Duration = 300 * time.Millisecond
 	m := startMux(t, fixture(t, "f"), slow, fixture(t, "g"))
-	url := strings.TrimSuffix(serveHTTP(t, m, HTTPOptions{}), HTTPPath) + MetricsPath
+	url := strings.TrimSuffix(serveHTTP(t, m, door.HTTPOptions{}), door.HTTPPath) + MetricsPath
 	progressed := make(chan struct{}, 10)
 	cs := connect(t, m, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
@@ -200,10 +201,10 @@ func TestMetricsCountRequestsByOutcome(t *testing.T) {
 // backend down counts as down, its restart as a restart.
 func TestMetricsOfTheHTTPDoorAndARestart(t *testing.T) {
 	m := startMux(t, fixture(t, "f"))
-	endpoint := serveHTTP(t, m, HTTPOptions{})
-	url := strings.TrimSuffix(endpoint, HTTPPath) + MetricsPath
+	endpoint := serveHTTP(t, m, door.HTTPOptions{})
+	url := strings.TrimSuffix(endpoint, door.HTTPPath) + MetricsPath
 	cs := connectHTTPClient(t, endpoint)
-	toolNames(t, cs) // the first list is over: calls take the fast path (httpfast.go)
+	toolNames(t, cs) // the first list is over: calls take the fast path (http.go)
 	callText(t, cs, "f__echo", nil)
 	res, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "f__fail", Arguments: map[string]any{"tool_error": true}})
 	if err != nil || !res.IsError {
@@ -505,7 +506,7 @@ func TestMetricsOfARemovedBackendGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := startMuxConfig(t, cfg)
-	url := strings.TrimSuffix(serveHTTP(t, m, HTTPOptions{}), HTTPPath) + MetricsPath
+	url := strings.TrimSuffix(serveHTTP(t, m, door.HTTPOptions{}), door.HTTPPath) + MetricsPath
 	cs := connect(t, m, nil)
 	callText(t, cs, "f__echo", nil)
 	callText(t, cs, "g__echo", nil)

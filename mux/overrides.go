@@ -12,7 +12,7 @@ package mux
 // annotations, the names it calls) is the overridden tool. A call of an
 // overridden name reaches the backend under the tool's own name: the
 // catalog's original, which every path (route.go, passthrough.go,
-// httpfast.go) calls it by.
+// http.go) calls it by.
 
 import (
 	"fmt"

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/backends/wire"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 // Pass-through: tools/call and resources/read from a stdio agent to a stdio
@@ -41,12 +42,12 @@ import (
 type passThrough struct {
 	m *Mux
 	s *session
-	c *agentConn
+	c *door.Conn
 	// era is the current-era _meta last found sound (era.go).
 	era eraMeta
 	// known is the _meta of a stateless request over HTTP, decoded and
-	// found sound already (httpstateless.go), or nil.
-	known *agentMeta
+	// found sound already (http.go), or nil.
+	known *door.AgentMeta
 }
 
 // plainParams splits params into the keys named in want (and _meta), or
@@ -127,8 +128,8 @@ func (p *passThrough) plainMeta(raw json.RawMessage, modernBackend bool) (meta m
 	if raw == nil {
 		return nil, !modern
 	}
-	if k := p.known; k != nil && modern && bytes.Equal(raw, k.raw) {
-		return k.meta, true
+	if k := p.known; k != nil && modern && bytes.Equal(raw, k.Raw) {
+		return k.Meta, true
 	}
 	keys, ok := wire.ObjectMembers(raw)
 	if !ok {
@@ -161,7 +162,7 @@ type passable struct {
 	fields  []param
 }
 
-func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
+func (p *passThrough) callTool(req *jsonrpc.Request, call *door.Call) bool {
 	pr, ok := p.toolCall(req)
 	if ok {
 		p.send(req, call, pr)
@@ -169,7 +170,7 @@ func (p *passThrough) callTool(req *jsonrpc.Request, call *agentCall) bool {
 	return ok
 }
 
-func (p *passThrough) readResource(req *jsonrpc.Request, call *agentCall) bool {
+func (p *passThrough) readResource(req *jsonrpc.Request, call *door.Call) bool {
 	pr, ok := p.resourceRead(req)
 	if ok {
 		p.send(req, call, pr)
@@ -256,7 +257,7 @@ func (p *passThrough) resourceRead(req *jsonrpc.Request) (passable, bool) {
 // backends' pages as they sent them (listresources.go). Params with
 // anything but a cursor, and sessions of the current era, take the
 // go-sdk's path.
-func (p *passThrough) listResources(req *jsonrpc.Request, call *agentCall) bool {
+func (p *passThrough) listResources(req *jsonrpc.Request, call *door.Call) bool {
 	if p.s.isModern() {
 		return false
 	}
@@ -315,12 +316,12 @@ func paramsObject(meta json.RawMessage, fields []param) json.RawMessage {
 // send runs req (as pr) at its backend in a goroutine of its own, as the
 // go-sdk runs a handler, through the same forward as the go-sdk's path
 // (forwardBytes), and answers it with the backend's result as sent.
-func (p *passThrough) send(req *jsonrpc.Request, call *agentCall, pr passable) {
+func (p *passThrough) send(req *jsonrpc.Request, call *door.Call, pr passable) {
 	m, s := p.m, p.s
 	ctx, cancel := p.begin(call)
 	m.goOwned(func() {
 		defer cancel()
-		in := inbound{ss: s.ss, extra: call.extra, meta: pr.meta, method: req.Method, target: pr.target}
+		in := inbound{ss: s.ss, extra: call.Extra(), meta: pr.meta, method: req.Method, target: pr.target}
 		res, err := forwardBytes(ctx, m, pr.mem, in, pr.rawMeta, pr.fields)
 		if err != nil {
 			p.respond(req.ID, nil, err)
@@ -335,20 +336,17 @@ func (p *passThrough) send(req *jsonrpc.Request, call *agentCall, pr passable) {
 
 // begin starts the handling of a request the pass-through took: its
 // context ends when the agent cancels it or the connection closes.
-func (p *passThrough) begin(call *agentCall) (context.Context, context.CancelFunc) {
+func (p *passThrough) begin(call *door.Call) (context.Context, context.CancelFunc) {
 	p.s.lastActive.Store(time.Now().UnixNano())
-	ctx, cancel := context.WithCancel(context.WithValue(p.c.ctx, sessionKey{}, p.s))
-	p.c.mu.Lock()
-	call.cancel = cancel
-	p.c.mu.Unlock()
-	return ctx, cancel
+	ctx, cancel := p.c.Begin(call)
+	return context.WithValue(ctx, sessionKey{}, p.s), cancel
 }
 
 // respond answers the agent's request id with res (JSON) or err.
 func (p *passThrough) respond(id jsonrpc.ID, res json.RawMessage, err error) {
 	if err != nil {
-		p.c.respondError(id, err)
+		p.c.RespondError(id, err)
 		return
 	}
-	p.c.respondRaw(id, res)
+	p.c.RespondRaw(id, res)
 }

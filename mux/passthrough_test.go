@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -37,7 +38,7 @@ func rawAgentOn(t testing.TB, m *Mux) *rawAgent {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	if _, err := m.Connect(context.Background(), StdioTransport(inR, outW, StdioOptions{Drain: time.Second})); err != nil {
+	if _, err := m.Connect(context.Background(), door.Stdio(inR, outW, door.StdioOptions{Drain: time.Second})); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -16,17 +16,12 @@ package mux
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
 )
-
-// ProfileHeader is how an HTTP agent asks for a profile; the path
-// /mcp/NAME does the same for a client that can set only its URL.
-const ProfileHeader = "Mcp-Mux-Profile"
 
 // Option changes how New builds the mux.
 type Option func(*Mux)
@@ -35,6 +30,15 @@ type Option func(*Mux)
 // NAME, over stdio): only its backends run, and only its tools are seen.
 func WithProfile(name string) Option {
 	return func(m *Mux) { m.launch = name }
+}
+
+// WithEnviron makes the mux serve a session launched with environ in cwd
+// rather than mcp-mux's own (the shared mcp-mux serves sessions of other
+// agents): a reload reads the config file for environ
+// (config.LoadForServingIn, as its caller read it for New), and each
+// local backend starts from environ, in cwd unless it has its own.
+func WithEnviron(environ []string, cwd string) Option {
+	return func(m *Mux) { m.environ, m.cwd = environ, cwd }
 }
 
 // UnknownProfileError is the error for a profile the config lacks, naming
@@ -254,26 +258,16 @@ func (m *Mux) toolListOf(s *session) (mode string, max int) {
 	return mode, max
 }
 
-// profileAsked takes the profile an HTTP request asks for, by its path
-// (/mcp/NAME) or header, into the header, where the session reads it
-// (receive). A profile the config lacks is a 404 that names those it has;
-// it reports false then, having answered.
-func (m *Mux) profileAsked(w http.ResponseWriter, r *http.Request) bool {
-	name, inPath := strings.CutPrefix(r.URL.Path, HTTPPath+"/")
-	if inPath {
-		r.Header.Set(ProfileHeader, name)
-	} else {
-		name = strings.TrimSpace(r.Header.Get(ProfileHeader))
-	}
-	if !inPath && name == "" {
-		return true
-	}
+// unknownProfile is nil if the config in effect has the profile an HTTP
+// request asks for (by its path, /mcp/NAME, or header: the HTTP door),
+// else the error that names those it has. No profile's name has a "/",
+// whatever a quoted TOML key allows: /mcp/a/b is not a profile's path.
+func (m *Mux) unknownProfile(name string) error {
 	cfg := m.conf.Load().cfg
 	if _, ok := cfg.Profile(name); !ok || strings.Contains(name, "/") {
-		http.Error(w, "Not Found: "+UnknownProfileError(cfg, name).Error()+"; /mcp serves every backend", http.StatusNotFound)
-		return false
+		return UnknownProfileError(cfg, name)
 	}
-	return true
+	return nil
 }
 
 // hiddenFromView reports whether the backend called name is outside v.

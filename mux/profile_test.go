@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -220,7 +221,7 @@ func TestALaunchProfileRunsOnlyItsBackends(t *testing.T) {
 // of three profiles share one process per backend.
 func TestHTTPProfilesByPathAndHeaderShareTheBackends(t *testing.T) {
 	m := profileMux(t)
-	url := serveHTTP(t, m, HTTPOptions{})
+	url := serveHTTP(t, m, door.HTTPOptions{})
 	connect := func(endpoint string, client *http.Client) *mcp.ClientSession {
 		t.Helper()
 		c := mcp.NewClient(&mcp.Implementation{Name: "team-agent", Version: "1"}, nil)
@@ -232,7 +233,7 @@ func TestHTTPProfilesByPathAndHeaderShareTheBackends(t *testing.T) {
 		return cs
 	}
 	byPath := connect(url+"/ro", nil)
-	byHeader := connect(url, &http.Client{Transport: headerTransport{ProfileHeader, "dbonly"}})
+	byHeader := connect(url, &http.Client{Transport: headerTransport{door.ProfileHeader, "dbonly"}})
 	all := connect(url, nil)
 	byClient := connect(url+"/cursor", nil)
 	prefixes := func(cs *mcp.ClientSession) []string {
@@ -250,7 +251,7 @@ func TestHTTPProfilesByPathAndHeaderShareTheBackends(t *testing.T) {
 		t.Errorf("/mcp/ro: backends %q, want fs", got)
 	}
 	if got := prefixes(byHeader); !slices.Equal(got, []string{"db"}) {
-		t.Errorf("%s: dbonly: backends %q, want db", ProfileHeader, got)
+		t.Errorf("%s: dbonly: backends %q, want db", door.ProfileHeader, got)
 	}
 	if got := prefixes(all); !slices.Equal(got, []string{"db", "fs", "gh"}) {
 		t.Errorf("/mcp: backends %q, want all three", got)
@@ -284,7 +285,7 @@ func TestHTTPProfilesByPathAndHeaderShareTheBackends(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		if bad.header != "" {
-			req.Header.Set(ProfileHeader, bad.header)
+			req.Header.Set(door.ProfileHeader, bad.header)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -525,7 +526,7 @@ func TestABackendOutsideTheProfilesInUseNeverStartsOverHTTP(t *testing.T) {
 		{Name: "searcher", Backends: []string{"gh", "fs"}, Tools: tools, ToolList: config.ToolListSearch, Clients: []string{"windsurf*"}},
 	}
 	m := runWithMemory(t, cfg, path)
-	url := serveHTTP(t, m, HTTPOptions{})
+	url := serveHTTP(t, m, door.HTTPOptions{})
 	connect := func(name, version string) *mcp.ClientSession {
 		t.Helper()
 		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)

@@ -8,6 +8,7 @@ package mux
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -71,10 +72,13 @@ func diffConfig(old, next *config.File) reloadPlan {
 	var p reloadPlan
 	oldOrder, oldSpecs := enabledSpecs(old)
 	newOrder, newSpecs := enabledSpecs(next)
-	var kept []string
+	var kept, shares []string
 	for _, name := range newOrder {
 		o, ok := oldSpecs[name]
 		n := newSpecs[name]
+		if ok && o.Share != n.Share {
+			shares = append(shares, fmt.Sprintf("share of backend %q", name))
+		}
 		switch {
 		case !ok:
 			p.add = append(p.add, name)
@@ -109,6 +113,7 @@ func diffConfig(old, next *config.File) reloadPlan {
 			p.needsRestart = append(p.needsRestart, key)
 		}
 	}
+	p.needsRestart = append(p.needsRestart, shares...)
 	return p
 }
 
@@ -132,7 +137,10 @@ func specFieldsEqual(a, b config.Backend, exposure bool) bool {
 	av, bv := reflect.ValueOf(a), reflect.ValueOf(b)
 	for i := range av.NumField() {
 		key := fieldKey(av.Type().Field(i))
-		if key == "" || key == "disabled" || key == "prefix" || exposureKeys[key] != exposure {
+		// share is read when the shared mcp-mux groups its sessions:
+		// restarting the backend would change nothing (diffConfig says
+		// it needs a restart).
+		if key == "" || key == "disabled" || key == "prefix" || key == "share" || exposureKeys[key] != exposure {
 			continue
 		}
 		if !valuesEqual(av.Field(i), bv.Field(i)) {
@@ -186,7 +194,7 @@ func (m *Mux) Reload() error {
 	defer m.reloadMu.Unlock()
 
 	path := m.cfg.Path
-	next, err := config.LoadForServing(path)
+	next, err := config.LoadForServingIn(path, m.environ)
 	if err != nil {
 		var ce *config.Error
 		if !errors.As(err, &ce) {

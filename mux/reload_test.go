@@ -295,3 +295,17 @@ func TestReloadWhileServingIsRaceFree(t *testing.T) {
 		t.Errorf("tools after the last reload: %v", names)
 	}
 }
+
+// The sharing knobs are read when the shared mcp-mux starts: a reload
+// that changes them restarts no backend and says they need a restart.
+func TestDiffConfigSharingKnobsNeedARestart(t *testing.T) {
+	old := parseTOML(t, backendTOML(t, "a")+backendTOML(t, "b"))
+	next := parseTOML(t, "[mux]\nshared = false\nshared_linger = \"1m\"\n"+backendTOML(t, "a", `share = "never"`)+backendTOML(t, "b"))
+	p := diffConfig(old, next)
+	if len(p.restart)+len(p.add)+len(p.remove)+len(p.expose) > 0 {
+		t.Errorf("backends changed: %+v", p)
+	}
+	if want := []string{"shared", "shared_linger", `share of backend "a"`}; !slices.Equal(p.needsRestart, want) {
+		t.Errorf("needs restart: %q, want %q", p.needsRestart, want)
+	}
+}

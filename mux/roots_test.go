@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -72,7 +73,7 @@ func restartedForLateAgent(t *testing.T, c *mcp.Client) *mcp.ClientSession {
 	t.Cleanup(m.Close)
 	testkit.Eventually(t, 10*time.Second, "the backend to be ready without an agent", func() bool { return m.Status()[0].Ready() })
 	pid := m.Status()[0].PID
-	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute, MaxBody: 1 << 20})
+	url := serveHTTP(t, m, door.HTTPOptions{SessionIdle: time.Minute, MaxBody: 1 << 20})
 	cs, err := c.Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: modernEra})
 	if err != nil {
 		t.Fatal(err)

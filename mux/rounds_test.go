@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -174,7 +175,7 @@ func TestARetryThatNeverComesEndsTheBackendsRequest(t *testing.T) {
 // requestState.
 func TestInputRoundsOfTwoHTTPAgentsNeverCross(t *testing.T) {
 	m := startMux(t, fixture(t, "old", "-mrtr"))
-	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute, MaxBody: 1 << 20})
+	url := serveHTTP(t, m, door.HTTPOptions{SessionIdle: time.Minute, MaxBody: 1 << 20})
 	connect := func(name string) *mcp.ClientSession {
 		cs, err := manualAgent(t, name).Connect(testkit.CtxT(t), &mcp.StreamableClientTransport{Endpoint: url}, nil)
 		if err != nil {

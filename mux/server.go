@@ -6,25 +6,27 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
 // Every request's route starts in this file.
 //
 // An agent's message comes in by one of three doors:
 //
-//   - stdio (agentconn.go): the connection reads each line once. A
+//   - stdio (mux/door): the connection reads each line once. A
 //     request that can go as bytes (take, below: tools/call,
 //     resources/read and resources/list of an initialized session, with
 //     nothing unusual about them) is forwarded by the pass-through
 //     (passthrough.go) and never reaches the go-sdk; the rest goes on to
 //     the go-sdk's server.
-//   - HTTP (http.go, after the origin and token checks): a tools/call or
-//     resources/read POSTed in a session of the handshake era
-//     (httpfast.go) or by an agent of the current era, which has none
-//     (httpstateless.go), goes as bytes through serveFast, with the
-//     pass-through's checks; the rest goes to the go-sdk's handler and
-//     server, a call's event stream through mux's filter, which leaves out
-//     the response to a call the agent cancelled (httpcancel.go).
+//   - HTTP (mux/door, after the origin and token checks): a tools/call or
+//     resources/read POSTed in a session of the handshake era or by an
+//     agent of the current era, which has none, goes as bytes through
+//     serveFast (http.go), with the pass-through's checks; the rest goes
+//     to the go-sdk's handler and server, a call's event stream through
+//     the door's filter, which leaves out the response to a call the
+//     agent cancelled.
 //   - the go-sdk's server decodes the request into its types and runs the
 //     receiving middleware, outermost first (registered in routes):
 //     initialize (adds the backends' instructions to initialize and
@@ -71,8 +73,8 @@ func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			s := m.session(ss)
 			s.lastActive.Store(time.Now().UnixNano())
 			if x := req.GetExtra(); x != nil && x.Header != nil {
-				s.askToolList(x.Header.Get(ToolListHeader))
-				s.askProfile(x.Header.Get(ProfileHeader)) // checked by the HTTP handler (profile.go)
+				s.askToolList(x.Header.Get(door.ToolListHeader))
+				s.askProfile(x.Header.Get(door.ProfileHeader)) // checked by the HTTP door (profile.go)
 			}
 		}
 		switch r := req.(type) {
@@ -107,7 +109,7 @@ func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
 // take is the stdio door's switch: it forwards req as bytes if it can
 // (passthrough.go), and reports false, having done nothing, for a request
 // the go-sdk's path must handle. Only the session's reader calls it.
-func (p *passThrough) take(req *jsonrpc.Request, call *agentCall) bool {
+func (p *passThrough) take(req *jsonrpc.Request, call *door.Call) bool {
 	if !p.m.first.over.Load() || p.s.ss.InitializeParams() == nil {
 		return false
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -260,7 +261,7 @@ func stallingAgent(t *testing.T, m *Mux, uri string) *stalled {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	if _, err := m.Connect(context.Background(), StdioTransport(inR, outW, StdioOptions{Drain: time.Second})); err != nil {
+	if _, err := m.Connect(context.Background(), door.Stdio(inR, outW, door.StdioOptions{Drain: time.Second})); err != nil {
 		t.Fatal(err)
 	}
 	s := &stalled{m: m, out: outR, in: inW, stdout: outW}

@@ -57,7 +57,7 @@ func (mem *member) run() {
 		mem.mu.Lock()
 		spec := mem.spec // whole: a reload may be changing its prefix or filters
 		mem.mu.Unlock()
-		b, err := backends.Start(mem.ctx, spec.Spec(), mem.withClientRequests(m.startOptions(mem)))
+		b, err := backends.Start(mem.ctx, spec.SpecIn(m.environ, m.cwd), mem.withClientRequests(m.startOptions(mem)))
 		if err != nil && mem.ctx.Err() == nil {
 			mem.rememberFailure(spec, err)
 		}

@@ -53,15 +53,10 @@ func traitsOf(s *session) agents.Agent {
 	return agents.Of(p.ClientInfo.Name)
 }
 
-// ToolListHeader is how an HTTP agent picks its own tool list ("all",
-// "search" or "auto", as [mux] tool_list); the URL's ?tool_list= does the
-// same for a client that can set only its URL.
-const ToolListHeader = "Mcp-Mux-Tool-List"
-
 // WithToolList makes mode ("all", "search" or "auto") the tool list of
 // every session that asks for none (mcp-mux --tool-list, over stdio): an
 // agent that can set only its launch line picks its list there, as one
-// over HTTP does with ToolListHeader.
+// over HTTP does with door.ToolListHeader.
 func WithToolList(mode string) Option {
 	return func(m *Mux) { m.launchToolList = strings.ToLower(strings.TrimSpace(mode)) }
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -348,7 +349,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func TestAnHTTPAgentPicksItsOwnToolList(t *testing.T) {
 	m := searchMux(t, config.ToolListAll, 64)
-	url := serveHTTP(t, m, HTTPOptions{})
+	url := serveHTTP(t, m, door.HTTPOptions{})
 	connect := func(endpoint string, client *http.Client) map[string]*mcp.Tool {
 		t.Helper()
 		c := mcp.NewClient(&mcp.Implementation{Name: "team-agent", Version: "1"}, nil)
@@ -362,9 +363,9 @@ func TestAnHTTPAgentPicksItsOwnToolList(t *testing.T) {
 	if tools := connect(url+"?tool_list=search", nil); len(tools) != 4 || tools[toolSearch] == nil {
 		t.Errorf("?tool_list=search: listed %v, want the search surface", slices.Sorted(maps.Keys(tools)))
 	}
-	byHeader := &http.Client{Transport: headerTransport{ToolListHeader, "search"}}
+	byHeader := &http.Client{Transport: headerTransport{door.ToolListHeader, "search"}}
 	if tools := connect(url, byHeader); len(tools) != 4 || tools[toolCall] == nil {
-		t.Errorf("%s: search: listed %v, want the search surface", ToolListHeader, slices.Sorted(maps.Keys(tools)))
+		t.Errorf("%s: search: listed %v, want the search surface", door.ToolListHeader, slices.Sorted(maps.Keys(tools)))
 	}
 	if tools := connect(url, nil); tools[toolSearch] != nil || tools["notes__shout"] == nil {
 		t.Errorf("an agent that asked for nothing: listed %v, want every tool (tool_list = all)", slices.Sorted(maps.Keys(tools)))

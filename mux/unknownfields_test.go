@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
 
@@ -79,7 +80,7 @@ func TestFieldsTheGoSDKDoesNotModelReachTheAgent(t *testing.T) {
 // The HTTP door lists and calls the same way.
 func TestFieldsTheGoSDKDoesNotModelReachAnHTTPAgent(t *testing.T) {
 	m := startMux(t, rawToolsBackend(t))
-	url := serveHTTP(t, m, HTTPOptions{SessionIdle: time.Minute, MaxBody: 1 << 20})
+	url := serveHTTP(t, m, door.HTTPOptions{SessionIdle: time.Minute, MaxBody: 1 << 20})
 	body, sid := postJSONRPC(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}`)
 	if !strings.Contains(body, "mcp-mux") {
 		t.Fatalf("initialize: %s", body)

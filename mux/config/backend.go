@@ -103,6 +103,9 @@ type Backend struct {
 	Start string `toml:"start"`
 	// IdleStop overrides [mux] idle_stop for this backend (0: [mux]'s).
 	IdleStop Duration `toml:"idle_stop"`
+	// Share is whether sessions of the shared mcp-mux share one instance
+	// of it: ShareAuto (the default), ShareAlways or ShareNever.
+	Share string `toml:"share"`
 
 	// Broken, set by LoadForServing, is why the entry cannot run (its
 	// mistakes, as FILE:LINE: key: message, one per line): mux shows it
@@ -151,6 +154,19 @@ func (b *Backend) Spec() backends.Spec {
 		Cwd:        b.Cwd,
 		Protocol:   b.Protocol,
 	}
+}
+
+// SpecIn is Spec for a session launched with environ in cwd (see
+// mux.WithEnviron): the child's environment is made of environ, and it runs
+// in cwd unless b has a cwd of its own, as it would run where mcp-mux was
+// started. A nil environ and "" are mcp-mux's own.
+func (b *Backend) SpecIn(environ []string, cwd string) backends.Spec {
+	s := b.Spec()
+	s.Environ = environ
+	if s.Cwd == "" {
+		s.Cwd = cwd
+	}
+	return s
 }
 
 // StartPolicy is when b starts: its own start, else mux's, else StartAuto.

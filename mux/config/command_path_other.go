@@ -20,4 +20,4 @@ func notExecutable(fi fs.FileInfo) string {
 
 // batchArgProblem finds nothing: only Windows runs batch files through
 // cmd.exe.
-func batchArgProblem(string, []string) (int, string) { return 0, "" }
+func batchArgProblem(func(string) (string, error), string, []string) (int, string) { return 0, "" }

@@ -29,9 +29,10 @@ func notExecutable(fi fs.FileInfo) string {
 
 // batchArgProblem reports an argument that cannot be passed to command
 // when it is a batch file (npx.cmd), which runs through cmd.exe: its
-// index in args and why (see backends.BatchCommandLine).
-func batchArgProblem(command string, args []string) (int, string) {
-	path, err := exec.LookPath(command)
+// index in args and why (see backends.BatchCommandLine). lookPath finds
+// a bare command as the backend will be started.
+func batchArgProblem(lookPath func(string) (string, error), command string, args []string) (int, string) {
+	path, err := lookPath(command)
 	if err != nil || !backends.IsBatchFile(path) {
 		return 0, ""
 	}

@@ -32,6 +32,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -103,7 +104,19 @@ type Settings struct {
 	// this long (no request, subscription or request of its own in flight);
 	// its catalog stays listed and the next use starts it. Default: never.
 	IdleStop Duration `toml:"idle_stop"`
+
+	// Shared runs one long-lived mcp-mux per config file for all of the
+	// user's stdio agent sessions; nil is the default (true), which
+	// MCP_MUX_SHARED=0 turns off for one launch, and false runs each
+	// launch in-process. Read it with SharedOn.
+	Shared *bool `toml:"shared"`
+	// SharedLinger is how long the shared mcp-mux outlives its last
+	// session (0: it ends with it).
+	SharedLinger Duration `toml:"shared_linger"`
 }
+
+// SharedOn is [mux] shared, true unless the file sets it to false.
+func (s *Settings) SharedOn() bool { return s.Shared == nil || *s.Shared }
 
 // Defaults of [mux]; a zero value in the file (or a missing key) means the default.
 const (
@@ -126,6 +139,14 @@ const (
 
 	RestartOnFailure = "on-failure"
 	RestartNever     = "never"
+
+	// A backend's share: ShareAuto shares it between the sessions for
+	// which its resolved command, args, cwd and env are the same;
+	// ShareAlways runs one for all sessions (the first session's
+	// environment); ShareNever one per session.
+	ShareAuto   = "auto"
+	ShareAlways = "always"
+	ShareNever  = "never"
 
 	ToolListAll    = "all"
 	ToolListSearch = "search"
@@ -215,12 +236,48 @@ func LoadForServing(path string) (*File, error) {
 	return ParseForServing(path, data, os.LookupEnv)
 }
 
+// LoadForServingIn is LoadForServing for a session whose environment is
+// environ rather than mcp-mux's own (the shared mcp-mux serves sessions
+// launched by other agents): ${VAR} is expanded from environ, and a bare
+// command is looked for on its PATH. A nil environ is LoadForServing.
+func LoadForServingIn(path string, environ []string) (*File, error) {
+	if environ == nil {
+		return LoadForServing(path)
+	}
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{file: path, dir: absDirOf(path), lookupEnv: lookupIn(environ), environ: environ}
+	return p.forServing(data)
+}
+
+// lookupIn is os.LookupEnv on environ: the last entry of a name, as a
+// backend's child environment keeps it (backends.ChildEnv); on Windows
+// names are compared regardless of case, as there.
+func lookupIn(environ []string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		for i := len(environ) - 1; i >= 0; i-- {
+			k, v, ok := strings.Cut(environ[i], "=")
+			if ok && (k == name || runtime.GOOS == "windows" && strings.EqualFold(k, name)) {
+				return v, true
+			}
+		}
+		return "", false
+	}
+}
+
 // ParseForServing is LoadForServing on data already read from path.
 func ParseForServing(path string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
 	p := &parser{file: path, dir: absDirOf(path), lookupEnv: lookupEnv}
+	return p.forServing(data)
+}
+
+// forServing parses data as LoadForServing does.
+func (p *parser) forServing(data []byte) (*File, error) {
 	cfg := p.parse(data)
 	if cfg == nil {
 		return nil, &Error{Problems: p.finish()}
@@ -287,6 +344,9 @@ type parser struct {
 	file      string
 	dir       string // absolute directory of file: relative paths in it start there
 	lookupEnv func(string) (string, bool)
+	// environ, when set, is the environment the file is read for (a
+	// session's): a bare command is looked for on its PATH (lookPath).
+	environ []string
 	// lookupSecret is the value of ${secret:NAME} (nil: the OS store,
 	// secrets.Get); secrets holds those read so far.
 	lookupSecret func(string) (string, error)

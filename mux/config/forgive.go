@@ -10,7 +10,6 @@ package config
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -146,7 +145,7 @@ func (p *parser) shellHint(raw, resolved, cwd string, rawArgs []string) string {
 		return "" // a real path with spaces in it
 	}
 	if !hasPathSeparator(resolved) {
-		if _, err := exec.LookPath(resolved); err == nil {
+		if _, err := p.lookPath(resolved); err == nil {
 			return ""
 		}
 	}

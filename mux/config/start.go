@@ -2,7 +2,8 @@ package config
 
 import "fmt"
 
-// When a backend starts ([mux] start and each backend's start).
+// When a backend starts ([mux] start and each backend's start), and
+// whether sessions share it (share).
 const (
 	// StartAuto starts a backend whose catalog is remembered from an
 	// earlier run when it is first used, and one never seen at once.
@@ -28,5 +29,21 @@ func (p *parser) validateStart(key keyPath, v string) {
 func (p *parser) validateIdleStop(key keyPath, d Duration) {
 	if d.Duration < 0 {
 		p.add(key, "must not be negative (got %s); remove the key to never stop an idle backend", d.Duration)
+	}
+}
+
+// validateShare checks a backend's share value at key, and makes it
+// ShareAuto when absent.
+func (p *parser) validateShare(key keyPath, v *string) {
+	switch *v {
+	case "":
+		*v = ShareAuto
+	case ShareAuto, ShareAlways, ShareNever:
+	default:
+		msg := fmt.Sprintf("must be %q (shared between the sessions for which its command, args, cwd and env are the same; the default), %q (one for every session) or %q (one per session) (got %q)", ShareAuto, ShareAlways, ShareNever, *v)
+		if s := Closest(*v, []string{ShareAuto, ShareAlways, ShareNever}); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		p.add(key, "%s", msg)
 	}
 }

@@ -274,6 +274,10 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 
 		p.validateStart(k("start"), s.Start)
 		p.validateIdleStop(k("idle_stop"), s.IdleStop)
+		p.validateShare(k("share"), &s.Share)
+		if e.present["share"] && !mux.SharedOn() {
+			warns = append(warns, problem{path: k("share"), line: p.lineOf(k("share")), message: "has no effect with [mux] shared = false (each launch runs its own mcp-mux)"})
+		}
 
 		// restart
 		switch s.Restart {
@@ -368,11 +372,11 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 			if strings.TrimSpace(s.Command) != "" && cwdOK && commandOK {
 				msg := p.shellHint(rawCommand, s.Command, s.Cwd, rawArgs)
 				if msg == "" {
-					msg = checkCommand(givenCommand, s.Command, commandBase)
+					msg = p.checkCommand(givenCommand, s.Command, commandBase)
 				}
 				if msg != "" {
 					p.add(k("command"), "%s", msg)
-				} else if i, msg := batchArgProblem(s.Command, s.Args); msg != "" {
+				} else if i, msg := batchArgProblem(p.lookPath, s.Command, s.Args); msg != "" {
 					p.add(k("args").index(i), "%s", msg)
 				}
 			}
@@ -391,13 +395,17 @@ func (p *parser) validateBackends(entries []backendEntry, mux *Settings) ([]Back
 		p.addAt(nil, 0, "%s", msg)
 	}
 	p.checkPrefixes(entries, out)
+	if mux.SharedLinger.Duration > 0 && !mux.SharedOn() {
+		k := keyPath{"mux", "shared_linger"}
+		warns = append([]problem{{path: k, line: p.lineOf(k), message: "has no effect with shared = false (each launch runs its own mcp-mux)"}}, warns...)
+	}
 	return out, p.render(warns)
 }
 
 // checkCommand reports ("" if fine) whether command, as written in the
 // file, can be executed; path is where it was resolved to (see
 // resolveCommand) and base what a relative path was taken relative to.
-func checkCommand(command, path, base string) string {
+func (p *parser) checkCommand(command, path, base string) string {
 	if hasPathSeparator(command) {
 		where := ""
 		if path != command {
@@ -424,13 +432,19 @@ func checkCommand(command, path, base string) string {
 		}
 		return msg
 	}
-	if _, err := exec.LookPath(command); err != nil {
+	if _, err := p.lookPath(command); err != nil {
 		if errors.Is(err, exec.ErrDot) {
 			return fmt.Sprintf("command %q is only found through a relative PATH entry; use an absolute path", command)
 		}
 		return fmt.Sprintf("command %q not found on PATH", command)
 	}
 	return ""
+}
+
+// lookPath finds a bare command on the PATH of the environment the file
+// is read for, as the backend will be started (backends.CommandPath).
+func (p *parser) lookPath(command string) (string, error) {
+	return backends.CommandPath(backends.Spec{Command: command}, p.environ)
 }
 
 // percentVars is whether %VAR% expands as ${VAR} does: on Windows.

@@ -48,6 +48,10 @@ type Document struct {
 	// [mux] metrics_listen, if it does: a second one of the same config
 	// finds the port taken and names the process that has it.
 	Metrics string `json:"metrics,omitempty"`
+	// Shared: this is the long-lived mcp-mux that the stdio sessions of
+	// the user's agents share (one per config file); Sessions say which
+	// process of an agent's each is.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // Session is one agent session: Client is its clientInfo's name and version.
@@ -55,6 +59,11 @@ type Session struct {
 	ID       string `json:"id"`
 	Client   string `json:"client,omitempty"`
 	Protocol string `json:"protocol,omitempty"`
+	// PID is the session process an agent launched, for a session of the
+	// shared mcp-mux; Profile its --profile; Backends those it used.
+	PID      int      `json:"pid,omitempty"`
+	Profile  string   `json:"profile,omitempty"`
+	Backends []string `json:"backends,omitempty"`
 }
 
 // Backend is one backend: its state as mcp-mux://backends reports it, and

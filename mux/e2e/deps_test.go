@@ -74,6 +74,24 @@ var depRules = []depRule{
 		rel := ours(d.path)
 		return rel == "" || rel == "mux/outq", "mux/outq imports nothing of ours"
 	}},
+	// The agents' doors (stdio, HTTP): the core imports them, never the
+	// other way, so that a new door needs nothing of the core but the seam.
+	{"mux/door", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/door" || rel == "mux/outq" || rel == "mux/config" || rel == "mux/rendezvous" || under(rel, "backends"),
+			"mux/door imports nothing of mux but mux/outq, mux/config and mux/rendezvous"
+	}},
+	// Where the shared mcp-mux and its sessions meet, and the session's
+	// relay: a session process links nothing of the server.
+	{"mux/rendezvous", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/rendezvous", "mux/rendezvous imports nothing of ours"
+	}},
+	{"mux/relay", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/relay" || rel == "mux/rendezvous" || rel == "backends/wire",
+			"mux/relay imports nothing of ours but mux/rendezvous and backends/wire"
+	}},
 	// What mcp-mux knows of each agent, and the names that fit them: tables
 	// and pure functions the server asks.
 	{"mux/agents", func(d depInfo) (bool, string) {

@@ -121,7 +121,7 @@ func TestStatusShowsAStdioMuxItsBackendsAndCounts(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("mcp-mux pid %d, up ", muxPID)) || !strings.Contains(out, ", config "+abs+"\n") {
 		t.Errorf("no line for mcp-mux %d with config %s:\n%s", muxPID, abs, out)
 	}
-	if !strings.Contains(out, "  session s1: e2e 1\n") {
+	if !strings.Contains(out, "  session s1: e2e 1 (uses alpha, beta)\n") {
 		t.Errorf("the agent's session is not shown:\n%s", out)
 	}
 	if strings.ContainsRune(out, 0x1b) {

@@ -210,7 +210,7 @@ func TestOutQueuePacesABurstToTheReadingAgent(t *testing.T) {
 		const n = 20_000
 		line := []byte(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///r/1"}}` + "\n")
 		for range n {
-			q.Pace(closed) // as agentConn.notify does
+			q.Pace(closed) // as door.Conn.Notify does
 			q.PushLine(line, UpdatedKey("file:///r/1", nil), true)
 		}
 		q.Flush(time.Minute)

@@ -137,7 +137,7 @@ func muxServer(t *testing.T, dir, catalogs string, srvs []server) server {
 	// What testkit.Main pointed at the test's own directories: agents pass
 	// their servers only the environment their config gives.
 	env := map[string]string{markerEnv: dir, "MCP_MUX_CATALOGS": catalogs}
-	for _, k := range []string{"XDG_CACHE_HOME", "MCP_MUX_STATE_DIR", "MCP_MUX_CONTROL_DIR", "MCP_MUX_SECRET_STORE"} {
+	for _, k := range []string{"XDG_CACHE_HOME", "MCP_MUX_STATE_DIR", "MCP_MUX_CONTROL_DIR", "MCP_MUX_SECRET_STORE", "MCP_MUX_RUN_DIR", "MCP_MUX_SHARED"} {
 		env[k] = os.Getenv(k)
 	}
 	return server{name: "mcp-mux", command: bin, args: []string{"--config", cfg}, env: env}

@@ -64,6 +64,11 @@ func Main(m *testing.M) {
 	// The control endpoints of the mcp-mux processes tests start: never
 	// among the user's, where `mcp-mux status` would show them.
 	os.Setenv("MCP_MUX_CONTROL_DIR", filepath.Join(d, "control"))
+	// The shared mcp-mux of the tests' sessions: never the user's. Each
+	// launch runs in its own process, as the tests before it were
+	// written for; the tests of the shared one ask for it (SharedEnv).
+	os.Setenv("MCP_MUX_RUN_DIR", filepath.Join(d, "run"))
+	os.Setenv("MCP_MUX_SHARED", "0")
 	if runtime.GOOS == "windows" {
 		os.Setenv("LOCALAPPDATA", filepath.Join(d, "cache")) // os.UserCacheDir there
 	}

@@ -1,4 +1,4 @@
-package mux
+package door
 
 import (
 	"bufio"
@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,8 +21,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/mux/outq"
 )
 
-// The agent's side of mcp-mux: newline-delimited JSON-RPC on stdin and
-// stdout, as a connection of our own under the go-sdk server rather than
+// The stdio door: newline-delimited JSON-RPC on stdin and stdout, as a connection of our own under the go-sdk server rather than
 // the SDK's IOTransport, because the agent decides how it behaves:
 //   - a line the SDK cannot decode would end the SDK's session; here it is
 //     answered as JSON-RPC says (-32700 invalid JSON, -32600 not a JSON-RPC
@@ -46,43 +44,56 @@ type StdioOptions struct {
 	Drain time.Duration
 	// Logger gets what the connection has to say (dropped notifications).
 	Logger *log.Logger
+	// PID is the process the session came from, when it is not this
+	// one's stdin (a session of the shared mcp-mux): status shows it.
+	PID int
 }
 
-// StdioTransport serves one agent session over in and out. A pipe in
-// non-blocking mode is read and written with raw system calls
-// (wire.PipeIO).
-func StdioTransport(in io.Reader, out io.Writer, opts StdioOptions) mcp.Transport {
+// Stdio serves one agent session over in and out (stdin and stdout, or a
+// socket's two directions). A pipe in non-blocking mode is read and
+// written with raw system calls (wire.PipeIO).
+func Stdio(in io.Reader, out io.Writer, opts StdioOptions) *StdioTransport {
 	if f, ok := in.(*os.File); ok {
 		in = wire.PipeIO(f)
 	}
 	if f, ok := out.(*os.File); ok {
 		out = wire.PipeIO(f)
 	}
-	return &agentTransport{in: in, out: out, opts: opts}
+	return &StdioTransport{in: in, out: out, opts: opts}
 }
 
-type agentTransport struct {
+// StdioTransport is the go-sdk's transport of one stdio session: its
+// server connects it once.
+type StdioTransport struct {
 	in   io.Reader
 	out  io.Writer
 	opts StdioOptions
-	conn atomic.Pointer[agentConn]
+	conn atomic.Pointer[Conn]
 }
 
-// closeConn ends the connection at once, for a shutdown (Serve).
-func (t *agentTransport) closeConn() {
+// Conn is the connection Connect made, nil before.
+func (t *StdioTransport) Conn() *Conn { return t.conn.Load() }
+
+// PID is the process the session came from (StdioOptions.PID), if not
+// this one.
+func (t *StdioTransport) PID() int { return t.opts.PID }
+
+// CloseConn ends the connection at once, for a shutdown: the go-sdk then
+// cancels the requests in flight rather than waiting for them.
+func (t *StdioTransport) CloseConn() {
 	if c := t.conn.Load(); c != nil {
 		c.Close()
 	}
 }
 
-func (t *agentTransport) Connect(context.Context) (mcp.Connection, error) {
-	c := &agentConn{
+func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
+	c := &Conn{
 		in:       bufio.NewReaderSize(t.in, 64*1024),
 		opts:     t.opts,
 		incoming: make(chan jsonrpc.Message),
 		eof:      make(chan struct{}),
 		closed:   make(chan struct{}),
-		inflight: map[jsonrpc.ID]*agentCall{},
+		inflight: map[jsonrpc.ID]*Call{},
 		room:     make(chan struct{}, 1),
 	}
 	c.ctx, c.stop = context.WithCancel(context.Background())
@@ -110,7 +121,11 @@ func (t *agentTransport) Connect(context.Context) (mcp.Connection, error) {
 // answers is not read from either once it has this many outstanding.
 const maxInflight = outq.MaxInflight
 
-type agentConn struct {
+// Conn is one stdio session's connection. Besides what the go-sdk reads
+// and writes through it, the core sends on it directly (Notify,
+// RespondRaw, RespondError) and may take requests before the go-sdk sees
+// them (SetPassThrough).
+type Conn struct {
 	in   *bufio.Reader
 	opts StdioOptions
 	out  *outq.Queue
@@ -120,40 +135,55 @@ type agentConn struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	// pass forwards the requests that go as bytes (passthrough.go); set
-	// once mux knows the session. ctx ends at Close: the requests it
-	// forwards end with the connection, as the go-sdk's handlers do.
-	pass atomic.Pointer[passThrough]
+	// pass takes the requests that go as bytes (SetPassThrough); set once
+	// the core knows the session. ctx ends at Close: the requests it takes
+	// end with the connection, as the go-sdk's handlers do.
+	pass atomic.Pointer[func(*jsonrpc.Request, *Call) bool]
 	ctx  context.Context
 	stop context.CancelFunc
 
 	mu       sync.Mutex
-	inflight map[jsonrpc.ID]*agentCall // requests read and not yet answered on stdout
-	room     chan struct{}             // signalled when inflight shrinks
+	inflight map[jsonrpc.ID]*Call // requests read and not yet answered on stdout
+	room     chan struct{}        // signalled when inflight shrinks
 }
 
-// agentCall is one of the agent's requests in flight.
-type agentCall struct {
+// Call is one of the agent's requests in flight.
+type Call struct {
 	// extra is given to the go-sdk with the request, which hands it to the
 	// handler: it is how a handler finds its request's cancellation reason
-	// (agentCancelReasons), as the SDK tells a handler nothing else of it.
+	// (CancelReason), as the SDK tells a handler nothing else of it.
 	extra     *mcp.RequestExtra
 	cancelled bool               // the agent cancelled it: it gets no response
 	answered  bool               // its response is queued: the agent may reuse the id once it has it
-	cancel    context.CancelFunc // cancels it, if mux forwards it as bytes (passthrough.go)
+	cancel    context.CancelFunc // cancels it, if the pass-through took it (Begin)
 }
 
-// agentCancelReasons holds the reason the agent gave for cancelling a
-// request in flight, by the request's extra, for mux to tell the backend.
-var agentCancelReasons sync.Map // *mcp.RequestExtra, or an HTTP call's token (httpcancel.go) → string
+// Extra is what the go-sdk would have handed the request's handler: the
+// key of its cancellation reason (CancelReason).
+func (call *Call) Extra() *mcp.RequestExtra { return call.extra }
 
-// cancelReasonKeep is how long a cancelled request's reason is kept after
-// its handler returned.
-const cancelReasonKeep = 10 * time.Second
+// SetPassThrough makes take see every request read from now on before the
+// go-sdk does: a request it takes (it reports true) is the core's to
+// answer (RespondRaw, RespondError), and never reaches the go-sdk. Only
+// the connection's reader calls take.
+func (c *Conn) SetPassThrough(take func(req *jsonrpc.Request, call *Call) bool) {
+	c.pass.Store(&take)
+}
 
-func (c *agentConn) SessionID() string { return "" }
+// Begin starts the handling of call, a request the pass-through took: the
+// context returned ends when the agent cancels it or the connection
+// closes.
+func (c *Conn) Begin(call *Call) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.mu.Lock()
+	call.cancel = cancel
+	c.mu.Unlock()
+	return ctx, cancel
+}
 
-func (c *agentConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+func (c *Conn) SessionID() string { return "" }
+
+func (c *Conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	select {
 	case msg := <-c.incoming:
 		return msg, nil
@@ -168,7 +198,7 @@ func (c *agentConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 // Write queues msg for stdout and returns at once: a stalled agent stalls
 // only the writer goroutine.
-func (c *agentConn) Write(_ context.Context, msg jsonrpc.Message) error {
+func (c *Conn) Write(_ context.Context, msg jsonrpc.Message) error {
 	select {
 	case <-c.closed:
 		return mcp.ErrConnectionClosed
@@ -188,23 +218,9 @@ func (c *agentConn) Write(_ context.Context, msg jsonrpc.Message) error {
 	return c.out.Push(msg)
 }
 
-// wireError is err as the agent gets it: a JSON-RPC error with a code,
-// whatever error a handler returned.
-func wireError(err error) error {
-	var we *jsonrpc.Error
-	if errors.As(err, &we) && we.Code != 0 {
-		return err
-	}
-	fixed := &jsonrpc.Error{Code: codeFor(err.Error()), Message: err.Error()}
-	if we != nil {
-		fixed.Data = we.Data
-	}
-	return fixed
-}
-
 // answering notes that the response to id is being queued, and reports
 // false if it must not be: the agent cancelled the request.
-func (c *agentConn) answering(id jsonrpc.ID) bool {
+func (c *Conn) answering(id jsonrpc.ID) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	call := c.inflight[id]
@@ -217,9 +233,9 @@ func (c *agentConn) answering(id jsonrpc.ID) bool {
 	return true
 }
 
-// respondRaw answers the agent's request id with result, a JSON value as
+// RespondRaw answers the agent's request id with result, a JSON value as
 // a backend sent it.
-func (c *agentConn) respondRaw(id jsonrpc.ID, result json.RawMessage) {
+func (c *Conn) RespondRaw(id jsonrpc.ID, result json.RawMessage) {
 	if !c.answering(id) {
 		c.written(id)
 		return
@@ -232,17 +248,17 @@ func (c *agentConn) respondRaw(id jsonrpc.ID, result json.RawMessage) {
 	c.out.PushResponse(id, data)
 }
 
-// respondError answers the agent's request id with err.
-func (c *agentConn) respondError(id jsonrpc.ID, err error) {
+// RespondError answers the agent's request id with err.
+func (c *Conn) RespondError(id jsonrpc.ID, err error) {
 	_ = c.Write(context.Background(), &jsonrpc.Response{ID: id, Error: err})
 }
 
-// notify sends a notification of mux's own: encoded here, not through the
+// Notify sends a notification of the core's own: encoded here, not through the
 // go-sdk's sending chain, and never blocking. A backend's notification
 // handler delivers through it at once, and so keeps pace with a backend
 // that floods: the go-sdk queues a backend's messages without bound behind
 // a handler slower than its reader.
-func (c *agentConn) notify(method string, params any) error {
+func (c *Conn) Notify(method string, params any) error {
 	select {
 	case <-c.closed:
 		return mcp.ErrConnectionClosed
@@ -268,7 +284,7 @@ func (c *agentConn) notify(method string, params any) error {
 // Close ends the session's connection. What is queued for stdout gets a
 // moment to go out (the answers to requests read before stdin's EOF), but
 // Close never waits on an agent that does not read.
-func (c *agentConn) Close() error {
+func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.out.Flush(closeFlush)
 		close(c.closed)
@@ -283,7 +299,7 @@ const closeFlush = 500 * time.Millisecond
 // readLoop reads stdin until it ends, answering what the SDK cannot take
 // and handing it the rest. At EOF it waits (bounded by Drain) until the
 // requests it read are answered, then lets Read report the EOF.
-func (c *agentConn) readLoop() {
+func (c *Conn) readLoop() {
 	for {
 		line, err := c.readLine()
 		if len(line) > 0 {
@@ -301,9 +317,9 @@ func (c *agentConn) readLoop() {
 
 // deliver hands msg to Read, first waiting for room if it is a request
 // and too many are outstanding. It reports false if the connection closed.
-func (c *agentConn) deliver(msg jsonrpc.Message) bool {
+func (c *Conn) deliver(msg jsonrpc.Message) bool {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-		call := &agentCall{extra: &mcp.RequestExtra{}}
+		call := &Call{extra: &mcp.RequestExtra{}}
 		req.Extra = call.extra
 		for {
 			c.mu.Lock()
@@ -335,7 +351,7 @@ func (c *agentConn) deliver(msg jsonrpc.Message) bool {
 				return false
 			}
 		}
-		if p := c.pass.Load(); p != nil && p.take(req, call) {
+		if take := c.pass.Load(); take != nil && (*take)(req, call) {
 			return true
 		}
 	} else if ok && req.Method == "notifications/cancelled" {
@@ -349,27 +365,10 @@ func (c *agentConn) deliver(msg jsonrpc.Message) bool {
 	}
 }
 
-// cancelledRequest reads a notifications/cancelled: the id of the request
-// it cancels, and the reason given, if any.
-func cancelledRequest(n *jsonrpc.Request) (id jsonrpc.ID, reason string, ok bool) {
-	var p struct {
-		RequestID any    `json:"requestId"`
-		Reason    string `json:"reason"`
-	}
-	if json.Unmarshal(n.Params, &p) != nil {
-		return id, "", false
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
-		return id, "", false
-	}
-	return id, p.Reason, true
-}
-
 // cancelled records the agent's cancellation of a request in flight: it
 // gets no response (as MCP says), and its reason is kept for the backend.
 // The go-sdk cancels the handler itself.
-func (c *agentConn) cancelled(n *jsonrpc.Request) {
+func (c *Conn) cancelled(n *jsonrpc.Request) {
 	id, reason, ok := cancelledRequest(n)
 	if !ok {
 		return
@@ -380,7 +379,7 @@ func (c *agentConn) cancelled(n *jsonrpc.Request) {
 	if call != nil {
 		call.cancelled = true
 		if reason != "" {
-			agentCancelReasons.Store(call.extra, reason)
+			cancelReasons.Store(call.extra, reason)
 		}
 		cancel = call.cancel
 	}
@@ -392,14 +391,11 @@ func (c *agentConn) cancelled(n *jsonrpc.Request) {
 
 // written is called by the out queue once a response is on stdout (or
 // dropped, for a cancelled request).
-func (c *agentConn) written(id jsonrpc.ID) {
+func (c *Conn) written(id jsonrpc.ID) {
 	c.mu.Lock()
 	call := c.inflight[id]
 	if call != nil && call.cancelled {
-		// The go-sdk tells the backend of the cancellation from another
-		// goroutine, maybe after the handler has returned: keep the reason
-		// for as long as it may take to (its own bound is 5 s).
-		time.AfterFunc(cancelReasonKeep, func() { agentCancelReasons.Delete(call.extra) })
+		forgetCancelReason(call.extra) // kept a while: see there
 	}
 	if call != nil && (call.answered || call.cancelled) {
 		// Not a request that reused the id after this one's response.
@@ -415,7 +411,7 @@ func (c *agentConn) written(id jsonrpc.ID) {
 // drain waits until the requests read are answered on stdout, or Drain
 // passed, or stdout stalls (an agent that closed stdin and does not read
 // either cannot get the answers; it must not delay the exit).
-func (c *agentConn) drain() {
+func (c *Conn) drain() {
 	deadline := time.After(c.opts.Drain)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -439,7 +435,7 @@ func (c *agentConn) drain() {
 
 // readLine returns the next line without its newline, or nil for a line
 // over the limit (answered already) or a blank one.
-func (c *agentConn) readLine() ([]byte, error) {
+func (c *Conn) readLine() ([]byte, error) {
 	var line []byte
 	tooLong := false
 	for {
@@ -464,7 +460,7 @@ func (c *agentConn) readLine() ([]byte, error) {
 
 // decode returns the message in line, or nil after answering a line the
 // SDK could not take.
-func (c *agentConn) decode(line []byte) jsonrpc.Message {
+func (c *Conn) decode(line []byte) jsonrpc.Message {
 	msg, err := wire.DecodeMessage(line)
 	if err == nil {
 		return msg
@@ -492,7 +488,7 @@ func validID(id json.RawMessage) json.RawMessage {
 	return nil
 }
 
-func (c *agentConn) reply(id json.RawMessage, code int64, msg string) {
+func (c *Conn) reply(id json.RawMessage, code int64, msg string) {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
@@ -502,19 +498,4 @@ func (c *agentConn) reply(id json.RawMessage, code int64, msg string) {
 		Error   jsonrpc.Error   `json:"error"`
 	}{"2.0", id, jsonrpc.Error{Code: code, Message: msg}})
 	c.out.PushRaw(append(resp, '\n'), c.closed)
-}
-
-// codeFor gives an error the SDK sent without a code the one JSON-RPC
-// means: its own checks of a request's shape and state are invalid
-// requests, failures to decode params invalid params, and the rest
-// internal errors.
-func codeFor(msg string) int64 {
-	switch {
-	case strings.HasPrefix(msg, "handling '"), strings.Contains(msg, `missing required "params"`):
-		return jsonrpc.CodeInvalidParams
-	case strings.Contains(msg, "duplicate"), strings.Contains(msg, "invalid during session initialization"),
-		strings.Contains(msg, " before "):
-		return jsonrpc.CodeInvalidRequest
-	}
-	return jsonrpc.CodeInternalError
 }

@@ -1,4 +1,4 @@
-package mux
+package door
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -19,9 +18,9 @@ import (
 // such a call on the agent's notifications/cancelled but writes its
 // handler's error as the response, which MCP says a cancelled request
 // does not get, and it tells the handler nothing of the agent's reason.
-// mux sees both ends at its door (http.go): the call's POST, whose
-// response it leaves out once the call is cancelled, and the notification,
-// whose reason it keeps for the backend (forward.go's withCancelReason).
+// The door sees both ends (http.go): the call's POST, whose response it
+// leaves out once the call is cancelled, and the notification, whose
+// reason it keeps for the backend (CancelReason).
 
 // sdkCallHeader marks a call's request for its handler with the call's
 // token: of the POST, the go-sdk hands a handler only the headers
@@ -47,27 +46,27 @@ type sdkCalls struct {
 // response out if the agent cancels the call) and a func to call once the
 // go-sdk answered. A call whose id is in flight already is not tracked:
 // the go-sdk refuses it.
-func (s *session) trackSDKCall(w http.ResponseWriter, r *http.Request, id jsonrpc.ID) (http.ResponseWriter, func()) {
+func (st *HTTPSession) trackSDKCall(w http.ResponseWriter, r *http.Request, id jsonrpc.ID) (http.ResponseWriter, func()) {
 	c := &sdkCall{token: "c" + strconv.FormatUint(sdkCallSeq.Add(1), 10)}
-	s.sdk.mu.Lock()
-	if _, dup := s.sdk.calls[id]; dup {
-		s.sdk.mu.Unlock()
+	st.sdk.mu.Lock()
+	if _, dup := st.sdk.calls[id]; dup {
+		st.sdk.mu.Unlock()
 		return w, func() {}
 	}
-	if s.sdk.calls == nil {
-		s.sdk.calls = map[jsonrpc.ID]*sdkCall{}
+	if st.sdk.calls == nil {
+		st.sdk.calls = map[jsonrpc.ID]*sdkCall{}
 	}
-	s.sdk.calls[id] = c
-	s.sdk.mu.Unlock()
+	st.sdk.calls[id] = c
+	st.sdk.mu.Unlock()
 	r.Header.Set(sdkCallHeader, c.token)
 	idJSON, _ := json.Marshal(id.Raw())
 	return &cancelFilter{ResponseWriter: w, rc: http.NewResponseController(w), c: c, id: idJSON}, func() {
-		s.sdk.mu.Lock()
-		delete(s.sdk.calls, id)
-		s.sdk.mu.Unlock()
+		st.sdk.mu.Lock()
+		delete(st.sdk.calls, id)
+		st.sdk.mu.Unlock()
 		if c.cancelled.Load() {
 			// The backend may be told after the handler returned.
-			time.AfterFunc(cancelReasonKeep, func() { agentCancelReasons.Delete(c.token) })
+			forgetCancelReason(c.token)
 		}
 	}
 }
@@ -75,19 +74,19 @@ func (s *session) trackSDKCall(w http.ResponseWriter, r *http.Request, id jsonrp
 // cancelSDKCall takes the agent's notifications/cancelled of a call on the
 // go-sdk's path, which the go-sdk cancels as it reads it after this: the
 // call gets no response, and its reason is kept for the backend.
-func (s *session) cancelSDKCall(n *jsonrpc.Request) {
+func (st *HTTPSession) cancelSDKCall(n *jsonrpc.Request) {
 	id, reason, ok := cancelledRequest(n)
 	if !ok {
 		return
 	}
-	s.sdk.mu.Lock()
-	c := s.sdk.calls[id]
-	s.sdk.mu.Unlock()
+	st.sdk.mu.Lock()
+	c := st.sdk.calls[id]
+	st.sdk.mu.Unlock()
 	if c == nil {
 		return
 	}
 	if reason != "" {
-		agentCancelReasons.Store(c.token, reason)
+		cancelReasons.Store(c.token, reason)
 	}
 	c.cancelled.Store(true)
 }

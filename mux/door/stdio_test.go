@@ -1,4 +1,4 @@
-package mux
+package door
 
 import (
 	"context"
@@ -36,8 +36,8 @@ func (a *fastAgent) Write(p []byte) (int, error) {
 			// mux has taken it: handing it to Read, or, refused, back to
 			// reading stdin.
 			testkit.Eventually(a.t, 5*time.Second, "mux to take the second request", func() bool {
-				return testkit.GoroutineIn("mux.(*agentConn).deliver(") ||
-					testkit.GoroutineIn("io.(*pipe).read(", "mux.(*agentConn).readLoop(")
+				return testkit.GoroutineIn("door.(*Conn).deliver(") ||
+					testkit.GoroutineIn("io.(*pipe).read(", "door.(*Conn).readLoop(")
 			})
 		})
 	}
@@ -56,7 +56,7 @@ func TestAnIDIsFreeOnceItsResponseIsWritten(t *testing.T) {
 	inR, inW := io.Pipe()
 	defer inW.Close()
 	agent := &fastAgent{t: t, in: inW}
-	tr := &agentTransport{in: inR, out: agent}
+	tr := &StdioTransport{in: inR, out: agent}
 	ctx := context.Background()
 	conn, err := tr.Connect(ctx)
 	if err != nil {
