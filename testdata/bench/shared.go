@@ -193,8 +193,7 @@ func (b *bench) sharedWay(ctx context.Context, v string, s sample) error {
 		longLived = sharedProcesses(b.mux, set.runDir)
 		roots = append(roots, longLived...)
 	}
-	tree := readTree(roots...)
-	tree.pids = uniqueInts(tree.pids)
+	tree := readTree(roots...) // the long-lived process may be below the session that started it
 	defer func() {
 		var wg sync.WaitGroup
 		for _, a := range agents {
@@ -364,33 +363,42 @@ func sharedProcesses(bin, runDir string) []int {
 	return out
 }
 
-// byName is pids counted by process name: "12 node, 10 mcp-mux, ...".
+// byName is pids counted by process name, with their PSS: "5 node
+// 215.3 MB, 10 mcp-mux 39.0 MB, ...".
 func byName(pids []int) string {
-	n := map[string]int{}
+	type kind struct {
+		n   int
+		pss int64
+	}
+	kinds := map[string]*kind{}
 	for _, pid := range pids {
 		st, err := readStat(pid)
 		if err != nil {
 			st.comm = "(gone)"
 		}
-		n[st.comm]++
+		k := kinds[st.comm]
+		if k == nil {
+			k = &kind{}
+			kinds[st.comm] = k
+		}
+		k.n++
+		if v, err := pss(pid); err == nil {
+			k.pss += v
+		}
 	}
-	names := make([]string, 0, len(n))
-	for k := range n {
-		names = append(names, k)
+	names := make([]string, 0, len(kinds))
+	for name := range kinds {
+		names = append(names, name)
 	}
 	sort.Slice(names, func(i, j int) bool {
-		return n[names[i]] > n[names[j]] || n[names[i]] == n[names[j]] && names[i] < names[j]
+		a, b := kinds[names[i]], kinds[names[j]]
+		return a.pss > b.pss || a.pss == b.pss && names[i] < names[j]
 	})
 	var parts []string
-	for _, k := range names {
-		parts = append(parts, fmt.Sprintf("%d %s", n[k], k))
+	for _, name := range names {
+		parts = append(parts, fmt.Sprintf("%d %s %s", kinds[name].n, name, mb(float64(kinds[name].pss))))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func uniqueInts(xs []int) []int {
-	slices.Sort(xs)
-	return slices.Compact(xs)
 }
 
 func firstErr(errs []error) error {
@@ -471,9 +479,9 @@ func (b *bench) printShared(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.label, strings.Join(cells, " | "), r.target, met)
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintln(w, "\nProcesses and their PSS, the last round (`exe` is the long-lived mcp-mux, started as /proc/self/exe):")
 	for _, v := range []string{shDirect, shInProc, shShared} {
-		fmt.Fprintf(w, "Processes, %s (the last round): %s.\n", v, set.kinds[v])
+		fmt.Fprintf(w, "- %s: %s.\n", v, set.kinds[v])
 	}
 	if n, ok := b.median(muxed, kShFound(shShared)); ok && n != 1 {
 		fmt.Fprintf(w, "\n**%s long-lived mcp-mux processes (`%s`) were found in the shared way, not one**: ", count(n), shCmdName)
