@@ -195,6 +195,9 @@ func (b *bench) run(ctx context.Context) error {
 	if b.dir, err = os.MkdirTemp("", "mcp-mux-bench-"); err != nil {
 		return err
 	}
+	if err := os.Mkdir(b.runDir(), 0o700); err != nil {
+		return err
+	}
 	if err := b.build(ctx, root); err != nil {
 		return err
 	}
@@ -302,6 +305,10 @@ func (b *bench) run(ctx context.Context) error {
 func (b *bench) runs(group string) bool {
 	return b.only == "" || b.only == group || group == "gosdk" && b.only == "http"
 }
+
+// runDir is MCP_MUX_RUN_DIR of every mcp-mux the run starts: the run's
+// own, so that no shared mcp-mux of the user's is met or left behind.
+func (b *bench) runDir() string { return filepath.Join(b.dir, "run") }
 
 // moduleRoot is the directory of mcp-mux's go.mod, from the current
 // directory up.

@@ -137,8 +137,8 @@ func (b *bench) sharedSetup() error {
 	if err := os.WriteFile(set.config, cfg, 0o600); err != nil {
 		return fmt.Errorf("writing the mcp-mux config: %w", err)
 	}
-	set.runDir = filepath.Join(b.dir, "run")
-	return os.Mkdir(set.runDir, 0o700)
+	set.runDir = b.runDir()
+	return nil
 }
 
 // sharedRun measures the row's ways: direct in direct mode; in-process and
