@@ -30,6 +30,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/mcp-mux/mcp-mux/mux"
 	"github.com/mcp-mux/mcp-mux/mux/config"
@@ -93,6 +94,11 @@ func runSession(ctx context.Context, cfg *config.File, c *cli.Context, toolList 
 		return false, err
 	}
 	logger.Info("session of the shared mcp-mux", "pid", r.PID())
+	// A session starts no backend: the supervisor every launch starts
+	// early for its first one would wait, a process more per agent, until
+	// the session ends. (Should it serve in-process after all, a backend
+	// starts without it, a few milliseconds later.)
+	backends.DiscardStandby()
 	oneThread() // a relay: two hand-offs per line (threads.go)
 	in, restoreIn := pollable(os.Stdin)
 	defer restoreIn()

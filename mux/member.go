@@ -123,11 +123,13 @@ type memberCatalog struct {
 	tools     []*mcp.Tool
 	prompts   []*mcp.Prompt
 	templates []*mcp.ResourceTemplate
-	compiled  []uriTemplate       // the templates that parse
-	uris      map[string]struct{} // every URI it lists: exact routing and dedup
-	nres      int
-	sums      [3]uint64        // fingerprints per kind, to tell a real change from a no-op
-	cache     [3]mcp.Cacheable // the lists' cache hints: tools, prompts, templates
+	compiled  []uriTemplate // the templates that parse
+	// matched is what compiled said of the URIs read lately (templateMatch).
+	matched map[string]bool
+	uris    map[string]struct{} // every URI it lists: exact routing and dedup
+	nres    int
+	sums    [3]uint64        // fingerprints per kind, to tell a real change from a no-op
+	cache   [3]mcp.Cacheable // the lists' cache hints: tools, prompts, templates
 	// raw is tools, prompts and templates as the backend sent them, item
 	// for item (rawlist.go).
 	raw     [3][]json.RawMessage
@@ -463,10 +465,32 @@ func (mem *member) claimsLocked(uri string) bool {
 	if _, ok := mem.cat.uris[uri]; ok {
 		return true
 	}
-	if matchesAny(mem.cat.compiled, uri) {
+	if mem.templateMatch(uri) {
 		return true
 	}
 	_, ok := mem.learned[uri]
+	return ok
+}
+
+// maxMatched bounds the URIs whose template match a backend keeps.
+const maxMatched = 1024
+
+// templateMatch reports whether one of the backend's templates matches uri,
+// with mem.mu held. A match parses the URI afresh (over a hundred
+// allocations), and an agent reads the same few URIs again and again: the
+// answer is kept for as long as the catalog, which holds the templates.
+func (mem *member) templateMatch(uri string) bool {
+	if len(mem.cat.compiled) == 0 {
+		return false
+	}
+	if ok, seen := mem.cat.matched[uri]; seen {
+		return ok
+	}
+	if len(mem.cat.matched) >= maxMatched || mem.cat.matched == nil {
+		mem.cat.matched = make(map[string]bool)
+	}
+	ok := matchesAny(mem.cat.compiled, uri)
+	mem.cat.matched[uri] = ok
 	return ok
 }
 

@@ -413,10 +413,16 @@ type treeStat struct {
 	cpu  time.Duration // user+sys of the live processes
 }
 
-// readTree is the trees of roots: the processes and their descendants.
+// readTree is the trees of roots: the processes and their descendants,
+// each once (a root may be below another).
 func readTree(roots ...int) treeStat {
 	var t treeStat
+	seen := map[int]bool{}
 	add := func(pid int, cpu time.Duration) {
+		if seen[pid] {
+			return
+		}
+		seen[pid] = true
 		t.pids = append(t.pids, pid)
 		t.cpu += cpu
 		if v, err := pss(pid); err == nil {

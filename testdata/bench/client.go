@@ -190,7 +190,12 @@ func (c *client) allTools(ctx context.Context) ([]string, error) {
 // waitFullTools lists tools until every name in want is there: mux may
 // serve a list before every backend is in it, and tells list_changed.
 func (c *client) waitFullTools(ctx context.Context, want []string) (lists int, err error) {
-	deadline := time.Now().Add(30 * time.Second)
+	return c.waitFullToolsWithin(ctx, want, 30*time.Second)
+}
+
+// waitFullToolsWithin is waitFullTools giving up after d.
+func (c *client) waitFullToolsWithin(ctx context.Context, want []string, d time.Duration) (lists int, err error) {
+	deadline := time.Now().Add(d)
 	for {
 		names, err := c.allTools(ctx)
 		lists++

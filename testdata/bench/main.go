@@ -7,7 +7,7 @@
 // into a temporary directory, prints a Markdown table of the medians to
 // stdout (progress goes to stderr) and stops every process it started.
 //
-//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http|gosdk|search|catalog] [-mcpmu PATH]
+//	go run ./testdata/bench [-rounds 3] [-quick] [-mux PATH] [-json] [-only stdio|http|gosdk|search|catalog|shared] [-mcpmu PATH]
 //
 // The HTTP rows (http.go) are a second table: the fixture serving
 // Streamable HTTP itself against mcp-mux serve --http (and mcpmu serve
@@ -18,7 +18,10 @@
 // too: the client as Go agents use it, in the current era. The catalog
 // rows (catalog.go) are a fourth table: the 20 servers of
 // testdata/toolsearch (or fixtures standing in for them) started directly
-// and through mcp-mux, with and without its memory of their catalogs.
+// and through mcp-mux, with and without its memory of their catalogs. The
+// shared row (shared.go) is a fifth: ten agent sessions on five of those
+// servers, each starting them itself, each through its own mcp-mux, and all
+// through one shared mcp-mux.
 //
 // Speed targets are reported, never asserted: it fails only when something
 // does not work (a request fails, a process does not start).
@@ -78,6 +81,14 @@ type bench struct {
 	// The catalog rows (catalog.go).
 	catalogKind string // -catalog-set: auto, npm or fixture
 	catalog     *catalogSet
+
+	// The shared row (shared.go).
+	shared *sharedSet
+
+	// The stdio rows against server-everything (everything.go): its argv,
+	// or why they are not measured.
+	everything     []string
+	everythingSkip string
 }
 
 func main() {
@@ -91,7 +102,7 @@ func main() {
 	flag.DurationVar(&b.duration, "duration", 2*time.Second, "length of each throughput row")
 	flag.IntVar(&b.burstN, "burst", 20000, "resources/updated notifications in the burst row")
 	flag.BoolVar(&b.keepDir, "keep", false, "keep the temporary directory (binaries, configs, every process's stderr)")
-	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table), \"http\" (serve --http, the remote backend, idle sessions, the go-sdk client's rows), \"gosdk\" (the go-sdk client's rows alone), \"search\" (search_tools at ~400 and ~4,000 tools) or \"catalog\" (20 servers: spawn → the first complete tools/list, remembered or not, and the memory then)")
+	flag.StringVar(&b.only, "only", "", "run only these rows: \"stdio\" (the first table), \"http\" (serve --http, the remote backend, idle sessions, the go-sdk client's rows), \"gosdk\" (the go-sdk client's rows alone), \"search\" (search_tools at ~400 and ~4,000 tools), \"catalog\" (20 servers: spawn → the first complete tools/list, remembered or not, and the memory then) or \"shared\" (10 sessions on 5 npm servers: direct, mcp-mux in-process, mcp-mux shared)")
 	flag.StringVar(&b.catalogKind, "catalog-set", "auto", "the catalog rows' 20 servers: \"npm\" (testdata/toolsearch's, installed by its setup.sh), \"fixture\" (fixtures listing their tools) or \"auto\" (npm if installed, but fixture with -quick)")
 	flag.StringVar(&b.mcpmu, "mcpmu", "", "also measure this mcpmu binary (github.com/Bigsy/mcpmu) in the HTTP rows, as mcpmu serve --http --eager")
 	flag.Parse()
@@ -110,8 +121,8 @@ func main() {
 		b.httpSessions, b.idleNs, b.settle = []int{1, 8, 64}, []int{100, 1000}, 500*time.Millisecond
 		b.quiet = 15 * time.Second
 	}
-	if b.only != "" && b.only != "stdio" && b.only != "http" && b.only != "gosdk" && b.only != "search" && b.only != "catalog" {
-		fmt.Fprintln(os.Stderr, "bench: -only is stdio, http, gosdk, search or catalog")
+	if b.only != "" && !slices.Contains([]string{"stdio", "http", "gosdk", "search", "catalog", "shared"}, b.only) {
+		fmt.Fprintln(os.Stderr, "bench: -only is stdio, http, gosdk, search, catalog or shared")
 		os.Exit(2)
 	}
 	if b.catalogKind != "auto" && b.catalogKind != "npm" && b.catalogKind != "fixture" {
@@ -184,6 +195,9 @@ func (b *bench) run(ctx context.Context) error {
 	if b.dir, err = os.MkdirTemp("", "mcp-mux-bench-"); err != nil {
 		return err
 	}
+	if err := os.Mkdir(b.runDir(), 0o700); err != nil {
+		return err
+	}
 	if err := b.build(ctx, root); err != nil {
 		return err
 	}
@@ -196,6 +210,7 @@ func (b *bench) run(ctx context.Context) error {
 	// Every binary once before measuring: page cache, first-exec costs.
 	// (The HTTP rows warm each server up before measuring it.)
 	if b.runs("stdio") {
+		b.everythingSetup()
 		for _, m := range b.modes {
 			if _, err := b.startToFullList(ctx, m, []fixtureSpec{loadFixture}, nil); err != nil {
 				return fmt.Errorf("warm-up: %w", err)
@@ -204,6 +219,11 @@ func (b *bench) run(ctx context.Context) error {
 	}
 	if b.runs("catalog") {
 		if err := b.catalogSetup(ctx); err != nil {
+			return err
+		}
+	}
+	if b.runs("shared") {
+		if err := b.sharedSetup(); err != nil {
 			return err
 		}
 	}
@@ -223,6 +243,11 @@ func (b *bench) run(ctx context.Context) error {
 		steps = append(steps,
 			step{"load (latency, throughput, burst, CPU, RSS)", b.loadRun, b.modes},
 			step{"latency, current era", b.currentEra, b.modes},
+		)
+		if b.everything != nil {
+			steps = append(steps, step{"latency and throughput against server-everything (npm)", b.everythingRun, b.modes})
+		}
+		steps = append(steps,
 			step{"spawn → first full tools/list", b.spawn, b.modes},
 			step{"10 slow backends → first full tools/list", b.start10, noRelay},
 			step{"resources/list 10 × 1,000", b.listing, noRelay},
@@ -246,6 +271,10 @@ func (b *bench) run(ctx context.Context) error {
 	if b.runs("catalog") {
 		// mcp-mux only: an older binary (-before) remembers nothing.
 		steps = append(steps, step{"20 servers: spawn → the first complete tools/list", b.catalogRun, []mode{direct, muxed}})
+	}
+	if b.runs("shared") && b.shared.skip == "" {
+		// mcp-mux only: an older binary (-before) has no shared process.
+		steps = append(steps, step{"10 sessions on 5 servers: direct, in-process, shared", b.sharedRun, []mode{direct, muxed}})
 	}
 	for r := range b.rounds {
 		round := map[mode]sample{}
@@ -271,11 +300,15 @@ func (b *bench) run(ctx context.Context) error {
 }
 
 // runs reports whether the rows of group ("stdio", "http", "gosdk",
-// "search" or "catalog") are measured: all of them, or the one -only names
-// (http has gosdk's).
+// "search", "catalog" or "shared") are measured: all of them, or the one
+// -only names (http has gosdk's).
 func (b *bench) runs(group string) bool {
 	return b.only == "" || b.only == group || group == "gosdk" && b.only == "http"
 }
+
+// runDir is MCP_MUX_RUN_DIR of every mcp-mux the run starts: the run's
+// own, so that no shared mcp-mux of the user's is met or left behind.
+func (b *bench) runDir() string { return filepath.Join(b.dir, "run") }
 
 // moduleRoot is the directory of mcp-mux's go.mod, from the current
 // directory up.

@@ -162,7 +162,11 @@ func (b *bench) launchIn(m mode, tag string, argv, env []string, url, dir string
 	// (files of this run's temporary directory, never seen again), and the
 	// second start of a backend in a run would not start it: the rows that
 	// time a start would time the memory. The catalog rows set their own.
-	cmd.Env = append(append(os.Environ(), "MCP_MUX_CATALOGS=off"), env...)
+	// Each mcp-mux serves in-process, as an agent's did before the shared
+	// mcp-mux and as the rows have always measured it (the shared row sets
+	// its own: shared.go), and none could meet a shared process outside
+	// this run (the run directory is the run's).
+	cmd.Env = append(append(os.Environ(), "MCP_MUX_CATALOGS=off", shEnvOff, shRunDir+"="+b.runDir()), env...)
 	if os.Getenv("GOTRACEBACK") == "" {
 		cmd.Env = append(cmd.Env, "GOTRACEBACK=system") // for dumpGoroutines
 	}

@@ -36,6 +36,9 @@ func (b *bench) rows() []row {
 		{"tools/call p50, 1 caller of the current era", mCallP50Now, dur, true, "≤ ×1.5", atMost(1.5)},
 		{"reads/s, 8 concurrent callers (one session)", mReads8, perSec, true, "≥ ×0.8", atLeast(0.8)},
 		{"calls/s, 1 caller", mCalls1, perSec, true, "≥ ×0.65", atLeast(0.65)},
+		{"server-everything (npm) in place of the fixture: resources/read p50, 1 caller", mEvReadP50, dur, true, "≤ ×1.5", atMost(1.5)},
+		{"… tools/call p50, 1 caller", mEvCallP50, dur, true, "≤ ×1.5", atMost(1.5)},
+		{"… reads/s, 8 concurrent callers (one session)", mEvReads8, perSec, true, "≥ ×0.8", atLeast(0.8)},
 		{fmt.Sprintf("%s `resources/updated` burst: rate", count(float64(b.burstN))), mBurstRate, perSec, true, "≥ ×0.9", atLeast(0.9)},
 		{"… of which lost", mBurstLost, count, false, "0", func(_, v float64) bool { return v == 0 }},
 		{"spawn → first full tools/list, 1 backend", mSpawn, dur, true, "≤ ×1.5", atMost(1.5)},
@@ -84,6 +87,12 @@ func (b *bench) printTable(w io.Writer) {
 			fmt.Fprintln(w)
 		}
 		b.printCatalog(w)
+	}
+	if b.runs("shared") {
+		if b.only == "" {
+			fmt.Fprintln(w)
+		}
+		b.printShared(w)
 	}
 	if len(b.warnings) > 0 {
 		fmt.Fprintln(w, "\nWarnings:")
@@ -145,6 +154,12 @@ func (b *bench) printStdio(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.label, dcell, cell(relay), mcell, r.target, met)
 	}
 
+	if b.everythingSkip != "" {
+		fmt.Fprintf(w, "\nThe server-everything rows were not measured: %s.\n", b.everythingSkip)
+	} else {
+		fmt.Fprintln(w, "\nThe server-everything rows are the fairer comparison of a hop: the fixture, a go-sdk server on two threads, "+
+			"spends more per request on its own hand-offs between them than a hop costs, and varies from run to run.")
+	}
 	fmt.Fprintf(w, "\nThe client's own CPU (this program, the go-sdk client) during the loaded rows, as a share of one core "+
 		"(near 100%% would make the client the bottleneck; the machine has %d cores for the client, the hop and the fixture):\n\n", runtime.NumCPU())
 	fmt.Fprint(w, "| row |")
