@@ -99,9 +99,7 @@ func (p Place) listen() (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Message mode: a session closes its writing side when its agent's
-	// stdin ends (CloseWrite), and still reads the answers.
-	return winio.ListenPipe(p.SocketPath(), &winio.PipeConfig{SecurityDescriptor: "O:" + sid + "D:P(A;;GA;;;" + sid + ")", MessageMode: true})
+	return listenPipe(p.SocketPath(), "O:"+sid+"D:P(A;;GA;;;"+sid+")")
 }
 
 func (p Place) unlink() {} // a pipe is gone with its listener
