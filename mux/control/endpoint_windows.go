@@ -14,6 +14,8 @@ import (
 
 	"github.com/Microsoft/go-winio"
 	"golang.org/x/sys/windows"
+
+	"github.com/mcp-mux/mcp-mux/mux/winpipe"
 )
 
 // On Windows the endpoint is a named pipe, \\.\pipe\mcp-mux-SID-PID: its
@@ -49,7 +51,7 @@ func listen() (net.Listener, string, func(), error) {
 		return nil, "", nil, err
 	}
 	path := pipeDir + pipePrefix(sid) + strconv.Itoa(os.Getpid())
-	ln, err := winio.ListenPipe(path, &winio.PipeConfig{SecurityDescriptor: "O:" + sid + "D:P(A;;GA;;;" + sid + ")"})
+	ln, err := winpipe.Listen(path, "O:"+sid+"D:P(A;;GA;;;"+sid+")")
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("control pipe: %w", err)
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/Microsoft/go-winio"
 	"golang.org/x/sys/windows"
+
+	"github.com/mcp-mux/mcp-mux/mux/winpipe"
 )
 
 // On Windows a place is a named pipe, \\.\pipe\mcp-mux-SID-KEY, whose
@@ -99,7 +101,9 @@ func (p Place) listen() (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	return listenPipe(p.SocketPath(), "O:"+sid+"D:P(A;;GA;;;"+sid+")")
+	// Message mode: a session closes its writing side when its agent's
+	// stdin ends (CloseWrite), and still reads the answers.
+	return winpipe.Listen(p.SocketPath(), "O:"+sid+"D:P(A;;GA;;;"+sid+")")
 }
 
 func (p Place) unlink() {} // a pipe is gone with its listener

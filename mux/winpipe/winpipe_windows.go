@@ -1,6 +1,6 @@
 //go:build windows
 
-package rendezvous
+package winpipe
 
 import (
 	"errors"
@@ -15,15 +15,12 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// pipeListener serves a named pipe the textbook way: one instance always
-// waits for the next client, and each one that connects is handed out.
-// winio's listener keeps a first instance it never accepts on, which
-// Windows lets no client connect to; Wine lets one connect, and that
-// session would wait out its hello.
+// pipeListener serves a named pipe: one instance always waits for the
+// next client, and each one that connects is handed out.
 type pipeListener struct {
 	name string
 	sa   *windows.SecurityAttributes
-	stop windows.Handle // an event, set by Close
+	stop windows.Handle // an event, set by Close (and left to the process's end: an Accept may wait on it)
 
 	mu     sync.Mutex
 	next   windows.Handle // the instance clients connect to, 0 while Accept waits on it
@@ -34,10 +31,13 @@ type pipeListener struct {
 // the reader.
 const pipeBuffer = 64 << 10
 
-// listenPipe creates the pipe name, whose first instance it must be (a
-// pipe of that name someone else made first is refused), with the
-// security descriptor sddl.
-func listenPipe(name, sddl string) (*pipeListener, error) {
+// Listen creates the pipe name, whose first instance it must be (a pipe
+// of that name someone else made first is refused), with the security
+// descriptor sddl. Its instances are in message mode: a client's
+// CloseWrite (winio's, a message of no bytes) is the end of what the
+// server reads, and the client still reads the answers. A connection
+// has deadlines, and Fd for its handle.
+func Listen(name, sddl string) (net.Listener, error) {
 	sd, err := windows.SecurityDescriptorFromString(sddl)
 	if err != nil {
 		return nil, err
@@ -53,9 +53,7 @@ func listenPipe(name, sddl string) (*pipeListener, error) {
 	return l, nil
 }
 
-// instance makes an instance of the pipe in message mode: a session
-// closes its writing side (a message of no bytes, winio's CloseWrite)
-// when its agent's stdin ends, and still reads the answers.
+// instance makes an instance of the pipe.
 func (l *pipeListener) instance(first bool) (windows.Handle, error) {
 	name, err := windows.UTF16PtrFromString(l.name)
 	if err != nil {
@@ -171,11 +169,11 @@ type pipeFile interface {
 	Fd() uintptr
 }
 
-// pipeConn is the server's end of a session's connection.
+// pipeConn is the server's end of a connection.
 type pipeConn struct {
 	f    pipeFile
 	name string
-	eof  atomic.Bool // the session's message of no bytes: its writing side closed
+	eof  atomic.Bool // the client's message of no bytes: its writing side closed
 }
 
 func (c *pipeConn) Read(b []byte) (int, error) {
