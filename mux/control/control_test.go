@@ -38,7 +38,6 @@ func findAll(t *testing.T) ([]Endpoint, []string) {
 // found under its pid and answers its document; once closed it is found
 // no more.
 func TestServeAnswersStatusAndCloseRemovesEndpoint(t *testing.T) {
-	testkit.SkipUnderWine(t, "named pipes: there the listing of \\\\.\\pipe\\ fails (Bad device type); not yet run on Windows itself")
 	shortDir(t)
 	want := Document{Version: Version, PID: os.Getpid(), Config: "/x/mcp-mux.toml",
 		Backends: []Backend{{Name: "alpha", State: "ready", Calls: 3, Errors: 1, P50: 1.5, P95: 9}}}

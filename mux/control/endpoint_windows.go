@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/Microsoft/go-winio"
 	"golang.org/x/sys/windows"
@@ -71,6 +72,9 @@ func find(warn func(string)) ([]Endpoint, error) {
 		if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_NO_MORE_FILES) {
 			return nil, nil
 		}
+		if errors.Is(err, windows.ERROR_BAD_DEV_TYPE) {
+			return byProcess(prefix, warn)
+		}
 		return nil, fmt.Errorf("listing named pipes: %w", err)
 	}
 	defer windows.FindClose(h)
@@ -84,6 +88,33 @@ func find(warn func(string)) ([]Endpoint, error) {
 		}
 		if err := windows.FindNextFile(h, &fd); err != nil {
 			break
+		}
+	}
+	slices.SortFunc(out, func(a, b Endpoint) int { return a.PID - b.PID })
+	return out, nil
+}
+
+// byProcess finds the endpoints where \\.\pipe\ cannot be listed (Wine
+// answers Bad device type): the pipe of each running process's pid that
+// can be connected to.
+func byProcess(prefix string, warn func(string)) ([]Endpoint, error) {
+	snap, err := windows.CreateToolhelp32Snapshot(windows.TH32CS_SNAPPROCESS, 0)
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	defer windows.CloseHandle(snap)
+	var out []Endpoint
+	pe := windows.ProcessEntry32{Size: uint32(unsafe.Sizeof(windows.ProcessEntry32{}))}
+	for err = windows.Process32First(snap, &pe); err == nil; err = windows.Process32Next(snap, &pe) {
+		ep := Endpoint{PID: int(pe.ProcessID), Addr: pipeDir + prefix + strconv.Itoa(int(pe.ProcessID))}
+		c, err := dial(ep)
+		switch {
+		case errors.Is(err, ErrGone):
+		case err != nil:
+			warn(err.Error())
+		default:
+			c.Close()
+			out = append(out, ep)
 		}
 	}
 	slices.SortFunc(out, func(a, b Endpoint) int { return a.PID - b.PID })
