@@ -23,12 +23,15 @@ import (
 // access; its locks are files in the user's local application data.
 
 // Dir is the user's rendezvous directory, for the locks and the build
-// memo: %LOCALAPPDATA%\mcp-mux\run.
+// memo: %LOCALAPPDATA%\mcp-mux\run, as the system knows the folder (not
+// the variable: agents launch mcp-mux with environments of their own,
+// some with a few variables only, and every launch must meet at one
+// place).
 func Dir() (string, error) {
 	if d := os.Getenv(DirEnv); d != "" {
 		return d, os.MkdirAll(d, 0o700)
 	}
-	base, err := os.UserCacheDir()
+	base, err := windows.KnownFolderPath(windows.FOLDERID_LocalAppData, 0)
 	if err != nil {
 		return "", fmt.Errorf("rendezvous directory: %w", err)
 	}
