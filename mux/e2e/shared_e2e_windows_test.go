@@ -16,8 +16,9 @@ import (
 // TestTheSharedProcessOnWindows: three sessions of one config at once
 // meet one shared mcp-mux over its named pipe and share one backend; a
 // TerminateProcess of it (kill -9) fails the call in flight, ends its
-// backend (the job object) and the next call goes through a new one; the
-// sessions' stdin closing ends it and its backend. What is seen is what
+// backend (the job object) and the next call goes through a new one; a
+// session process killed ends its share only; the sessions' stdin closing
+// ends it and its backend. What is seen is what
 // status --json says: Windows has no /proc.
 func TestTheSharedProcessOnWindows(t *testing.T) {
 	sharedDirs(t)
@@ -81,7 +82,14 @@ func TestTheSharedProcessOnWindows(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, "the killed process's backend gone", func() bool { return !alive(backend) })
 
-	for _, s := range sessions {
+	// An agent's session process killed: its share ends, the others' goes on.
+	sessions[2].cmd.Process.Kill()
+	testkit.Eventually(t, 10*time.Second, "two sessions left", func() bool {
+		d := sharedProcs(t)
+		return len(d) == 1 && d[0].PID == next.PID && len(d[0].Sessions) == 2
+	})
+	sessions[1].call(t, "fx__echo", nil)
+	for _, s := range sessions[:2] {
 		s.end(t)
 	}
 	testkit.Eventually(t, 10*time.Second, "the shared process and its backend gone", func() bool {
