@@ -4,6 +4,7 @@ package winpipe
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -20,7 +21,14 @@ import (
 type pipeListener struct {
 	name string
 	sa   *windows.SecurityAttributes
-	stop windows.Handle // an event, set by Close (and left to the process's end: an Accept may wait on it)
+	stop windows.Handle // an event, set by Close
+
+	// acceptMu makes Accepts take turns: one waits on the instance, with
+	// ov and connected, which live here, on the heap, as long as the
+	// system may write to ov. Close takes it to know no Accept waits.
+	acceptMu  sync.Mutex
+	ov        windows.Overlapped
+	connected windows.Handle // ov's event
 
 	mu     sync.Mutex
 	next   windows.Handle // the instance clients connect to, 0 while Accept waits on it
@@ -40,14 +48,19 @@ const pipeBuffer = 64 << 10
 func Listen(name, sddl string) (net.Listener, error) {
 	sd, err := windows.SecurityDescriptorFromString(sddl)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the pipe's security descriptor: %w", err)
 	}
 	l := &pipeListener{name: name, sa: &windows.SecurityAttributes{Length: uint32(unsafe.Sizeof(windows.SecurityAttributes{})), SecurityDescriptor: sd}}
-	if l.next, err = l.instance(true); err != nil {
+	if l.stop, err = windows.CreateEvent(nil, 1, 0, nil); err != nil {
 		return nil, err
 	}
-	if l.stop, err = windows.CreateEvent(nil, 1, 0, nil); err != nil {
-		windows.CloseHandle(l.next)
+	if l.connected, err = windows.CreateEvent(nil, 1, 0, nil); err != nil {
+		windows.CloseHandle(l.stop)
+		return nil, err
+	}
+	if l.next, err = l.instance(true); err != nil {
+		windows.CloseHandle(l.stop)
+		windows.CloseHandle(l.connected)
 		return nil, err
 	}
 	return l, nil
@@ -70,14 +83,16 @@ func (l *pipeListener) instance(first bool) (windows.Handle, error) {
 // Accept waits for a client on the waiting instance, and makes the next
 // one before handing it out, so a client always finds one.
 func (l *pipeListener) Accept() (net.Conn, error) {
+	l.acceptMu.Lock()
+	defer l.acceptMu.Unlock()
 	l.mu.Lock()
 	h := l.next
-	l.next = 0
-	closed := l.closed
-	l.mu.Unlock()
-	if closed || h == 0 {
+	if l.closed || h == 0 {
+		l.mu.Unlock()
 		return nil, net.ErrClosed
 	}
+	l.next = 0
+	l.mu.Unlock()
 	if err := l.connect(h); err != nil {
 		windows.CloseHandle(h)
 		return nil, err
@@ -102,29 +117,25 @@ func (l *pipeListener) Accept() (net.Conn, error) {
 	return &pipeConn{f: f.(pipeFile), name: l.name}, nil
 }
 
-// connect waits until a client connects to h, or Close.
+// connect waits until a client connects to h, or Close. Called with
+// acceptMu held.
 func (l *pipeListener) connect(h windows.Handle) error {
-	ev, err := windows.CreateEvent(nil, 1, 0, nil)
-	if err != nil {
-		return err
-	}
-	defer windows.CloseHandle(ev)
 	for {
-		ov := windows.Overlapped{HEvent: ev}
-		err := windows.ConnectNamedPipe(h, &ov)
+		windows.ResetEvent(l.connected)
+		l.ov = windows.Overlapped{HEvent: l.connected}
+		err := windows.ConnectNamedPipe(h, &l.ov)
+		var n uint32
 		if errors.Is(err, windows.ERROR_IO_PENDING) {
-			which, werr := windows.WaitForMultipleObjects([]windows.Handle{ev, l.stop}, false, windows.INFINITE)
+			which, werr := windows.WaitForMultipleObjects([]windows.Handle{l.connected, l.stop}, false, windows.INFINITE)
 			if werr != nil || which != windows.WAIT_OBJECT_0 {
-				windows.CancelIoEx(h, &ov)
-				var n uint32
-				windows.GetOverlappedResult(h, &ov, &n, true)
+				windows.CancelIoEx(h, &l.ov)
+				windows.GetOverlappedResult(h, &l.ov, &n, true) // the system is done with ov
 				if werr != nil {
 					return werr
 				}
 				return net.ErrClosed
 			}
-			var n uint32
-			err = windows.GetOverlappedResult(h, &ov, &n, false)
+			err = windows.GetOverlappedResult(h, &l.ov, &n, false)
 		}
 		switch {
 		case err == nil, errors.Is(err, windows.ERROR_PIPE_CONNECTED):
@@ -132,17 +143,18 @@ func (l *pipeListener) connect(h windows.Handle) error {
 		case errors.Is(err, windows.ERROR_NO_DATA):
 			// A client that came and went before it was accepted.
 			windows.DisconnectNamedPipe(h)
-			windows.ResetEvent(ev)
 			continue
 		}
 		return err
 	}
 }
 
+// Close closes the waiting instance and ends an Accept waiting on it;
+// the connections handed out stay open.
 func (l *pipeListener) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
 	l.closed = true
@@ -150,7 +162,12 @@ func (l *pipeListener) Close() error {
 		windows.CloseHandle(l.next)
 		l.next = 0
 	}
-	windows.SetEvent(l.stop) // an Accept waiting on its instance closes it
+	l.mu.Unlock()
+	windows.SetEvent(l.stop)
+	l.acceptMu.Lock() // the Accept that waited has seen stop
+	windows.CloseHandle(l.stop)
+	windows.CloseHandle(l.connected)
+	l.acceptMu.Unlock()
 	return nil
 }
 
