@@ -38,7 +38,6 @@ func findAll(t *testing.T) ([]Endpoint, []string) {
 // found under its pid and answers its document; once closed it is found
 // no more.
 func TestServeAnswersStatusAndCloseRemovesEndpoint(t *testing.T) {
-	testkit.SkipUnderWine(t, "named pipes: there the listing of \\\\.\\pipe\\ fails (Bad device type) and the pipe server takes no connection; not yet run on Windows itself")
 	shortDir(t)
 	want := Document{Version: Version, PID: os.Getpid(), Config: "/x/mcp-mux.toml",
 		Backends: []Backend{{Name: "alpha", State: "ready", Calls: 3, Errors: 1, P50: 1.5, P95: 9}}}
@@ -72,7 +71,6 @@ func TestServeAnswersStatusAndCloseRemovesEndpoint(t *testing.T) {
 // TestUnknownRequestIsAnsweredWithAnError: the protocol is versioned, and
 // a request of a later one gets an answer that says so, not silence.
 func TestUnknownRequestIsAnsweredWithAnError(t *testing.T) {
-	testkit.SkipUnderWine(t, "named pipes: there the listing of \\\\.\\pipe\\ fails (Bad device type) and the pipe server takes no connection; not yet run on Windows itself")
 	shortDir(t)
 	srv, err := Listen(func() Document { return Document{Version: Version} })
 	if err != nil {
@@ -95,7 +93,6 @@ func TestUnknownRequestIsAnsweredWithAnError(t *testing.T) {
 // TestCloseEndsAClientThatSendsNothing: a connection that never sends
 // its request does not keep Close waiting for the exchange's deadline.
 func TestCloseEndsAClientThatSendsNothing(t *testing.T) {
-	testkit.SkipUnderWine(t, "named pipes: there the listing of \\\\.\\pipe\\ fails (Bad device type) and the pipe server takes no connection; not yet run on Windows itself")
 	shortDir(t)
 	srv, err := Listen(func() Document { return Document{Version: Version} })
 	if err != nil {

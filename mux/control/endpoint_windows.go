@@ -11,9 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/Microsoft/go-winio"
 	"golang.org/x/sys/windows"
+
+	"github.com/mcp-mux/mcp-mux/mux/winpipe"
 )
 
 // On Windows the endpoint is a named pipe, \\.\pipe\mcp-mux-SID-PID: its
@@ -49,7 +52,7 @@ func listen() (net.Listener, string, func(), error) {
 		return nil, "", nil, err
 	}
 	path := pipeDir + pipePrefix(sid) + strconv.Itoa(os.Getpid())
-	ln, err := winio.ListenPipe(path, &winio.PipeConfig{SecurityDescriptor: "O:" + sid + "D:P(A;;GA;;;" + sid + ")"})
+	ln, err := winpipe.Listen(path, "O:"+sid+"D:P(A;;GA;;;"+sid+")")
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("control pipe: %w", err)
 	}
@@ -69,6 +72,9 @@ func find(warn func(string)) ([]Endpoint, error) {
 		if errors.Is(err, windows.ERROR_FILE_NOT_FOUND) || errors.Is(err, windows.ERROR_NO_MORE_FILES) {
 			return nil, nil
 		}
+		if errors.Is(err, windows.ERROR_BAD_DEV_TYPE) {
+			return byProcess(prefix, warn)
+		}
 		return nil, fmt.Errorf("listing named pipes: %w", err)
 	}
 	defer windows.FindClose(h)
@@ -82,6 +88,33 @@ func find(warn func(string)) ([]Endpoint, error) {
 		}
 		if err := windows.FindNextFile(h, &fd); err != nil {
 			break
+		}
+	}
+	slices.SortFunc(out, func(a, b Endpoint) int { return a.PID - b.PID })
+	return out, nil
+}
+
+// byProcess finds the endpoints where \\.\pipe\ cannot be listed (Wine
+// answers Bad device type): the pipe of each running process's pid that
+// can be connected to.
+func byProcess(prefix string, warn func(string)) ([]Endpoint, error) {
+	snap, err := windows.CreateToolhelp32Snapshot(windows.TH32CS_SNAPPROCESS, 0)
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	defer windows.CloseHandle(snap)
+	var out []Endpoint
+	pe := windows.ProcessEntry32{Size: uint32(unsafe.Sizeof(windows.ProcessEntry32{}))}
+	for err = windows.Process32First(snap, &pe); err == nil; err = windows.Process32Next(snap, &pe) {
+		ep := Endpoint{PID: int(pe.ProcessID), Addr: pipeDir + prefix + strconv.Itoa(int(pe.ProcessID))}
+		c, err := dial(ep)
+		switch {
+		case errors.Is(err, ErrGone):
+		case err != nil:
+			warn(err.Error())
+		default:
+			c.Close()
+			out = append(out, ep)
 		}
 	}
 	slices.SortFunc(out, func(a, b Endpoint) int { return a.PID - b.PID })

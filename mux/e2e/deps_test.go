@@ -62,7 +62,13 @@ var depRules = []depRule{
 	// need the server to find and ask the running ones.
 	{"mux/control", func(d depInfo) (bool, string) {
 		rel := ours(d.path)
-		return rel == "" || rel == "mux/control", "mux/control imports nothing of ours"
+		return rel == "" || rel == "mux/control" || rel == "mux/winpipe", "mux/control imports nothing of ours but mux/winpipe"
+	}},
+	// The named pipe the control endpoint and the shared mcp-mux's
+	// rendezvous listen on (Windows).
+	{"mux/winpipe", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/winpipe", "mux/winpipe imports nothing of ours"
 	}},
 	{"subs", func(d depInfo) (bool, string) {
 		rel := ours(d.path)
@@ -78,19 +84,19 @@ var depRules = []depRule{
 	// other way, so that a new door needs nothing of the core but the seam.
 	{"mux/door", func(d depInfo) (bool, string) {
 		rel := ours(d.path)
-		return rel == "" || rel == "mux/door" || rel == "mux/outq" || rel == "mux/config" || rel == "mux/rendezvous" || under(rel, "backends"),
-			"mux/door imports nothing of mux but mux/outq, mux/config and mux/rendezvous"
+		return rel == "" || rel == "mux/door" || rel == "mux/outq" || rel == "mux/config" || rel == "mux/rendezvous" || rel == "mux/winpipe" || under(rel, "backends"),
+			"mux/door imports nothing of mux but mux/outq, mux/config and mux/rendezvous (and its mux/winpipe)"
 	}},
 	// Where the shared mcp-mux and its sessions meet, and the session's
 	// relay: a session process links nothing of the server.
 	{"mux/rendezvous", func(d depInfo) (bool, string) {
 		rel := ours(d.path)
-		return rel == "" || rel == "mux/rendezvous", "mux/rendezvous imports nothing of ours"
+		return rel == "" || rel == "mux/rendezvous" || rel == "mux/winpipe", "mux/rendezvous imports nothing of ours but mux/winpipe"
 	}},
 	{"mux/relay", func(d depInfo) (bool, string) {
 		rel := ours(d.path)
-		return rel == "" || rel == "mux/relay" || rel == "mux/rendezvous" || rel == "backends/wire",
-			"mux/relay imports nothing of ours but mux/rendezvous and backends/wire"
+		return rel == "" || rel == "mux/relay" || rel == "mux/rendezvous" || rel == "mux/winpipe" || rel == "backends/wire",
+			"mux/relay imports nothing of ours but mux/rendezvous (and its mux/winpipe) and backends/wire"
 	}},
 	// What mcp-mux knows of each agent, and the names that fit them: tables
 	// and pure functions the server asks.

@@ -157,7 +157,6 @@ func TestMetricsListenOfAStdioMux(t *testing.T) {
 // and says in its log which process has the port and that it serves no
 // metrics.
 func TestASecondMuxOnTheSameMetricsListenServesItsAgent(t *testing.T) {
-	testkit.SkipUnderWine(t, "named pipes: the control endpoint that names the holder takes no connection there")
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	cfg := testkit.WriteConfig(t, fmt.Sprintf("metrics_listen = %q", addr), []string{"f", "-name", "f"})
 	first := startWire(t, cfg)

@@ -73,7 +73,6 @@ func statusRow(out, backend string) []string {
 // error; --json has the same, as one document of the documented shape;
 // --pid picks it; once it exited, status says none runs and exits 0.
 func TestStatusShowsAStdioMuxItsBackendsAndCounts(t *testing.T) {
-	testkit.SkipUnderWine(t, "the listing of named pipes (\\\\.\\pipe\\*) is not Windows' there")
 	statusDir(t)
 	cfg := testkit.WriteConfig(t, "", []string{"alpha", "-name", "alpha", "-tools", "echo,ping"}, []string{"beta", "-name", "beta", "-tools", "pong"})
 	src, _ := os.ReadFile(cfg)
@@ -137,7 +136,9 @@ func TestStatusShowsAStdioMuxItsBackendsAndCounts(t *testing.T) {
 	if beta == nil || atoi(beta[2]) != pids["beta"] || pids["beta"] == 0 || beta[4] != "1" || beta[5] != "0" {
 		t.Errorf("beta's row %q, want its own pid, 1 call, 0 errors:\n%s", beta, out)
 	}
-	if gone == nil || gone[1] != "failed" || gone[2] != "-" || gone[4] != "0" || gone[6] != "-" || !strings.Contains(gone[8], "not found") {
+	// Its error is cut to the column's width (with Windows' longer
+	// temporary paths, before "not found"; --json has it whole).
+	if gone == nil || gone[1] != "failed" || gone[2] != "-" || gone[4] != "0" || gone[6] != "-" || !strings.Contains(gone[8], "(gone).command: command") {
 		t.Errorf("gone's row %q, want failed, no pid, no calls, why:\n%s", gone, out)
 	}
 
@@ -244,7 +245,6 @@ func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 // fixture sees no GOMAXPROCS (mcp-mux's own is not among what a backend
 // inherits, and the one thread is not set through the environment).
 func TestServingRunsOnOneThreadUnlessGOMAXPROCSSays(t *testing.T) {
-	testkit.SkipUnderWine(t, "the listing of named pipes (\\\\.\\pipe\\*) is not Windows' there")
 	statusDir(t)
 	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx", "-env-tool"})
 	for _, tc := range []struct {

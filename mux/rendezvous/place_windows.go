@@ -14,6 +14,8 @@ import (
 
 	"github.com/Microsoft/go-winio"
 	"golang.org/x/sys/windows"
+
+	"github.com/mcp-mux/mcp-mux/mux/winpipe"
 )
 
 // On Windows a place is a named pipe, \\.\pipe\mcp-mux-SID-KEY, whose
@@ -21,12 +23,15 @@ import (
 // access; its locks are files in the user's local application data.
 
 // Dir is the user's rendezvous directory, for the locks and the build
-// memo: %LOCALAPPDATA%\mcp-mux\run.
+// memo: %LOCALAPPDATA%\mcp-mux\run, as the system knows the folder (not
+// the variable: agents launch mcp-mux with environments of their own,
+// some with a few variables only, and every launch must meet at one
+// place).
 func Dir() (string, error) {
 	if d := os.Getenv(DirEnv); d != "" {
 		return d, os.MkdirAll(d, 0o700)
 	}
-	base, err := os.UserCacheDir()
+	base, err := windows.KnownFolderPath(windows.FOLDERID_LocalAppData, 0)
 	if err != nil {
 		return "", fmt.Errorf("rendezvous directory: %w", err)
 	}
@@ -101,7 +106,7 @@ func (p Place) listen() (net.Listener, error) {
 	}
 	// Message mode: a session closes its writing side when its agent's
 	// stdin ends (CloseWrite), and still reads the answers.
-	return winio.ListenPipe(p.SocketPath(), &winio.PipeConfig{SecurityDescriptor: "O:" + sid + "D:P(A;;GA;;;" + sid + ")", MessageMode: true})
+	return winpipe.Listen(p.SocketPath(), "O:"+sid+"D:P(A;;GA;;;"+sid+")")
 }
 
 func (p Place) unlink() {} // a pipe is gone with its listener

@@ -10,7 +10,7 @@
 // is the only proof that a socket is stale; nothing is probed and then
 // removed.
 //
-// It imports nothing of mcp-mux's.
+// It imports nothing of mcp-mux's but mux/winpipe (Windows).
 package rendezvous
 
 import (

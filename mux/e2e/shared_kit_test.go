@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/control"
+	"github.com/mcp-mux/mcp-mux/testdata/testkit"
+)
+
+// sharedDirs gives the test a shared mcp-mux of its own: its own
+// rendezvous and control directories, and sessions that ask to share.
+func sharedDirs(t *testing.T) {
+	t.Helper()
+	base := "/tmp" // a unix socket's path must be short
+	if runtime.GOOS == "windows" {
+		base = ""
+	}
+	d, err := os.MkdirTemp(base, "sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MCP_MUX_CONTROL_DIR", filepath.Join(d, "c"))
+	t.Setenv("MCP_MUX_RUN_DIR", filepath.Join(d, "r"))
+	t.Setenv("MCP_MUX_SHARED", "1")
+	t.Cleanup(func() {
+		// Whatever the test left: no shared process of its own outlives it.
+		for _, doc := range sharedProcs(t) {
+			killProcess(doc.PID)
+		}
+		os.RemoveAll(d)
+	})
+}
+
+// sharedSession is one agent's mcp-mux session, launched as an agent
+// launches it, with a go-sdk client.
+type sharedSession struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	cs     *mcp.ClientSession
+	stderr *testkit.SyncBuffer
+}
+
+func startShared(t *testing.T, cfg, dir string, env []string, opts *mcp.ClientOptions, roots ...string) *sharedSession {
+	t.Helper()
+	cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	s := &sharedSession{cmd: cmd, stdin: stdin, stderr: &testkit.SyncBuffer{}}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
+	for _, r := range roots {
+		c.AddRoots(&mcp.Root{URI: r})
+	}
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.IOTransport{Reader: stdout, Writer: nopClose{stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr)
+	}
+	s.cs = cs
+	return s
+}
+
+// end ends the session as an agent does: its stdin closes.
+func (s *sharedSession) end(t *testing.T) {
+	t.Helper()
+	s.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the session process did not end in 10 s after stdin closed\nstderr:\n%s", s.stderr)
+	}
+}
+
+func (s *sharedSession) call(t *testing.T, tool string, args map[string]any) string {
+	t.Helper()
+	res, err := s.cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v\nstderr:\n%s", tool, err, s.stderr)
+	}
+	if res.IsError || len(res.Content) == 0 {
+		t.Fatalf("%s: %+v", tool, res)
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+// sharedProcs is the shared processes `mcp-mux status` finds.
+func sharedProcs(t *testing.T) []*control.Document {
+	t.Helper()
+	out, _ := exec.Command(testkit.MuxBin(t), "status", "--json").Output()
+	var rep struct {
+		Processes []*control.Document `json:"processes"`
+	}
+	json.Unmarshal(out, &rep)
+	var docs []*control.Document
+	for _, d := range rep.Processes {
+		if d.Shared {
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
+
+func onlyShared(t *testing.T) *control.Document {
+	t.Helper()
+	docs := sharedProcs(t)
+	if len(docs) != 1 {
+		t.Fatalf("%d shared processes, want 1: %+v", len(docs), docs)
+	}
+	return docs[0]
+}
