@@ -379,9 +379,9 @@ func (d *daemon) armLinger(least time.Duration) {
 	})
 }
 
-// stop takes no more sessions: the socket and the run lock go at once
-// (the next session starts the next process), the sessions' connections
-// end, and the process exits once each Mux is closed.
+// stop takes no more sessions: the sessions' connections end, the
+// socket and the run lock go (the next session starts the next process),
+// and the process exits once each Mux is closed.
 func (d *daemon) stop() {
 	d.mu.Lock()
 	if d.stopping {
@@ -390,8 +390,10 @@ func (d *daemon) stop() {
 	}
 	d.stopping = true
 	d.mu.Unlock()
-	d.ln.Close()
+	// The sessions' connections first: on Windows the pipe's name is free
+	// for the next process only once every instance of it is closed.
 	d.door.CloseAll()
+	d.ln.Close()
 	close(d.done)
 }
 

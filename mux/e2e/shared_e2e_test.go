@@ -460,3 +460,23 @@ func TestSessionsOfOneProjectWithOtherRootsNeverGetEachOthers(t *testing.T) {
 	a.end(t)
 	testkit.Eventually(t, 15*time.Second, "b's own roots once a left", func() bool { return strings.Contains(allowed(b), rb) })
 }
+
+// TestASessionThatComesAsTheSharedProcessEndsMeetsTheNext: with no
+// linger the shared process ends with its last session; a session that
+// comes in that moment meets the next one, never its own process.
+func TestASessionThatComesAsTheSharedProcessEndsMeetsTheNext(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx"})
+	dir := t.TempDir()
+	prev := startShared(t, cfg, dir, nil, nil)
+	prev.call(t, "fx__echo", nil)
+	for i := range 5 {
+		go prev.stdin.Close() // the last session leaves as the next comes
+		next := startShared(t, cfg, dir, nil, nil)
+		next.call(t, "fx__echo", map[string]any{"i": i})
+		if strings.Contains(next.stderr.String(), "serving in this process") {
+			t.Fatalf("round %d: the session served itself:\n%s", i, next.stderr)
+		}
+		prev = next
+	}
+}

@@ -103,7 +103,7 @@ func (r *Relay) meet(replay bool) (*stream, *bufio.Reader, int, error) {
 	h := r.o.Hello
 	h.Replay = replay
 	var last error
-	for range 5 {
+	for attempt := range 10 {
 		c, err := rendezvous.Meet(r.o.Place, r.o.Spawn)
 		if err != nil {
 			return nil, nil, 0, err
@@ -128,7 +128,9 @@ func (r *Relay) meet(replay bool) (*stream, *bufio.Reader, int, error) {
 		case err != nil:
 			last = fmt.Errorf("saying hello to the shared mcp-mux: %w", err)
 		case w.Refused == rendezvous.RefusedStopping:
+			// It lets its place go in a moment: meet the next one then.
 			last = errors.New("the shared mcp-mux was ending")
+			time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
 			continue
 		default:
 			return nil, nil, 0, fmt.Errorf("the shared mcp-mux (pid %d) refused this session: %s", w.PID, w.Refused)
