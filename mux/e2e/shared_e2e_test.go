@@ -50,36 +50,43 @@ type sharedSession struct {
 	stdin  io.WriteCloser
 	cs     *mcp.ClientSession
 	stderr *testkit.SyncBuffer
+	exited chan struct{} // closed once the process is reaped (cmd.Wait, called once)
 }
 
 func startShared(t *testing.T, cfg, dir string, env []string, opts *mcp.ClientOptions, roots ...string) *sharedSession {
+	t.Helper()
+	return startSharedAt(t, "2025-11-25", cfg, dir, env, opts, roots...)
+}
+
+// startSharedAt is startShared with a client of protocol version ("" for
+// the current era, as the go-sdk's client probes it).
+func startSharedAt(t *testing.T, version, cfg, dir string, env []string, opts *mcp.ClientOptions, roots ...string) *sharedSession {
 	t.Helper()
 	cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	s := &sharedSession{cmd: cmd, stdin: stdin, stderr: &testkit.SyncBuffer{}}
+	s := &sharedSession{cmd: cmd, stdin: stdin, stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() { cmd.Wait(); close(s.exited) }() // ends with the process, which the cleanup ends
 	t.Cleanup(func() {
 		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-s.exited:
 		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
-			<-done
+			<-s.exited
 		}
 	})
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
 	for _, r := range roots {
 		c.AddRoots(&mcp.Root{URI: r})
 	}
-	cs, err := c.Connect(testkit.CtxT(t), &mcp.IOTransport{Reader: stdout, Writer: nopClose{stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.IOTransport{Reader: stdout, Writer: nopClose{stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr)
 	}
@@ -91,10 +98,8 @@ func startShared(t *testing.T, cfg, dir string, env []string, opts *mcp.ClientOp
 func (s *sharedSession) end(t *testing.T) {
 	t.Helper()
 	s.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
 	select {
-	case <-done:
+	case <-s.exited:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the session process did not end in 10 s after stdin closed\nstderr:\n%s", s.stderr)
 	}
@@ -496,14 +501,45 @@ func TestAKilledSessionEndsItsShareAndTheLastOneEverything(t *testing.T) {
 	}
 	// SIGTERM, as agents end their servers: the session ends at once.
 	b.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { b.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-b.exited:
 	case <-time.After(3 * time.Second):
 		t.Fatal("the session process did not end on SIGTERM")
 	}
 	testkit.Eventually(t, 10*time.Second, "the shared process and its backend gone", func() bool {
 		return !alive(doc.PID) && !alive(fx[0])
 	})
+}
+
+// TestACurrentEraSessionEndsAtOnceWithItsListenStreamOpen: an agent of
+// the current era (Claude Code 2.1.328 is one) holds a
+// subscriptions/listen open for as long as it runs, which is never
+// answered. When its stdin ends, its session ends at once, and with it
+// the shared process (shared_linger 0) or the session's own mcp-mux: not
+// a request_timeout later.
+func TestACurrentEraSessionEndsAtOnceWithItsListenStreamOpen(t *testing.T) {
+	for _, shared := range []string{"1", "0"} {
+		t.Run("MCP_MUX_SHARED="+shared, func(t *testing.T) {
+			sharedDirs(t)
+			t.Setenv("MCP_MUX_SHARED", shared)
+			cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx"})
+			listen := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}}
+			s := startSharedAt(t, "", cfg, t.TempDir(), nil, listen)
+			if v := s.cs.InitializeResult().ProtocolVersion; v < "2026-07-28" {
+				t.Fatalf("the client speaks %s, want the current era", v)
+			}
+			s.call(t, "fx__echo", nil)
+			pid := s.cmd.Process.Pid
+			if shared == "1" {
+				pid = onlyShared(t).PID
+			}
+			fx := fixturesUnder(t, pid)
+			ended := time.Now()
+			s.end(t)
+			testkit.Eventually(t, 5*time.Second, "mcp-mux and its backend gone", func() bool {
+				return !alive(pid) && !slices.ContainsFunc(fx, alive)
+			})
+			t.Logf("all gone %d ms after stdin closed", time.Since(ended).Milliseconds())
+		})
+	}
 }
