@@ -144,6 +144,10 @@ type agentCall struct {
 	cancelled bool               // the agent cancelled it: it gets no response
 	answered  bool               // its response is queued: the agent may reuse the id once it has it
 	cancel    context.CancelFunc // cancels it, if mux forwards it as bytes (passthrough.go)
+	// stream is a subscriptions/listen: it is answered only when the
+	// agent cancels it or the session ends, so stdin's end does not wait
+	// for it.
+	stream bool
 }
 
 // agentCancelReasons holds the reason the agent gave for cancelling a
@@ -306,7 +310,7 @@ func (c *agentConn) readLoop() {
 // and too many are outstanding. It reports false if the connection closed.
 func (c *agentConn) deliver(msg jsonrpc.Message) bool {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-		call := &agentCall{extra: &mcp.RequestExtra{}}
+		call := &agentCall{extra: &mcp.RequestExtra{}, stream: req.Method == "subscriptions/listen"}
 		req.Extra = call.extra
 		for {
 			c.mu.Lock()
@@ -424,7 +428,12 @@ func (c *agentConn) drain() {
 	defer tick.Stop()
 	for {
 		c.mu.Lock()
-		n := len(c.inflight)
+		n := 0
+		for _, call := range c.inflight {
+			if !call.stream {
+				n++
+			}
+		}
 		c.mu.Unlock()
 		if n == 0 || c.out.Stalled() {
 			return
