@@ -121,12 +121,116 @@ func (s *session) start(t *testing.T) {
 	}()
 }
 
+// trio is three Claude Code sessions started at once in one project and
+// HOME (one user's three terminals), each held by its model once it has
+// both results in, until release.
+type trio struct {
+	sessions []*session
+	release  func()
+	released time.Time
+	logs     string // a glob of the logs to show on failure
+}
+
+// startTrio starts three sessions in dir with srvs and returns once each
+// has both results in.
+func startTrio(t *testing.T, ctx context.Context, dir string, srvs []server, logs string) *trio {
+	t.Helper()
+	home, work, tmp := runDirs(t, dir)
+	hold := make(chan struct{})
+	// However the test ends, the models' handlers return.
+	tr := &trio{release: sync.OnceFunc(func() { close(hold) }), logs: logs}
+	t.Cleanup(tr.release)
+	reached := make(chan struct{}, 3)
+	for i := range 3 {
+		tr.sessions = append(tr.sessions, prepareClaude(t, ctx, dir, home, work, tmp, srvs,
+			&twoCalls{message: fmt.Sprintf("session-%d", i+1), reached: reached, hold: hold}))
+	}
+	for _, s := range tr.sessions {
+		s.start(t)
+	}
+	exited := anyDone(tr.sessions)
+	for n := range 3 {
+		select {
+		case <-reached:
+		case <-ctx.Done():
+			tr.fail(t, "%d of the 3 sessions had both results in before the deadline", n)
+		case <-exited:
+			tr.fail(t, "a session exited before its two calls were done")
+		}
+	}
+	return tr
+}
+
+// seen is what the user would look at: each session's output, the
+// shared process's log.
+func (tr *trio) seen() string {
+	var sb strings.Builder
+	for i, s := range tr.sessions {
+		fmt.Fprintf(&sb, "\n--- session %d (steps %v):\n%s", i+1, s.plan.did(), tail(s.out.String(), 2000))
+	}
+	logs, _ := filepath.Glob(tr.logs)
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		fmt.Fprintf(&sb, "\n--- %s:\n%s", l, tail(string(b), 4000))
+	}
+	return sb.String()
+}
+
+func (tr *trio) fail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	t.Fatalf(format+"%s", append(args, tr.seen())...)
+}
+
+func (tr *trio) pids() []int {
+	var pids []int
+	for _, s := range tr.sessions {
+		pids = append(pids, s.cmd.Process.Pid)
+	}
+	return pids
+}
+
+// end lets the three end their turn and waits for them to exit; it
+// returns when the last did.
+func (tr *trio) end(t *testing.T, ctx context.Context) time.Time {
+	t.Helper()
+	tr.released = time.Now()
+	tr.release()
+	var last time.Time
+	for i, s := range tr.sessions {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			tr.fail(t, "session %d did not exit", i+1)
+		}
+		if s.err != nil {
+			t.Errorf("session %d: claude exited with %v; output:\n%s", i+1, s.err, tail(s.out.String(), 2000))
+		}
+		if s.exited.After(last) {
+			last = s.exited
+		}
+	}
+	return last
+}
+
+// runDirs are the HOME, working directory and TMPDIR of the runs in dir.
+func runDirs(t *testing.T, dir string) (home, work, tmp string) {
+	t.Helper()
+	home, work, tmp = filepath.Join(dir, "home"), filepath.Join(dir, "work"), filepath.Join(dir, "tmp")
+	for _, d := range []string{home, work, tmp} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home, work, tmp
+}
+
 // TestThreeClaudeCodeSessionsShareOneMcpMux: three Claude Code sessions
 // started at once in one project, with mcp-mux (shared) as their one
 // server, each call a tool of each of its two backends. Their models are
-// shown what a session with the two servers registered directly shows;
+// shown what they are shown with the two servers registered directly;
 // meanwhile one shared mcp-mux runs one instance of each server for the
-// three; after the sessions end, nothing of it is left.
+// three (directly, each session runs its own); after the sessions end,
+// nothing of it is left.
 func TestThreeClaudeCodeSessionsShareOneMcpMux(t *testing.T) {
 	needModule(t, "agents", ".bin/"+claude.bin)
 	base := t.TempDir()
@@ -150,90 +254,44 @@ func TestThreeClaudeCodeSessionsShareOneMcpMux(t *testing.T) {
 		t.Fatal("the suite has no server-everything")
 		return nil
 	}
-	dirs := func(dir string) (home, work, tmp string) {
-		home, work, tmp = filepath.Join(dir, "home"), filepath.Join(dir, "work"), filepath.Join(dir, "tmp")
-		for _, d := range []string{home, work, tmp} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
+	everything := twoServers(base)[1].args[0]
+	isServer := func(cmdline []string) string {
+		switch {
+		case len(cmdline) > 0 && cmdline[0] == fixture:
+			return "fx"
+		case slices.Contains(cmdline, everything):
+			return "server-everything"
 		}
-		return home, work, tmp
+		return ""
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*runTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*runTimeout)
 	defer cancel()
-	open := make(chan struct{})
-	close(open)
 
-	// Directly: Claude Code starts the two servers itself.
+	// Directly: each session starts the two servers itself.
 	directDir := filepath.Join(base, "direct")
-	home, work, tmp := dirs(directDir)
-	direct := prepareClaude(t, ctx, directDir, home, work, tmp, twoServers(directDir), &twoCalls{message: "session-1", hold: open})
-	direct.start(t)
-	<-direct.done
 	defer killAll(directDir)
-	directResults := direct.plan.shown()
-	if len(directResults) != 2 {
-		t.Fatalf("direct: the model was shown %d tool results, want 2 (steps %v, %v); output:\n%s", len(directResults), direct.plan.did(), direct.err, tail(direct.out.String(), 3000))
+	direct := startTrio(t, ctx, directDir, twoServers(directDir), "")
+	directUse := footprint(procTable(), direct.pids(), func(cl []string) bool { return isServer(cl) != "" })
+	direct.end(t, ctx)
+	for i, s := range direct.sessions {
+		if len(s.plan.shown()) != 2 {
+			t.Fatalf("direct session %d: the model was shown %d tool results, want 2 (steps %v, %v); output:\n%s", i+1, len(s.plan.shown()), s.plan.did(), s.err, tail(s.out.String(), 3000))
+		}
 	}
 
-	// Through mcp-mux: three sessions at once, in one project and HOME
-	// (one user's three terminals), so that they share every backend.
+	// Through the shared mcp-mux.
 	sharedDir := filepath.Join(base, "shared")
-	home, work, tmp = dirs(sharedDir)
-	cfgSrv := muxServer(t, sharedDir, filepath.Join(sharedDir, "catalogs"), twoServers(sharedDir))
 	defer killAll(sharedDir)
-	hold := make(chan struct{})
-	// However the test ends, the models' handlers return.
-	release := sync.OnceFunc(func() { close(hold) })
-	defer release()
-	reached := make(chan struct{}, 3)
-	sessions := make([]*session, 3)
-	for i := range sessions {
-		sessions[i] = prepareClaude(t, ctx, sharedDir, home, work, tmp, []server{cfgSrv},
-			&twoCalls{message: fmt.Sprintf("session-%d", i+1), reached: reached, hold: hold})
-	}
-	for _, s := range sessions {
-		s.start(t)
-	}
-	exited := anyDone(sessions)
-	// What the user would look at: each session's output, the shared
-	// process's log.
-	seen := func() string {
-		var sb strings.Builder
-		for i, s := range sessions {
-			fmt.Fprintf(&sb, "\n--- session %d (steps %v):\n%s", i+1, s.plan.did(), tail(s.out.String(), 2000))
-		}
-		logs, _ := filepath.Glob(filepath.Join(short, "r", "*.log"))
-		for _, l := range logs {
-			b, _ := os.ReadFile(l)
-			fmt.Fprintf(&sb, "\n--- %s:\n%s", l, tail(string(b), 4000))
-		}
-		return sb.String()
-	}
-	failed := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf(format+"%s", append(args, seen())...)
-	}
-	for n := 0; n < len(sessions); n++ {
-		select {
-		case <-reached:
-		case <-ctx.Done():
-			failed("%d of the 3 sessions had both results in before the deadline", n)
-		case <-exited:
-			failed("a session exited before its two calls were done")
-		}
-	}
+	muxSrv := muxServer(t, sharedDir, filepath.Join(sharedDir, "catalogs"), twoServers(sharedDir))
+	shared := startTrio(t, ctx, sharedDir, []server{muxSrv}, filepath.Join(short, "r", "*.log"))
 
 	// All three are held with both results in: one shared process, one
 	// instance of each server, three sessions of claude-code.
-	doc := sharedDoc(t, cfgSrv)
+	doc := sharedDoc(t, muxSrv)
 	if doc == nil {
-		failed("mcp-mux status --json shows no shared process while three sessions use it")
+		shared.fail(t, "mcp-mux status --json shows no shared process while three sessions use it")
 	}
-	claudes := make([]int, len(sessions))
-	for i, s := range sessions {
-		claudes[i] = s.cmd.Process.Pid
-	}
+	claudes := shared.pids()
 	procs := procTable()
 	// Each session is the mcp-mux one claude process launched.
 	var parents []int
@@ -247,22 +305,17 @@ func TestThreeClaudeCodeSessionsShareOneMcpMux(t *testing.T) {
 	if !slices.Equal(parents, slices.Sorted(slices.Values(claudes))) {
 		t.Errorf("status shows %d sessions of the shared mcp-mux, of processes whose parents are %v, want one of each claude process %v: %+v", len(doc.Sessions), parents, claudes, doc.Sessions)
 	}
-	cfgPath := cfgSrv.args[1]
+	cfgPath := muxSrv.args[1]
 	if got := procs.matching(func(cmdline []string) bool {
 		return slices.Contains(cmdline, "__shared") && slices.Contains(cmdline, cfgPath)
 	}); len(got) != 1 || got[0] != doc.PID {
 		t.Errorf("the processes running mcp-mux __shared for the config are %v, want the one status shows (%d)", got, doc.PID)
 	}
 	under := procs.descendants(doc.PID)
-	everything := twoServers(sharedDir)[1].args[0]
 	perServer := map[string][]int{}
 	for _, pid := range under {
-		cl := procs.cmdline[pid]
-		switch {
-		case len(cl) > 0 && cl[0] == fixture:
-			perServer["fx"] = append(perServer["fx"], pid)
-		case slices.Contains(cl, everything):
-			perServer["server-everything"] = append(perServer["server-everything"], pid)
+		if name := isServer(procs.cmdline[pid]); name != "" {
+			perServer[name] = append(perServer[name], pid)
 		}
 	}
 	for _, name := range []string{"fx", "server-everything"} {
@@ -275,38 +328,24 @@ func TestThreeClaudeCodeSessionsShareOneMcpMux(t *testing.T) {
 	// the shared one counts.
 	for _, pid := range claudes {
 		for _, d := range procs.descendants(pid) {
-			if slices.Contains(under, d) {
-				continue
-			}
-			if cl := procs.cmdline[d]; len(cl) > 0 && cl[0] == fixture || slices.Contains(cl, everything) {
-				t.Errorf("a server runs under claude process %d, not under the shared mcp-mux: %d %v", pid, d, cl)
+			if !slices.Contains(under, d) && isServer(procs.cmdline[d]) != "" {
+				t.Errorf("a server runs under claude process %d, not under the shared mcp-mux: %d %v", pid, d, procs.cmdline[d])
 			}
 		}
 	}
 	backendPIDs := slices.Concat(perServer["fx"], perServer["server-everything"])
+	mcpMux := muxSrv.command
+	sharedUse := footprint(procs, append(claudes, doc.PID), func(cl []string) bool {
+		return isServer(cl) != "" || len(cl) > 0 && (cl[0] == mcpMux || slices.Contains(cl, "__shared"))
+	})
 
-	// What each model was shown is what the direct session's was, for its
-	// own message.
-	released := time.Now()
-	release()
-	for i, s := range sessions {
-		select {
-		case <-s.done:
-		case <-ctx.Done():
-			failed("session %d did not exit", i+1)
-		}
-		want := make([]string, len(directResults))
-		for j, r := range directResults {
-			want[j] = strings.ReplaceAll(r, "session-1", s.plan.message)
-		}
-		if got := s.plan.shown(); !slices.Equal(got, want) {
+	// What each model was shown is what it was shown directly.
+	lastExit := shared.end(t, ctx)
+	for i, s := range shared.sessions {
+		if got, want := s.plan.shown(), direct.sessions[i].plan.shown(); !slices.Equal(got, want) {
 			t.Errorf("session %d's model was shown %q through the shared mcp-mux, directly %q", i+1, got, want)
 		}
-		if s.err != nil {
-			t.Errorf("session %d: claude exited with %v; output:\n%s", i+1, s.err, tail(s.out.String(), 2000))
-		}
 	}
-	lastExit := slices.MaxFunc(sessions, func(a, b *session) int { return a.exited.Compare(b.exited) }).exited
 
 	// shared_linger 0: the shared process and the servers end with the
 	// last session.
@@ -316,28 +355,57 @@ func TestThreeClaudeCodeSessionsShareOneMcpMux(t *testing.T) {
 	})
 	goneMs := time.Since(lastExit).Milliseconds()
 	if !gone {
-		t.Errorf("%v after the last session exited, still running:\n%s%s", bound, strings.Join(leftovers(sharedDir), "\n"), seen())
+		t.Errorf("%v after the last session exited, still running:\n%s%s", bound, strings.Join(leftovers(sharedDir), "\n"), shared.seen())
 	}
 
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n| run | to both results ms | exit ms | wall ms |\n|---|---|---|---|\n")
-	row := func(label string, s *session, from time.Time) {
-		s.plan.mu.Lock()
-		at := s.plan.at
-		s.plan.mu.Unlock()
-		toResults, exit := at.Sub(s.started), s.exited.Sub(from)
-		fmt.Fprintf(&sb, "| %s | %d | %d | %d |\n", label, toResults.Milliseconds(), exit.Milliseconds(), (toResults + exit).Milliseconds())
+	fmt.Fprintf(&sb, "\n| session | to both results ms | exit ms | wall ms |\n|---|---|---|---|\n")
+	for _, tr := range []struct {
+		label string
+		trio  *trio
+	}{{"direct", direct}, {"shared", shared}} {
+		for i, s := range tr.trio.sessions {
+			s.plan.mu.Lock()
+			at := s.plan.at
+			s.plan.mu.Unlock()
+			// Held: its exit starts at the release.
+			toResults, exit := at.Sub(s.started), s.exited.Sub(tr.trio.released)
+			fmt.Fprintf(&sb, "| %s %d | %d | %d | %d |\n", tr.label, i+1, toResults.Milliseconds(), exit.Milliseconds(), (toResults + exit).Milliseconds())
+		}
 	}
-	direct.plan.mu.Lock()
-	directAt := direct.plan.at
-	direct.plan.mu.Unlock()
-	row("direct", direct, directAt)
-	for i, s := range sessions {
-		// Held: its exit starts at the release.
-		row(fmt.Sprintf("shared %d", i+1), s, released)
-	}
-	fmt.Fprintf(&sb, "shared mcp-mux pid %d, servers %v; all gone %d ms after the last session exited", doc.PID, backendPIDs, goneMs)
+	fmt.Fprintf(&sb, "with the three held: directly %s; through the shared mcp-mux %s (mcp-mux pid %d, servers %v)\n", directUse, sharedUse, doc.PID, backendPIDs)
+	fmt.Fprintf(&sb, "the shared mcp-mux and its servers all gone %d ms after the last session exited", goneMs)
 	t.Log(sb.String())
+}
+
+// footprint is the processes below roots that f accepts, by command
+// line: how many, and their resident memory.
+func footprint(p procs, roots []int, f func(cmdline []string) bool) string {
+	n, kb := 0, 0
+	var seen []int
+	for _, r := range roots {
+		for _, pid := range p.descendants(r) {
+			if slices.Contains(seen, pid) || !f(p.cmdline[pid]) {
+				continue
+			}
+			seen = append(seen, pid)
+			n++
+			kb += rssKB(pid)
+		}
+	}
+	return fmt.Sprintf("%d processes, %d MB resident", n, kb/1024)
+}
+
+// rssKB is pid's resident memory in kB (0 if it is gone).
+func rssKB(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return kb
+		}
+	}
+	return 0
 }
 
 // anyDone is closed when any of sessions has exited.
