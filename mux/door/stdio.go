@@ -156,6 +156,10 @@ type Call struct {
 	cancelled bool               // the agent cancelled it: it gets no response
 	answered  bool               // its response is queued: the agent may reuse the id once it has it
 	cancel    context.CancelFunc // cancels it, if the pass-through took it (Begin)
+	// stream is a subscriptions/listen: it is answered only when the
+	// agent cancels it or the session ends, so stdin's end does not wait
+	// for it.
+	stream bool
 }
 
 // Extra is what the go-sdk would have handed the request's handler: the
@@ -319,7 +323,7 @@ func (c *Conn) readLoop() {
 // and too many are outstanding. It reports false if the connection closed.
 func (c *Conn) deliver(msg jsonrpc.Message) bool {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-		call := &Call{extra: &mcp.RequestExtra{}}
+		call := &Call{extra: &mcp.RequestExtra{}, stream: req.Method == "subscriptions/listen"}
 		req.Extra = call.extra
 		for {
 			c.mu.Lock()
@@ -417,7 +421,12 @@ func (c *Conn) drain() {
 	defer tick.Stop()
 	for {
 		c.mu.Lock()
-		n := len(c.inflight)
+		n := 0
+		for _, call := range c.inflight {
+			if !call.stream {
+				n++
+			}
+		}
 		c.mu.Unlock()
 		if n == 0 || c.out.Stalled() {
 			return

@@ -340,10 +340,8 @@ func TestAKilledSessionEndsItsShareAndTheLastOneEverything(t *testing.T) {
 	}
 	// SIGTERM, as agents end their servers: the session ends at once.
 	b.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { b.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-b.exited:
 	case <-time.After(3 * time.Second):
 		t.Fatal("the session process did not end on SIGTERM")
 	}
@@ -478,5 +476,38 @@ func TestASessionThatComesAsTheSharedProcessEndsMeetsTheNext(t *testing.T) {
 			t.Fatalf("round %d: the session served itself:\n%s", i, next.stderr)
 		}
 		prev = next
+	}
+}
+
+// TestACurrentEraSessionEndsAtOnceWithItsListenStreamOpen: an agent of
+// the current era (Claude Code 2.1.328 is one) holds a
+// subscriptions/listen open for as long as it runs, which is never
+// answered. When its stdin ends, its session ends at once, and with it
+// the shared process (shared_linger 0) or the session's own mcp-mux: not
+// a request_timeout later.
+func TestACurrentEraSessionEndsAtOnceWithItsListenStreamOpen(t *testing.T) {
+	for _, shared := range []string{"1", "0"} {
+		t.Run("MCP_MUX_SHARED="+shared, func(t *testing.T) {
+			sharedDirs(t)
+			t.Setenv("MCP_MUX_SHARED", shared)
+			cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx"})
+			listen := &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}}
+			s := startSharedAt(t, "", cfg, t.TempDir(), nil, listen)
+			if v := s.cs.InitializeResult().ProtocolVersion; v < "2026-07-28" {
+				t.Fatalf("the client speaks %s, want the current era", v)
+			}
+			s.call(t, "fx__echo", nil)
+			pid := s.cmd.Process.Pid
+			if shared == "1" {
+				pid = onlyShared(t).PID
+			}
+			fx := fixturesUnder(t, pid)
+			ended := time.Now()
+			s.end(t)
+			testkit.Eventually(t, 5*time.Second, "mcp-mux and its backend gone", func() bool {
+				return !alive(pid) && !slices.ContainsFunc(fx, alive)
+			})
+			t.Logf("all gone %d ms after stdin closed", time.Since(ended).Milliseconds())
+		})
 	}
 }

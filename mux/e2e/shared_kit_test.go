@@ -47,36 +47,43 @@ type sharedSession struct {
 	stdin  io.WriteCloser
 	cs     *mcp.ClientSession
 	stderr *testkit.SyncBuffer
+	exited chan struct{} // closed once the process is reaped (cmd.Wait, called once)
 }
 
 func startShared(t *testing.T, cfg, dir string, env []string, opts *mcp.ClientOptions, roots ...string) *sharedSession {
+	t.Helper()
+	return startSharedAt(t, "2025-11-25", cfg, dir, env, opts, roots...)
+}
+
+// startSharedAt is startShared with a client of protocol version ("" for
+// the current era, as the go-sdk's client probes it).
+func startSharedAt(t *testing.T, version, cfg, dir string, env []string, opts *mcp.ClientOptions, roots ...string) *sharedSession {
 	t.Helper()
 	cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	s := &sharedSession{cmd: cmd, stdin: stdin, stderr: &testkit.SyncBuffer{}}
+	s := &sharedSession{cmd: cmd, stdin: stdin, stderr: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() { cmd.Wait(); close(s.exited) }() // ends with the process, which the cleanup ends
 	t.Cleanup(func() {
 		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-s.exited:
 		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
-			<-done
+			<-s.exited
 		}
 	})
 	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
 	for _, r := range roots {
 		c.AddRoots(&mcp.Root{URI: r})
 	}
-	cs, err := c.Connect(testkit.CtxT(t), &mcp.IOTransport{Reader: stdout, Writer: nopClose{stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := c.Connect(testkit.CtxT(t), &mcp.IOTransport{Reader: stdout, Writer: nopClose{stdin}}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect: %v\nstderr:\n%s", err, s.stderr)
 	}
@@ -88,10 +95,8 @@ func startShared(t *testing.T, cfg, dir string, env []string, opts *mcp.ClientOp
 func (s *sharedSession) end(t *testing.T) {
 	t.Helper()
 	s.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
 	select {
-	case <-done:
+	case <-s.exited:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the session process did not end in 10 s after stdin closed\nstderr:\n%s", s.stderr)
 	}

@@ -171,15 +171,7 @@ func runAgent(t *testing.T, a agent, label, dir string, srvs []server, p *plan) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = work
-	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + tmp, "TERM=dumb", "NO_COLOR=1",
-		"LANG=C.UTF-8", markerEnv + "=" + dir}, env...)
-	// A process group of its own: a run past its deadline ends with
-	// whatever it started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
+	cmd := agentCommand(ctx, bin, dir, home, work, tmp, args, env)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	r.err = cmd.Run()
@@ -208,6 +200,22 @@ func runAgent(t *testing.T, a agent, label, dir string, srvs []server, p *plan) 
 		t.Logf("%s %s: %v", a.name, label, r.err)
 	}
 	return r
+}
+
+// agentCommand is one run of the agent at bin (args and env from its
+// setup) in work, with its own HOME and TMPDIR, every process it starts
+// marked with dir.
+func agentCommand(ctx context.Context, bin, dir, home, work, tmp string, args, env []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = work
+	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + tmp, "TERM=dumb", "NO_COLOR=1",
+		"LANG=C.UTF-8", markerEnv + "=" + dir}, env...)
+	// A process group of its own: a run past its deadline ends with
+	// whatever it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
 }
 
 // killAll ends what a run left behind, so that one failed check does not
