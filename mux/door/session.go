@@ -97,6 +97,9 @@ func (d *SessionDoor) serve(c net.Conn) {
 			d.conns[c] = f
 			d.mu.Unlock()
 			in, out = f, f
+			// A session that ended its stdin still reads the answers;
+			// one whose process is gone does not.
+			opts.Gone = func() bool { return rendezvous.Hungup(f) }
 		}
 	}
 	if err := serve(Stdio(in, out, opts)); err != nil {

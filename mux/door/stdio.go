@@ -39,6 +39,10 @@ type StdioOptions struct {
 	// MaxLine bounds one incoming line; a longer one is answered with
 	// -32600 and skipped. 0 means no bound.
 	MaxLine int
+	// Gone, if set, reports whether the agent is gone for good, not only
+	// its stdin (a session's socket closed both ways): then nobody will
+	// read the answers, and stdin's end does not wait for them.
+	Gone func() bool
 	// Drain bounds how long requests already read when stdin ends may take
 	// to be answered before the session ends anyway.
 	Drain time.Duration
@@ -428,7 +432,7 @@ func (c *Conn) drain() {
 			}
 		}
 		c.mu.Unlock()
-		if n == 0 || c.out.Stalled() {
+		if n == 0 || c.out.Stalled() || c.opts.Gone != nil && c.opts.Gone() {
 			return
 		}
 		select {

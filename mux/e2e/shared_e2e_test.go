@@ -511,3 +511,49 @@ func TestACurrentEraSessionEndsAtOnceWithItsListenStreamOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestAnAgentGoneMidCallEndsItsShareAtOnce: an agent's session process
+// killed while its call runs: nobody will read the answer, so the shared
+// process does not wait for it (request_timeout) before it ends and stops
+// the backend.
+func TestAnAgentGoneMidCallEndsItsShareAtOnce(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteConfig(t, `request_timeout = "60s"`, []string{"fx", "-name", "fx"})
+	s := startShared(t, cfg, t.TempDir(), nil, nil)
+	arrived := testkit.Arrived(func() int { return testkit.Requests(s.call(t, "fx__stats", nil)) })
+	go s.cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fx__sleep", Arguments: map[string]any{"ms": 50000}})
+	testkit.Eventually(t, 10*time.Second, "the sleep in flight", arrived)
+	doc := onlyShared(t)
+	fx := fixturesUnder(t, doc.PID)
+	killed := time.Now()
+	s.cmd.Process.Kill()
+	testkit.Eventually(t, 10*time.Second, "the shared process and its backend gone", func() bool {
+		return !alive(doc.PID) && !alive(fx[0])
+	})
+	t.Logf("all gone %d ms after the session process was killed", time.Since(killed).Milliseconds())
+}
+
+// TestAnAgentThatEndsItsStdinStillGetsTheAnswersInFlight: an agent that
+// closes stdin and reads on gets the answers to what it asked, through
+// the shared process as in-process.
+func TestAnAgentThatEndsItsStdinStillGetsTheAnswersInFlight(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx"})
+	w := startWire(t, cfg)
+	w.initialize()
+	w.send(`{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"fx__sleep","arguments":{"ms":300}}}`)
+	w.stdin.Close()
+	for {
+		m, ok := w.next()
+		if !ok {
+			t.Fatalf("stdout ended before the answer\nstderr:\n%s", w.stderr)
+		}
+		if string(m.ID) == `"slow"` {
+			if m.Error != nil {
+				t.Fatalf("the call in flight got %+v", m.Error)
+			}
+			break
+		}
+	}
+	<-w.exited
+}

@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // File is c, a session's unix socket after the hello, as a non-blocking
@@ -52,4 +54,21 @@ func CloseWrite(f *os.File) error {
 		return err
 	}
 	return serr
+}
+
+// Hungup reports whether the other end of f, a socket File made, closed
+// both ways (its process is gone), not only its writing side (CloseWrite).
+func Hungup(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	hung := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: hupEvents}}
+		if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+			hung = fds[0].Revents&unix.POLLHUP != 0
+		}
+	})
+	return hung
 }
