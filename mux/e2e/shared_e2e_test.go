@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,31 +35,7 @@ func TestTenSessionsAtOnceShareOneProcessAndOneBackend(t *testing.T) {
 	sharedDirs(t)
 	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx"})
 	dir := t.TempDir()
-	sessions := make([]*sharedSession, 10)
-	var wg sync.WaitGroup
-	for i := range sessions {
-		wg.Add(1)
-		go func() { defer wg.Done(); sessions[i] = startShared(t, cfg, dir, nil, nil) }()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	for i, s := range sessions {
-		if got := s.call(t, "fx__echo", map[string]any{"n": i}); !strings.Contains(got, fmt.Sprint(i)) {
-			t.Errorf("session %d's echo: %q", i, got)
-		}
-	}
-	doc := onlyShared(t)
-	var pids []int
-	for _, s := range doc.Sessions {
-		pids = append(pids, s.PID)
-	}
-	for _, s := range sessions {
-		if !slices.Contains(pids, s.cmd.Process.Pid) {
-			t.Errorf("status does not show session process %d: %v", s.cmd.Process.Pid, pids)
-		}
-	}
+	sessions, doc := startSharedAtOnce(t, 10, cfg, dir)
 	if fx := fixturesUnder(t, doc.PID); len(fx) != 1 {
 		t.Errorf("%d fixture processes for 10 sessions, want 1: %v", len(fx), fx)
 	}
@@ -242,15 +217,7 @@ func TestTheSharedProcessLingersAfterItsLastSession(t *testing.T) {
 // Sessions in one project share its instance; a session in another
 // project gets its own, which allows that project alone.
 func TestServerFilesystemGetsEachProjectsRootsAndNeverAnothers(t *testing.T) {
-	if why := interopMissing(); why != "" {
-		t.Skip(why)
-	}
-	sharedDirs(t)
-	script, err := filepath.Abs(filepath.Join("..", "..", "testdata", "interop", "node_modules", "@modelcontextprotocol", serverFilesystem.script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testkit.WriteRawConfig(t, fmt.Sprintf("[[backend]]\nname = \"fs\"\ncommand = \"node\"\nargs = [%q]\n", script))
+	cfg := sharedFilesystemConfig(t)
 	var projects []string
 	for range 2 {
 		d, _ := filepath.EvalSymlinks(t.TempDir())
@@ -392,28 +359,7 @@ func TestASharedSessionThatStopsReadingCostsTheOthersNothing(t *testing.T) {
 			t.Errorf("peak RSS of %s %d MB, want under 100 MB", p.what, peak>>20)
 		}
 	}
-	updated := map[string]int{}
-	answered := map[string]bool{}
-	for len(answered) < 3 {
-		m, ok := w.next()
-		if !ok {
-			t.Fatalf("stdout ended\nstderr:\n%s", w.stderr)
-		}
-		switch {
-		case m.Method == "notifications/resources/updated":
-			updated[m.Params.URI]++
-		case m.Method == "":
-			if m.Error != nil {
-				t.Errorf("call %s failed: %+v", m.ID, m.Error)
-			}
-			answered[string(m.ID)] = true
-		}
-	}
-	for i := 1; i <= 3; i++ {
-		if uri := fmt.Sprintf("fixture://notes/res/%d", i); updated[uri] == 0 {
-			t.Errorf("no update for %s after the agent read again (got %v)", uri, updated)
-		}
-	}
+	w.readStalled(t)
 	w.stdin.Close()
 	<-w.exited
 }
@@ -423,15 +369,7 @@ func TestASharedSessionThatStopsReadingCostsTheOthersNothing(t *testing.T) {
 // backend; it is given the roots both have, never one's alone, and the
 // roots of each once it is alone again.
 func TestSessionsOfOneProjectWithOtherRootsNeverGetEachOthers(t *testing.T) {
-	if why := interopMissing(); why != "" {
-		t.Skip(why)
-	}
-	sharedDirs(t)
-	script, err := filepath.Abs(filepath.Join("..", "..", "testdata", "interop", "node_modules", "@modelcontextprotocol", serverFilesystem.script))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testkit.WriteRawConfig(t, fmt.Sprintf("[[backend]]\nname = \"fs\"\ncommand = \"node\"\nargs = [%q]\n", script))
+	cfg := sharedFilesystemConfig(t)
 	project, _ := filepath.EvalSymlinks(t.TempDir())
 	ra, rb, both := filepath.Join(project, "alpha"), filepath.Join(project, "beta"), filepath.Join(project, "common")
 	for _, d := range []string{ra, rb, both} {
@@ -556,4 +494,21 @@ func TestAnAgentThatEndsItsStdinStillGetsTheAnswersInFlight(t *testing.T) {
 		}
 	}
 	<-w.exited
+}
+
+// sharedFilesystemConfig is a config of the npm server-filesystem with no
+// directory (it takes its client's roots), for a test of the shared
+// process; it skips the test where the npm servers are not installed.
+func sharedFilesystemConfig(t *testing.T) string {
+	t.Helper()
+	if why := interopMissing(); why != "" {
+		t.Skip(why)
+	}
+	sharedDirs(t)
+	script, err := filepath.Abs(filepath.Join("..", "..", "testdata", "interop", "node_modules", "@modelcontextprotocol", serverFilesystem.script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testkit.WriteRawConfig(t, fmt.Sprintf("[[backend]]\nname = \"fs\"\ncommand = \"node\"\nargs = [%q]\n", script))
+	return cfg
 }

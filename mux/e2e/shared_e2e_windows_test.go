@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,31 +22,7 @@ func TestTheSharedProcessOnWindows(t *testing.T) {
 	sharedDirs(t)
 	cfg := testkit.WriteConfig(t, "", []string{"fx", "-name", "fx"})
 	dir := t.TempDir()
-	sessions := make([]*sharedSession, 3)
-	var wg sync.WaitGroup
-	for i := range sessions {
-		wg.Add(1)
-		go func() { defer wg.Done(); sessions[i] = startShared(t, cfg, dir, nil, nil) }()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	for i, s := range sessions {
-		if got := s.call(t, "fx__echo", map[string]any{"n": i}); !strings.Contains(got, fmt.Sprint(i)) {
-			t.Errorf("session %d's echo: %q", i, got)
-		}
-	}
-	doc := onlyShared(t)
-	var pids []int
-	for _, s := range doc.Sessions {
-		pids = append(pids, s.PID)
-	}
-	for _, s := range sessions {
-		if !slices.Contains(pids, s.cmd.Process.Pid) {
-			t.Errorf("status does not show session process %d: %v", s.cmd.Process.Pid, pids)
-		}
-	}
+	sessions, doc := startSharedAtOnce(t, 3, cfg, dir)
 	if len(doc.Sessions) != 3 || len(doc.Backends) != 1 || doc.Backends[0].PID == 0 {
 		t.Fatalf("status shows %d sessions and backends %+v, want 3 sessions of one backend with a pid", len(doc.Sessions), doc.Backends)
 	}

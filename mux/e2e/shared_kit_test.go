@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,4 +142,36 @@ func onlyShared(t *testing.T) *control.Document {
 		t.Fatalf("%d shared processes, want 1: %+v", len(docs), docs)
 	}
 	return docs[0]
+}
+
+// startSharedAtOnce starts n sessions of cfg in dir at once, has each
+// call the fixture fx's echo, and checks that the one shared process
+// status shows has them all: it returns them and that process's document.
+func startSharedAtOnce(t *testing.T, n int, cfg, dir string) ([]*sharedSession, *control.Document) {
+	t.Helper()
+	sessions := make([]*sharedSession, n)
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Go(func() { sessions[i] = startShared(t, cfg, dir, nil, nil) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for i, s := range sessions {
+		if got := s.call(t, "fx__echo", map[string]any{"n": i}); !strings.Contains(got, fmt.Sprint(i)) {
+			t.Errorf("session %d's echo: %q", i, got)
+		}
+	}
+	doc := onlyShared(t)
+	var pids []int
+	for _, s := range doc.Sessions {
+		pids = append(pids, s.PID)
+	}
+	for _, s := range sessions {
+		if !slices.Contains(pids, s.cmd.Process.Pid) {
+			t.Errorf("status does not show session process %d: %v", s.cmd.Process.Pid, pids)
+		}
+	}
+	return sessions, doc
 }

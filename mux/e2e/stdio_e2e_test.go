@@ -279,28 +279,7 @@ func TestSlowAgentKeepsMemoryBounded(t *testing.T) {
 		t.Errorf("peak RSS %d MB, want under 100 MB", peak>>20)
 	}
 	// Reading again: every call is answered and every URI was updated.
-	updated := map[string]int{}
-	answered := map[string]bool{}
-	for len(answered) < 3 {
-		m, ok := w.next()
-		if !ok {
-			t.Fatalf("stdout ended\nstderr:\n%s", w.stderr)
-		}
-		switch {
-		case m.Method == "notifications/resources/updated":
-			updated[m.Params.URI]++
-		case m.Method == "":
-			if m.Error != nil {
-				t.Errorf("call %s failed: %+v", m.ID, m.Error)
-			}
-			answered[string(m.ID)] = true
-		}
-	}
-	for i := 1; i <= 3; i++ {
-		if uri := fmt.Sprintf("fixture://notes/res/%d", i); updated[uri] == 0 {
-			t.Errorf("no update for %s after the agent read again (got %v)", uri, updated)
-		}
-	}
+	updated := w.readStalled(t)
 	t.Logf("updates delivered after coalescing: %v", updated)
 	w.stdin.Close()
 	<-w.exited
@@ -625,4 +604,34 @@ func TestCurrentEraListenHonoursTheSubscriptionLimit(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("the first request of the current era took %v", d)
 	}
+}
+
+// readStalled reads what a stalled agent (stall) was sent, once it reads
+// again: every call is answered and every URI was updated. It returns how
+// many updates of each URI came.
+func (w *wire) readStalled(t *testing.T) map[string]int {
+	t.Helper()
+	updated := map[string]int{}
+	answered := map[string]bool{}
+	for len(answered) < 3 {
+		m, ok := w.next()
+		if !ok {
+			t.Fatalf("stdout ended\nstderr:\n%s", w.stderr)
+		}
+		switch {
+		case m.Method == "notifications/resources/updated":
+			updated[m.Params.URI]++
+		case m.Method == "":
+			if m.Error != nil {
+				t.Errorf("call %s failed: %+v", m.ID, m.Error)
+			}
+			answered[string(m.ID)] = true
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		if uri := fmt.Sprintf("fixture://notes/res/%d", i); updated[uri] == 0 {
+			t.Errorf("no update for %s after the agent read again (got %v)", uri, updated)
+		}
+	}
+	return updated
 }

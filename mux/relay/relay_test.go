@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -106,15 +107,30 @@ func (a *agent) line(t *testing.T) map[string]any {
 	}
 }
 
-func TestASessionOutlivesItsProcess(t *testing.T) {
-	d, err := os.MkdirTemp("/tmp", "rl")
+// testPlace is a place of the test's own, in a directory whose socket
+// path fits.
+func testPlace(t *testing.T) rendezvous.Place {
+	t.Helper()
+	base := "/tmp"
+	if runtime.GOOS == "windows" {
+		base = ""
+	}
+	d, err := os.MkdirTemp(base, "rl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(d)
+	t.Cleanup(func() { os.RemoveAll(d) })
 	cfg := filepath.Join(d, "c.toml")
 	os.WriteFile(cfg, nil, 0o600)
-	p, _ := rendezvous.For(filepath.Join(d, "run"), cfg, "b1")
+	p, err := rendezvous.For(filepath.Join(d, "run"), cfg, "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestASessionOutlivesItsProcess(t *testing.T) {
+	p := testPlace(t)
 	procs := make(chan *fakeProcess, 2)
 	pid := 100
 	spawn := func() (<-chan struct{}, error) { pid++; procs <- startFake(t, p, pid); return nil, nil }
@@ -221,14 +237,7 @@ func TestPeekFindsTheMembersAtTheTop(t *testing.T) {
 }
 
 func TestALineLongerThanTheBoundGoesOnInPieces(t *testing.T) {
-	d, err := os.MkdirTemp("/tmp", "rl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(d)
-	cfg := filepath.Join(d, "c.toml")
-	os.WriteFile(cfg, nil, 0o600)
-	p, _ := rendezvous.For(filepath.Join(d, "run"), cfg, "b1")
+	p := testPlace(t)
 	procs := make(chan *fakeProcess, 1)
 	r, err := Connect(Options{Place: p, MaxLine: 100 << 10, Spawn: func() (<-chan struct{}, error) { procs <- startFake(t, p, 1); return nil, nil }})
 	if err != nil {
