@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -309,4 +312,83 @@ func grepLines(text, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A [[token]] that is not usable stops serve --http (exit 1, FILE:LINE and
+// the variable), as an unusable http_token does; check names a profile it
+// lacks, with the one meant.
+func TestHTTPTokenMistakesAreNamed(t *testing.T) {
+	cfg := testkit.WriteConfig(t, "", []string{"f", "-name", "f"})
+	src, _ := os.ReadFile(cfg)
+	src = append(src, "[profile.readonly]\nbackends = [\"f\"]\n\n[[token]]\nname = \"bob\"\nvalue = \"${MUX_TEST_UNSET_BOB}\"\nprofiles = [\"readonyl\"]\n"...)
+	os.WriteFile(cfg, src, 0o644)
+	lineOf := func(prefix string) int {
+		for i, l := range strings.Split(string(src), "\n") {
+			if strings.HasPrefix(l, prefix) {
+				return i + 1
+			}
+		}
+		return 0
+	}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "MUX_TEST_") })
+
+	cmd := exec.Command(testkit.MuxBin(t), "serve", "--config", cfg, "--http", "127.0.0.1:0")
+	cmd.Env = env
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("still serving after 30s: it must refuse at once\n%s", out)
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("serve --http: %v, want exit 1\n%s", err, out)
+	}
+	for _, want := range []string{fmt.Sprintf("%s:%d", cfg, lineOf("value")), "MUX_TEST_UNSET_BOB", "not set"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, out)
+		}
+	}
+
+	cmd = exec.Command(testkit.MuxBin(t), "check", "--config", cfg)
+	cmd.Env = append(env, "MUX_TEST_UNSET_BOB=bob-key-0123456789")
+	out, err = cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("check passed a token whose profile does not exist:\n%s", out)
+	}
+	if want := fmt.Sprintf(`%s:%d: token #1 (bob).profiles #1: unknown profile "readonyl"; did you mean "readonly"?`, cfg, lineOf("profiles")); !strings.Contains(string(out), want) {
+		t.Errorf("check does not say %q:\n%s", want, out)
+	}
+	if strings.Contains(string(out), "bob-key-0123456789") {
+		t.Errorf("check shows the token's value:\n%s", out)
+	}
+}
+
+// /metrics shows every backend: a token bound to profiles may not read it.
+func TestHTTPMetricsAreForTheKeysOfEveryView(t *testing.T) {
+	h, _ := startTeamMux(t)
+	for _, tc := range []struct {
+		who, token string
+		want       int
+	}{{"http_token", adminKey, 200}, {"alice (every view)", aliceKey, 200}, {"bob (readonly)", bobKey, 403}} {
+		req, _ := http.NewRequest("GET", strings.TrimSuffix(h.url, "/mcp")+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: /metrics status %d, want %d", tc.who, resp.StatusCode, tc.want)
+		}
+		if tc.want == 403 && strings.Contains(string(body), "backend") {
+			t.Errorf("%s: the refusal shows the metrics: %q", tc.who, body)
+		}
+	}
 }
