@@ -308,6 +308,7 @@ func serve(c *cli.Context) error {
 		// stdin is not the protocol then.
 		err = m.ServeHTTP(ctx, ln, door.HTTPOptions{
 			Token:       cfg.Mux.HTTPToken,
+			Tokens:      cfg.Tokens,
 			SessionIdle: cfg.Mux.HTTPSessionIdle.Duration,
 			MaxBody:     int64(cfg.Mux.MaxMessageSize),
 		})

@@ -33,7 +33,7 @@ func serveMetrics(m *mux.Mux, cfg *config.File, logger *log.Logger) (metricsURL 
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err == nil {
-		m.ServeMetrics(ln, cfg.Mux.HTTPToken)
+		m.ServeMetrics(ln, cfg.Mux.HTTPToken, cfg.Tokens)
 		return "http://" + ln.Addr().String() + mux.MetricsPath, func() {}
 	}
 	// The holder may have bound the port a moment before it publishes its

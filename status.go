@@ -144,6 +144,9 @@ func writeStatus(w io.Writer, docs []*control.Document) {
 			if s.PID != 0 {
 				more = append(more, fmt.Sprintf("pid %d", s.PID))
 			}
+			if s.Token != "" {
+				more = append(more, "token "+printable(s.Token))
+			}
 			if s.Profile != "" {
 				more = append(more, "profile "+printable(s.Profile))
 			}

@@ -49,7 +49,7 @@ func (m *Mux) HTTPHandler(o door.HTTPOptions) http.Handler {
 		Deleted:   func(s *session) { m.sessionEnded(s.ss) },
 	})
 	mux := http.NewServeMux()
-	mux.Handle(MetricsPath, m.metricsHandler(o.Token)) // observe.go
+	mux.Handle(MetricsPath, m.metricsHandler(o.Token, o.Tokens)) // observe.go
 	mux.Handle(door.HTTPPath, h)
 	mux.Handle(door.HTTPPath+"/", h) // a profile's: /mcp/NAME
 	return mux
@@ -61,7 +61,7 @@ func (m *Mux) ServeHTTP(ctx context.Context, ln net.Listener, o door.HTTPOptions
 	m.mu.Lock()
 	m.watchEnds = true
 	m.mu.Unlock()
-	m.log.Info("serving over HTTP", "url", "http://"+ln.Addr().String()+door.HTTPPath, "token", o.Token != "")
+	m.log.Info("serving over HTTP", "url", "http://"+ln.Addr().String()+door.HTTPPath, "token", o.Token != "" || len(o.Tokens) > 0, "member_tokens", len(o.Tokens))
 	err := door.ServeHTTP(ctx, ln, m.HTTPHandler(o), m.ctx, o)
 	for _, s := range m.allSessions() {
 		s.ss.Close()
@@ -120,6 +120,7 @@ func (m *Mux) statelessCall(w http.ResponseWriter, r *http.Request, req *jsonrpc
 	}
 	s := &session{id: "h" + strconv.FormatInt(statelessSeq.Add(1), 10), params: known.Params}
 	s.askProfile(r.Header.Get(door.ProfileHeader)) // checked by the door
+	s.http.BindToken(r.Header.Get(door.TokenHeader))
 	pr, took := (&passThrough{m: m, s: s, known: known}).fastCall(req)
 	if !took || pr.target != r.Header.Get("Mcp-Name") {
 		return false
@@ -222,6 +223,7 @@ type SessionStatus struct {
 	Protocol string   `json:"protocol,omitempty"`
 	PID      int      `json:"pid,omitempty"`      // the session's process, if not this one
 	Profile  string   `json:"profile,omitempty"`  // its view
+	Token    string   `json:"token,omitempty"`    // the [[token]] it came with (its name)
 	Backends []string `json:"backends,omitempty"` // those it sent requests to
 }
 
@@ -229,7 +231,7 @@ type SessionStatus struct {
 func (m *Mux) Sessions() []SessionStatus {
 	var out []SessionStatus
 	for _, s := range m.allSessions() {
-		st := SessionStatus{ID: s.id, PID: int(s.pid.Load()), Profile: m.launch}
+		st := SessionStatus{ID: s.id, PID: int(s.pid.Load()), Profile: m.launch, Token: s.http.TokenName()}
 		if p := s.profile.Load(); p != nil {
 			st.Profile = *p
 		}

@@ -281,6 +281,7 @@ func (m *Mux) auditLine(ctx context.Context, l *audit.Log, mem *member, in *inbo
 	e := audit.Entry{Time: in.start, Backend: mem.spec.Name, Method: in.method, Target: in.target, Via: in.via, Duration: d, Outcome: outcome}
 	if s := sessionFrom(ctx); s != nil {
 		e.Session = s.id
+		e.Token = s.http.TokenName()
 		if p := s.initParams(); p != nil && p.ClientInfo != nil {
 			e.Agent = p.ClientInfo.Name
 		}
@@ -315,15 +316,31 @@ func (m *Mux) metricsState() telemetry.State {
 		st.Backends = append(st.Backends, b)
 	}
 	st.Sessions = map[string]int{}
-	m.mu.Lock()
-	for _, s := range m.sessions {
+	if tokens := m.conf.Load().cfg.Tokens; len(tokens) > 0 {
+		st.TokenSessions = map[string]int{}
+		for _, t := range tokens {
+			st.TokenSessions[t.Name] = 0
+		}
+	}
+	count := func(s *session) {
 		if s.conn.Load() != nil {
 			st.Sessions["stdio"]++
+		} else if name := s.http.TokenName(); name != "" {
+			if st.TokenSessions == nil {
+				st.TokenSessions = map[string]int{}
+			}
+			st.TokenSessions[name]++ // a token a reload removed, until its sessions end
 		} else {
 			st.Sessions["http"]++
 		}
 	}
-	st.Sessions["http"] += len(m.stateless)
+	m.mu.Lock()
+	for _, s := range m.sessions {
+		count(s)
+	}
+	for s := range m.stateless {
+		count(s)
+	}
 	m.mu.Unlock()
 	return st
 }
@@ -331,15 +348,16 @@ func (m *Mux) metricsState() telemetry.State {
 // metricsHandler serves /metrics behind the checks of the HTTP door: a
 // browser page's Origin, and the bearer token when there is one (the
 // backends' names and traffic are not for anyone who can reach the port).
-func (m *Mux) metricsHandler(token string) http.Handler {
-	return door.Guard(token, m.obs.metrics.Handler())
+func (m *Mux) metricsHandler(token string, tokens []config.Token) http.Handler {
+	return door.Guard(token, tokens, m.obs.metrics.Handler())
 }
 
 // ServeMetrics serves /metrics on ln (a stdio mcp-mux's [mux]
-// metrics_listen), requiring token if it is not "", until mux ends.
-func (m *Mux) ServeMetrics(ln net.Listener, token string) {
+// metrics_listen), requiring token (or one of tokens, those of every
+// view) if there is one, until mux ends.
+func (m *Mux) ServeMetrics(ln net.Listener, token string, tokens []config.Token) {
 	hm := http.NewServeMux()
-	hm.Handle(MetricsPath, m.metricsHandler(token))
+	hm.Handle(MetricsPath, m.metricsHandler(token, tokens))
 	srv := &http.Server{Handler: hm, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	m.obs.mu.Lock()
@@ -357,5 +375,5 @@ func (m *Mux) ServeMetrics(ln net.Listener, token string) {
 		defer close(done)
 		srv.Serve(ln) // until stopObserving closes srv
 	}()
-	m.log.Info("serving metrics", "url", "http://"+ln.Addr().String()+MetricsPath, "token", token != "")
+	m.log.Info("serving metrics", "url", "http://"+ln.Addr().String()+MetricsPath, "token", token != "" || len(tokens) > 0)
 }

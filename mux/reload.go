@@ -113,6 +113,12 @@ func diffConfig(old, next *config.File) reloadPlan {
 			p.needsRestart = append(p.needsRestart, key)
 		}
 	}
+	if !slices.EqualFunc(old.Tokens, next.Tokens, func(a, b config.Token) bool {
+		return a.Name == b.Name && a.Value == b.Value && slices.Equal(a.Profiles, b.Profiles) // not where they are
+	}) {
+		// The HTTP door took them when it started (door.HTTPOptions).
+		p.needsRestart = append(p.needsRestart, "[[token]]")
+	}
 	p.needsRestart = append(p.needsRestart, shares...)
 	return p
 }

@@ -112,6 +112,20 @@ max_subscriptions = 5
 	}
 }
 
+// The HTTP door takes the tokens it started with: a [[token]] saved in,
+// out or changed says it needs a restart.
+func TestDiffConfigTokensNeedARestart(t *testing.T) {
+	t.Setenv("MUX_TEST_BOB", "bob-key-0123456789")
+	old := parseTOML(t, backendTOML(t, "a"))
+	next := parseTOML(t, backendTOML(t, "a")+"[[token]]\nname = \"bob\"\nvalue = \"${MUX_TEST_BOB}\"\n")
+	if p := diffConfig(old, next); !slices.Equal(p.needsRestart, []string{"[[token]]"}) {
+		t.Errorf("needs restart: %q, want [[token]]", p.needsRestart)
+	}
+	if p := diffConfig(next, next); len(p.needsRestart) > 0 {
+		t.Errorf("the same tokens need a restart: %q", p.needsRestart)
+	}
+}
+
 func TestFirstListWaitDefaultsToThreeSeconds(t *testing.T) {
 	if got := parseTOML(t, backendTOML(t, "a")).Mux.FirstListWait.Duration; got != 3*time.Second {
 		t.Errorf("first_list_wait default: %v", got)

@@ -74,7 +74,8 @@ func (m *Mux) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			s.lastActive.Store(time.Now().UnixNano())
 			if x := req.GetExtra(); x != nil && x.Header != nil {
 				s.askToolList(x.Header.Get(door.ToolListHeader))
-				s.askProfile(x.Header.Get(door.ProfileHeader)) // checked by the HTTP door (profile.go)
+				s.askProfile(x.Header.Get(door.ProfileHeader))   // checked by the HTTP door (profile.go)
+				s.http.BindToken(x.Header.Get(door.TokenHeader)) // set by the HTTP door (door/tokens.go)
 			}
 		}
 		switch r := req.(type) {

@@ -121,7 +121,7 @@ func (m *Mux) StatusDocument() control.Document {
 		Backends: []control.Backend{},
 	}
 	for _, s := range m.Sessions() {
-		doc.Sessions = append(doc.Sessions, control.Session{ID: s.ID, Client: s.Client, Protocol: s.Protocol, PID: s.PID, Profile: s.Profile, Backends: s.Backends})
+		doc.Sessions = append(doc.Sessions, control.Session{ID: s.ID, Client: s.Client, Protocol: s.Protocol, PID: s.PID, Profile: s.Profile, Backends: s.Backends, Token: s.Token})
 	}
 	for _, st := range m.Status() {
 		c := m.stats.snapshot(st.Name)

@@ -32,6 +32,7 @@ type Entry struct {
 	Time    time.Time // when it was received
 	Session string    // mux's id of the agent's session
 	Agent   string    // the agent's name, as it gave it (clientInfo)
+	Token   string    // the name of the [[token]] it came with over HTTP; never the value
 	Backend string
 	Method  string // tools/call, prompts/get or resources/read
 	Target  string // the tool or prompt name the agent called, or the URI it read
@@ -51,6 +52,7 @@ type line struct {
 	Time       string          `json:"time"`
 	Session    string          `json:"session,omitempty"`
 	Agent      string          `json:"agent,omitempty"`
+	Token      string          `json:"token,omitempty"`
 	Backend    string          `json:"backend"`
 	Method     string          `json:"method"`
 	Tool       string          `json:"tool,omitempty"`
@@ -69,7 +71,7 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 func (e *Entry) line() line {
 	l := line{
 		Time:    e.Time.UTC().Format(timeLayout),
-		Session: e.Session, Agent: e.Agent, Backend: e.Backend, Method: e.Method, Via: e.Via,
+		Session: e.Session, Agent: e.Agent, Token: e.Token, Backend: e.Backend, Method: e.Method, Via: e.Via,
 		DurationMS: float64(e.Duration.Microseconds()) / 1000,
 		Outcome:    e.Outcome,
 		ArgNames:   e.ArgNames,

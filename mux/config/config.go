@@ -48,6 +48,7 @@ type File struct {
 	Mux      Settings  `toml:"mux"`     // [mux]
 	Backends []Backend `toml:"backend"` // [[backend]], order = precedence
 	Profiles []Profile `toml:"-"`       // [profile.NAME], in file order (profile.go)
+	Tokens   []Token   `toml:"-"`       // [[token]], serve --http's keys of the team's members (token.go)
 	// Warnings are what is not wrong enough to refuse the file but
 	// probably not what was meant (e.g. a bare $NAME that is not
 	// expanded): check prints them, serve logs them.
@@ -355,6 +356,8 @@ type parser struct {
 	lines        map[string]int // key path → line
 	problems     []problem
 	names        map[int]string // backend index → valid name, for display
+	tokenNames   map[int]string // the same of [[token]]s
+	hasTokens    bool           // the file has [[token]] tables: a token guards serving over HTTP
 	entries      []backendEntry // the [[backend]] tables, in order (cfg.Backends is the same length)
 	scan         *lineScanner
 }
@@ -397,10 +400,15 @@ func (p *parser) finish() []Problem {
 			k[j] = displaySeg(seg)
 		}
 		if len(k) > 0 {
-			if m := backendSegRe.FindStringSubmatch(pr.path[0]); m != nil {
-				if idx, err := strconv.Atoi(m[1]); err == nil {
-					if name, ok := p.names[idx]; ok {
-						k[0] = fmt.Sprintf("%s (%s)", k[0], name)
+			for _, named := range []struct {
+				re    *regexp.Regexp
+				names map[int]string
+			}{{backendSegRe, p.names}, {tokenSegRe, p.tokenNames}} {
+				if m := named.re.FindStringSubmatch(pr.path[0]); m != nil {
+					if idx, err := strconv.Atoi(m[1]); err == nil {
+						if name, ok := named.names[idx]; ok {
+							k[0] = fmt.Sprintf("%s (%s)", k[0], name)
+						}
 					}
 				}
 			}
@@ -494,11 +502,13 @@ func (p *parser) parse(data []byte) (cfg *File) {
 	}
 	p.lines = scan.lines
 	p.names = map[int]string{}
+	p.tokenNames = map[int]string{}
 
 	cfg = &File{Path: p.file}
 	var muxPresent map[string]bool
 	var specs []backendEntry
 	var profiles []Profile
+	var tokens []tokenEntry
 	for _, k := range p.sortedKeys(nil, top) {
 		kp := keyPath{}.child(k)
 		v := top[k]
@@ -519,14 +529,18 @@ func (p *parser) parse(data []byte) (cfg *File) {
 			p.entries = specs
 		case "profile":
 			profiles = p.decodeProfiles(kp, v)
+		case "token":
+			tokens = p.decodeTokens(kp, v)
+			p.hasTokens = true
 		default:
-			p.unknownKey(kp, k, []string{"mux", "backend", "profile"}, topHint)
+			p.unknownKey(kp, k, []string{"mux", "backend", "profile", "token"}, topHint)
 		}
 	}
 	p.validateMux(&cfg.Mux, muxPresent)
 	cfg.Backends, cfg.Warnings = p.validateBackends(specs, &cfg.Mux)
 	cfg.Profiles = profiles
 	cfg.Warnings = append(cfg.Warnings, p.validateProfiles(profiles, cfg.Backends)...)
+	cfg.Tokens = p.validateTokens(tokens, cfg)
 	return cfg
 }
 

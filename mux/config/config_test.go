@@ -275,7 +275,7 @@ func TestConfigExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range []reflect.Type{reflect.TypeOf(Settings{}), reflect.TypeOf(Backend{})} {
+	for _, typ := range []reflect.Type{reflect.TypeOf(Settings{}), reflect.TypeOf(Backend{}), reflect.TypeOf(Token{})} {
 		for _, key := range fieldNames(typ) {
 			if !strings.Contains(string(data), "\n"+key+" = ") && !strings.Contains(string(data), "# "+key+" = ") {
 				t.Errorf("example does not show key %q of %s", key, typ)

@@ -126,55 +126,65 @@ func (p *parser) validateMux(s *Settings, present map[string]bool) {
 // asked for one (ServeHTTPCheck refuses to serve without it).
 func (p *parser) validateHTTP(s *Settings, present map[string]bool, mk func(string) keyPath) {
 	if present["http_token"] {
-		// The variables set to nothing: the file's value is not what is
-		// empty, and the user would look for it there.
-		var empty []string
-		exp, issues := expandEnv(s.HTTPToken, func(name string) (string, bool) {
-			v, ok := p.lookupEnv(name)
-			if ok && strings.TrimSpace(v) == "" && !slices.Contains(empty, "${"+name+"}") {
-				empty = append(empty, "${"+name+"}")
-			}
-			return v, ok
-		})
-		for _, is := range issues {
-			p.add(mk("http_token"), "%s", is.message())
-		}
-		switch {
-		case len(issues) > 0:
-		case strings.TrimSpace(exp) == "" && len(empty) > 0:
-			are := "is"
-			if len(empty) > 1 {
-				are = "are"
-			}
-			p.add(mk("http_token"), "is empty: %s %s empty in the environment mcp-mux is started with; set it to a long random value, or remove the key to serve loopback addresses without a token", strings.Join(empty, " and "), are)
-		case strings.TrimSpace(exp) == "":
-			p.add(mk("http_token"), "is empty: set it to a long random value (e.g. \"${MCP_MUX_TOKEN}\" with MCP_MUX_TOKEN set in the environment), or remove the key to serve loopback addresses without a token")
-		case strings.ContainsAny(exp, "\r\n\x00 "):
-			p.add(mk("http_token"), "value contains whitespace, a line break or NUL character")
-		}
-		s.HTTPToken = exp
+		s.HTTPToken = p.expandToken(mk("http_token"), s.HTTPToken, "remove the key to serve loopback addresses without a token")
 	}
+	// A [[token]] guards the address as http_token does.
+	guarded := s.HTTPToken != "" || p.hasTokens
 	if s.HTTPListen != "" {
-		if err := CheckHTTPAddr(s.HTTPListen, s.HTTPToken); err != nil && !present["http_token"] {
+		if err := CheckHTTPAddr(s.HTTPListen, guarded); err != nil && !present["http_token"] {
 			p.add(mk("http_listen"), "%s", err.Error())
 		}
 	}
 	if s.MetricsListen != "" {
-		if err := CheckMetricsAddr(s.MetricsListen, s.HTTPToken); err != nil && !present["http_token"] {
+		if err := CheckMetricsAddr(s.MetricsListen, guarded); err != nil && !present["http_token"] {
 			p.add(mk("metrics_listen"), "%s", err.Error())
 		}
 	}
 }
 
+// expandToken is the bearer token written at k (http_token, a [[token]]'s
+// value) with its ${VAR} expanded, reporting what makes it unusable
+// without showing it: a token asked for is never "no token". orElse is
+// the other fix the message offers.
+func (p *parser) expandToken(k keyPath, raw, orElse string) string {
+	// The variables set to nothing: the file's value is not what is
+	// empty, and the user would look for it there.
+	var empty []string
+	exp, issues := expandEnv(raw, func(name string) (string, bool) {
+		v, ok := p.lookupEnv(name)
+		if ok && strings.TrimSpace(v) == "" && !slices.Contains(empty, "${"+name+"}") {
+			empty = append(empty, "${"+name+"}")
+		}
+		return v, ok
+	})
+	for _, is := range issues {
+		p.add(k, "%s", is.message())
+	}
+	switch {
+	case len(issues) > 0:
+	case strings.TrimSpace(exp) == "" && len(empty) > 0:
+		are := "is"
+		if len(empty) > 1 {
+			are = "are"
+		}
+		p.add(k, "is empty: %s %s empty in the environment mcp-mux is started with; set it to a long random value, or %s", strings.Join(empty, " and "), are, orElse)
+	case strings.TrimSpace(exp) == "":
+		p.add(k, "is empty: set it to a long random value (e.g. \"${MCP_MUX_TOKEN}\" with MCP_MUX_TOKEN set in the environment), or %s", orElse)
+	case strings.ContainsAny(exp, "\r\n\x00 "):
+		p.add(k, "value contains whitespace, a line break or NUL character")
+	}
+	return exp
+}
+
 // CheckMetricsAddr refuses to serve /metrics on a non-loopback address
 // without a token: the backends' names and traffic are not for anyone who
 // can reach it.
-func CheckMetricsAddr(addr, token string) error {
+func CheckMetricsAddr(addr string, guarded bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("metrics address %q: %w (want HOST:PORT, e.g. 127.0.0.1:9464)", addr, err)
 	}
-	if token == "" && !IsLoopbackHost(host) {
+	if !guarded && !IsLoopbackHost(host) {
 		return fmt.Errorf("metrics address %q is not loopback: anyone who can reach it could read your backends' names and traffic; set [mux] http_token = \"${MCP_MUX_TOKEN}\" (scrapers send it as Authorization: Bearer), or listen on 127.0.0.1", addr)
 	}
 	return nil
@@ -184,10 +194,10 @@ func CheckMetricsAddr(addr, token string) error {
 // metrics_listen: never with a token the file asks for but that did not
 // resolve, and never on a non-loopback address without a token.
 func (f *File) ServeMetricsCheck() error {
-	if slices.Contains(f.Invalid, "http_token") {
-		return fmt.Errorf("not serving metrics on %s: the config asks for http_token but it is not usable", f.Mux.MetricsListen)
+	if len(f.unusableTokens()) > 0 {
+		return fmt.Errorf("not serving metrics on %s: the config asks for a token (http_token or a [[token]]) that is not usable", f.Mux.MetricsListen)
 	}
-	return CheckMetricsAddr(f.Mux.MetricsListen, f.Mux.HTTPToken)
+	return CheckMetricsAddr(f.Mux.MetricsListen, f.Guarded())
 }
 
 // ServeHTTPCheck is whether f may be served over HTTP on addr: never with
@@ -195,16 +205,28 @@ func (f *File) ServeMetricsCheck() error {
 // empty value), whatever the address, and never on a non-loopback address
 // without a token.
 func (f *File) ServeHTTPCheck(addr string) error {
-	if slices.Contains(f.Invalid, "http_token") {
-		var why []string
-		for _, w := range f.Warnings {
-			if w.Key == "mux.http_token" {
-				why = append(why, w.String())
-			}
-		}
+	if why := f.unusableTokens(); len(why) > 0 {
 		return fmt.Errorf("refusing to serve over HTTP: the config asks for a token but it is not usable, and serving without it would let anyone who reaches %s call your tools:\n  %s", addr, strings.Join(why, "\n  "))
 	}
-	return CheckHTTPAddr(addr, f.Mux.HTTPToken)
+	return CheckHTTPAddr(addr, f.Guarded())
+}
+
+// Guarded reports whether serving f over HTTP takes a bearer token.
+func (f *File) Guarded() bool { return f.Mux.HTTPToken != "" || len(f.Tokens) > 0 }
+
+// unusableTokens are the mistakes LoadForServing forgave in http_token and
+// the [[token]] tables, as FILE:LINE: key: what.
+func (f *File) unusableTokens() []string {
+	var why []string
+	for _, w := range f.Warnings {
+		if w.Key == "mux.http_token" || w.Key == "token" || strings.HasPrefix(w.Key, "token #") {
+			why = append(why, w.String())
+		}
+	}
+	if len(why) == 0 && slices.Contains(f.Invalid, "http_token") {
+		why = append(why, "mux.http_token has a mistake")
+	}
+	return why
 }
 
 func isSpace(r rune) bool {
@@ -580,12 +602,12 @@ func expandWith(s string, lookup func(string) (string, bool), secret func(string
 
 // CheckHTTPAddr refuses to serve a non-loopback address without a token:
 // anyone who can reach it could run the user's tools.
-func CheckHTTPAddr(addr, token string) error {
+func CheckHTTPAddr(addr string, guarded bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("http address %q: %w (want HOST:PORT, e.g. 127.0.0.1:8931)", addr, err)
 	}
-	if token == "" && !IsLoopbackHost(host) {
+	if !guarded && !IsLoopbackHost(host) {
 		return fmt.Errorf("http address %q is not loopback: anyone who can reach it could call your tools; set [mux] http_token = \"${MCP_MUX_TOKEN}\" (and send it as Authorization: Bearer), or listen on 127.0.0.1", addr)
 	}
 	return nil

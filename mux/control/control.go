@@ -64,6 +64,9 @@ type Session struct {
 	PID      int      `json:"pid,omitempty"`
 	Profile  string   `json:"profile,omitempty"`
 	Backends []string `json:"backends,omitempty"`
+	// Token is the name of the [[token]] an HTTP session came with
+	// (never its value); "" for http_token, or none.
+	Token string `json:"token,omitempty"`
 }
 
 // Backend is one backend: its state as mcp-mux://backends reports it, and

@@ -17,7 +17,6 @@ package door
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net"
@@ -53,8 +52,11 @@ const ToolListHeader = "Mcp-Mux-Tool-List"
 // HTTPOptions configure serving over HTTP.
 type HTTPOptions struct {
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on
-	// every request. Never logged.
+	// every request (or one of Tokens). Never logged.
 	Token string
+	// Tokens are the team's members' ([[token]]), each the key to its
+	// profiles only (tokens.go). Never logged.
+	Tokens []config.Token
 	// SessionIdle closes a session that sent no request for this long.
 	SessionIdle time.Duration
 	// MaxBody bounds a request body (the config's max_message_size).
@@ -136,10 +138,24 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 	if writeTimeout <= 0 {
 		writeTimeout = DefaultHTTPWriteTimeout
 	}
+	k := &keys{all: o.Token, members: o.Tokens}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w, r, done := boundWrites(w, r, writeTimeout)
 		defer done()
-		if !admitted(w, r, o.Token) || !profileAsked(w, r, core.Profile) {
+		who, ok := admitted(w, r, k)
+		if !ok {
+			return
+		}
+		r.Header.Set(TokenHeader, tokenName(who))
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+			if _, st := core.Session(sid); st != nil && !st.heldBy(tokenName(who)) {
+				// Another token's session: as one that does not exist
+				// (tokens.go), in the go-sdk's words.
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+		}
+		if !profileAsked(w, r, core.Profile, who) {
 			return
 		}
 		if r.URL.RawQuery != "" { // parsing an empty one costs every request a map
@@ -190,20 +206,41 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 }
 
 // profileAsked takes the profile an HTTP request asks for, by its path
-// (/mcp/NAME) or header, into the header, where the core reads it. A
+// (/mcp/NAME) or header, into the header, where the core reads it; a
+// [[token]] bound to profiles (who) that asks for none gets its first. A
 // profile the config lacks (known says why) is a 404 that names those it
-// has; it reports false then, having answered.
-func profileAsked(w http.ResponseWriter, r *http.Request, known func(string) error) bool {
+// has, and one outside who's a 403 that names none; it reports false
+// then, having answered.
+func profileAsked(w http.ResponseWriter, r *http.Request, known func(string) error, who *config.Token) bool {
 	name, inPath := strings.CutPrefix(r.URL.Path, HTTPPath+"/")
+	if header := strings.TrimSpace(r.Header.Get(ProfileHeader)); inPath && header != "" && who != nil && !who.Allows(header) {
+		// The path wins, but the header asked too: never served a view
+		// other than the one asked for, nor told whether it exists.
+		forbidden(w)
+		return false
+	}
 	if inPath {
 		r.Header.Set(ProfileHeader, name)
 	} else {
 		name = strings.TrimSpace(r.Header.Get(ProfileHeader))
 	}
 	if !inPath && name == "" {
-		return true
+		if who == nil || who.Profiles == nil {
+			return true
+		}
+		name = who.Profiles[0]
+		r.Header.Set(ProfileHeader, name)
+	}
+	if who != nil && !who.Allows(name) {
+		forbidden(w)
+		return false
 	}
 	if err := known(name); err != nil {
+		if who != nil && who.Profiles != nil {
+			// Saved out of the file since: the others are not its to see.
+			http.Error(w, "Not Found: this token's profile is not in the config any more", http.StatusNotFound)
+			return false
+		}
 		http.Error(w, "Not Found: "+err.Error()+"; /mcp serves every backend", http.StatusNotFound)
 		return false
 	}
@@ -295,31 +332,41 @@ func (w *boundedWriter) FlushError() error {
 func (w *boundedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Guard serves h behind the HTTP door's checks of who asks: a browser
-// page's Origin, and the bearer token when there is one (what mcp-mux
-// serves is not for anyone who can reach the port).
-func Guard(token string, h http.Handler) http.Handler {
+// page's Origin, and a bearer token when there is one (what mcp-mux
+// serves is not for anyone who can reach the port). What h serves is of
+// every view: a [[token]] bound to profiles may not see it.
+func Guard(token string, tokens []config.Token, h http.Handler) http.Handler {
+	k := &keys{all: token, members: tokens}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if admitted(w, r, token) {
-			h.ServeHTTP(w, r)
+		who, ok := admitted(w, r, k)
+		if !ok {
+			return
 		}
+		if who != nil && who.Profiles != nil {
+			forbidden(w)
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 
-// admitted reports whether r passes the door's checks of who asks, having
-// answered it if not.
-func admitted(w http.ResponseWriter, r *http.Request, token string) bool {
+// admitted reports whether r passes the door's checks of who asks, and
+// which [[token]] it came with (nil for http_token, or none needed),
+// having answered it if not.
+func admitted(w http.ResponseWriter, r *http.Request, k *keys) (*config.Token, bool) {
 	if !originAllowed(r) {
 		// DNS rebinding: a web page in the user's browser must not reach
 		// a local MCP server (the transport spec's MUST).
 		http.Error(w, "Forbidden: Origin not allowed", http.StatusForbidden)
-		return false
+		return nil, false
 	}
-	if token != "" && !bearerOK(r, token) {
+	who, ok := k.who(r)
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-mux"`)
 		http.Error(w, "Unauthorized: this mcp-mux requires Authorization: Bearer <http_token>", http.StatusUnauthorized)
-		return false
+		return nil, false
 	}
-	return true
+	return who, true
 }
 
 // originAllowed accepts a request without Origin (not from a browser), or
@@ -342,13 +389,6 @@ func originAllowed(r *http.Request) bool {
 		reqHost = h
 	}
 	return strings.EqualFold(host, reqHost) && !config.IsLoopbackHost(reqHost)
-}
-
-// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" is "Bearer".
-func bearerOK(r *http.Request, token string) bool {
-	scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-	return ok && strings.EqualFold(scheme, "Bearer") &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
 }
 
 // hostAllowed is the go-sdk handler's DNS rebinding check, made before

@@ -57,6 +57,11 @@ type HTTPSession struct {
 	idle  time.Time                         // when the last POST ended (or the session began)
 	ended bool                              // the session ended: no new calls
 
+	// token is the name of the [[token]] whose request made the session
+	// ("" for http_token, or none needed), once bound (tokens.go).
+	token      string
+	tokenBound bool
+
 	sdk sdkCalls // its calls on the go-sdk's path (httpcancel.go)
 }
 

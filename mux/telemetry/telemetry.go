@@ -79,7 +79,11 @@ type State struct {
 	// mcp_mux_backend_state per backend: one that is not there reads as
 	// absent, not as 0, to a rule.
 	BackendStates []string
-	Sessions      map[string]int // by transport: "stdio", "http"
+	Sessions      map[string]int // by transport: "stdio", "http" (not those of TokenSessions)
+	// TokenSessions are the HTTP sessions of each [[token]] (by its
+	// name, every one the config has), a series each: the names are the
+	// file's, so their number is bounded.
+	TokenSessions map[string]int
 }
 
 // buckets are the upper bounds of the request duration histogram, in
@@ -264,9 +268,12 @@ func (m *Metrics) write(w *bufio.Writer) {
 			}
 		}
 	}
-	family(w, "mcp_mux_sessions", "gauge", "Agent sessions, by transport (stdio, http).")
+	family(w, "mcp_mux_sessions", "gauge", "Agent sessions, by transport (stdio, http) and, for those that came with a [[token]], its name.")
 	for _, t := range []string{"http", "stdio"} {
 		sample(w, "mcp_mux_sessions", []string{"transport", t}, float64(st.Sessions[t]))
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.TokenSessions)) {
+		sample(w, "mcp_mux_sessions", []string{"transport", "http", "token", name}, float64(st.TokenSessions[name]))
 	}
 }
 
