@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"os"
 	"runtime"
+
+	"github.com/mcp-mux/mcp-mux/mux/cores"
 )
 
 // oneThread runs mcp-mux's Go code on one OS thread at a time, unless
-// GOMAXPROCS in the environment says otherwise: over stdio and over HTTP.
+// GOMAXPROCS in the environment says otherwise: over stdio, in the shared
+// mcp-mux, and over HTTP while the work is one agent's (httpThreads).
 //
 // A request through mcp-mux is a chain of hand-offs (the agent's pipe or
 // connection, the request's goroutine, the backend's pipe, back), each a
@@ -25,11 +29,38 @@ import (
 //
 // Blocking system calls still get threads of their own, so a backend that
 // stops reading blocks nothing else. The cost is a ceiling of one core for
-// mcp-mux's own work: thousands of requests a second, far above what
-// agents send. Start decodes the remembered catalogs before this, on
-// every core.
+// mcp-mux's own work: thousands of requests a second, far above what one
+// agent sends, but not what a team's serve --http may have to serve.
+// Start decodes the remembered catalogs before this, on every core.
 func oneThread() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
+}
+
+// httpThreads is oneThread for serve --http, and the rule (mux/cores)
+// that gives the process back every core the runtime gave it (every CPU,
+// or a container's limit) while several requests are in flight, and
+// takes it back to one when they are over; nil if GOMAXPROCS in the
+// environment says how many, or there is one core. Run it with
+// runThreads.
+func httpThreads() *cores.Rule {
+	all := runtime.GOMAXPROCS(0)
+	oneThread()
+	if os.Getenv("GOMAXPROCS") != "" || all < 2 {
+		return nil
+	}
+	return cores.New(all, runtime.GOMAXPROCS)
+}
+
+// runThreads runs rule (if any) until ctx ends or stop is called, which
+// waits for it.
+func runThreads(ctx context.Context, rule *cores.Rule) (stop func()) {
+	if rule == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rule.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
 }
