@@ -44,6 +44,14 @@ func oneThread() {
 // takes it back to one when they are over; nil if GOMAXPROCS in the
 // environment says how many, or there is one core. Run it with
 // runThreads.
+//
+// Measured on the 2-vCPU VM (-only gosdk, two runs of 3 rounds and a
+// -quick, the machine shared), against the same binary with GOMAXPROCS=1
+// in the same rounds: 1 session calls/s ×0.94–1.07, p50 ×1.00–1.12 (it
+// stays on one thread: noise); 8 sessions ×0.79–1.30; 32 sessions
+// ×0.71–0.82. There the client and the fixture take the cores the second
+// thread would use, and mcp-mux's own work is a quarter of one: the rule
+// is for hosts with cores to spare, where one is mcp-mux's ceiling.
 func httpThreads() *cores.Rule {
 	all := runtime.GOMAXPROCS(0)
 	oneThread()
