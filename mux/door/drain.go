@@ -17,19 +17,22 @@ import (
 
 // Draining: how serve --http ends on SIGTERM, so that a balancer or an
 // orchestrator can take the instance out without its agents losing a
-// call. When ServeHTTP's context ends, at once: ReadyPath answers 503, a
-// new session or request gets 503 with Retry-After (what a POST brings
+// call. When ServeHTTP's context ends, at once: ReadyPath answers 503, and
+// a new session or request gets 503 with Retry-After (what a POST brings
 // that is not a request, an answer of the agent's or a notification, and
-// a DELETE still go through: the calls in flight may need them), and the
-// event streams end telling the client how to reconnect. The requests in
-// flight get until DrainTimeout to finish; then the listener closes, and
-// whatever is left is cut.
+// a DELETE still go through: the calls in flight may need them). The
+// requests in flight get until DrainTimeout to finish; then the event
+// streams end telling the client how to reconnect, the listener closes,
+// and whatever is left is cut.
 
 // DrainRetryAfter is what a client refused while draining is told to wait
-// (Retry-After), and what an event stream ended by the drain tells it to
-// wait before reconnecting (retry:): by then a balancer has seen ReadyPath
-// fail, or the instance is gone, and the retry reaches another one.
+// (Retry-After): by then a balancer has seen ReadyPath fail, or the
+// instance is gone, and the retry reaches another one.
 const DrainRetryAfter = 5 * time.Second
+
+// drainReconnect is what an event stream the drain ends tells its client
+// to wait before reconnecting (retry:): the instance is gone by then.
+const drainReconnect = time.Second
 
 // drainingBit marks Drain.state once the drain has begun; the bits below it
 // count the requests in flight.
@@ -85,8 +88,7 @@ func (d *Drain) leave() {
 }
 
 // begin begins the drain: readiness fails and new requests are refused
-// from now on, and every event stream ends. It reports false if the drain
-// had begun already.
+// from now on. It reports false if the drain had begun already.
 func (d *Drain) begin() bool {
 	for {
 		v := d.state.Load()
@@ -94,9 +96,16 @@ func (d *Drain) begin() bool {
 			return false
 		}
 		if d.state.CompareAndSwap(v, v|drainingBit) {
-			break
+			return true
 		}
 	}
+}
+
+// endStreams ends every event stream, once the requests in flight are
+// over: until then they carry what the backends send (a list change, a
+// resource's update), and a client told to reconnect now would only meet
+// this instance's 503. One that begins later ends at once.
+func (d *Drain) endStreams() {
 	d.mu.Lock()
 	d.ended = true
 	streams := d.streams
@@ -105,7 +114,23 @@ func (d *Drain) begin() bool {
 		d.endLocked(s)
 	}
 	d.mu.Unlock()
-	return true
+}
+
+// streamsEnded waits until the streams' last events are written, up to
+// timeout or until stop is closed.
+func (d *Drain) streamsEnded(timeout time.Duration, stop <-chan struct{}) {
+	done := make(chan struct{})
+	go func() { // ends with the enders, which ServeHTTP waits for
+		d.enders.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	case <-stop:
+	}
 }
 
 // endLocked ends s in a goroutine of its own: a write of the stream's
@@ -246,6 +271,9 @@ func (d *Drain) stream(w http.ResponseWriter, r *http.Request, last []byte) (htt
 	}
 	_, cancel := requestContext(w, r)
 	s := &endingStream{ResponseWriter: w, last: last, cancel: cancel}
+	// A stream lasts as long as its client listens: the drain does not
+	// wait for it, it ends it.
+	d.leave()
 	d.mu.Lock()
 	if d.ended {
 		d.endLocked(s)
@@ -257,9 +285,15 @@ func (d *Drain) stream(w http.ResponseWriter, r *http.Request, last []byte) (htt
 	}
 	d.mu.Unlock()
 	return s, func() {
+		// Nothing may be written once the handler returned: net/http
+		// has finished the response.
+		s.mu.Lock()
+		s.ended = true
+		s.mu.Unlock()
 		d.mu.Lock()
 		delete(d.streams, s)
 		d.mu.Unlock()
+		d.state.Add(1) // for the handler's leave
 	}
 }
 
@@ -270,7 +304,7 @@ func (d *Drain) stream(w http.ResponseWriter, r *http.Request, last []byte) (htt
 // 2025-11-25, "Listening for Messages from the Server"). The client waits
 // that long, then GETs again: another instance answers 404 for the
 // session, and the client initializes a new one, as after a restart.
-var reconnectEvent = []byte("retry: " + strconv.Itoa(int(DrainRetryAfter/time.Millisecond)) + "\n\n")
+var reconnectEvent = []byte("retry: " + strconv.Itoa(int(drainReconnect/time.Millisecond)) + "\n\n")
 
 // listenEnd is the last event of the subscriptions/listen request id:
 // "When the server ends a subscription on its own initiative (for example,

@@ -426,10 +426,14 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, base contex
 			began := time.Now()
 			srv.SetKeepAlivesEnabled(false) // each answer's connection closes
 			d.wait(began, o.DrainTimeout, o.Stop)
+			d.endStreams()
+			d.streamsEnded(time.Second, o.Stop)
 		}
+		// A moment for the handlers that are ending, if nothing was left
+		// in flight: what was is cut at once.
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if _, left := o.Drain.Result(); left > 0 {
-			cancel() // the drain's time is up: what is left is cut
+			cancel()
 		}
 		srv.Shutdown(sctx)
 		cancel()
