@@ -50,6 +50,7 @@ func (s *Settings) FillDefaults() {
 	dur(&s.ShutdownGrace, DefaultShutdownGrace)
 	dur(&s.RestartWindow, DefaultRestartWindow)
 	dur(&s.HTTPSessionIdle, DefaultHTTPSessionIdle)
+	dur(&s.DrainTimeout, DefaultDrainTimeout)
 	str(&s.ToolList, DefaultToolList)
 	num(&s.ToolListMax, DefaultToolListMax)
 }

@@ -67,6 +67,14 @@ type HTTPOptions struct {
 	// KeepAlive is how long a connection waiting for the agent's next
 	// request stays open; 0 means DefaultHTTPKeepAlive.
 	KeepAlive time.Duration
+	// Drain, if set, is what ServeHTTP begins when its context ends
+	// (drain.go); the handler and the probes serve by it.
+	Drain *Drain
+	// DrainTimeout bounds how long the requests in flight may finish once
+	// the drain began ([mux] drain_timeout).
+	DrainTimeout time.Duration
+	// Stop, closed, ends a drain at once (a second signal).
+	Stop <-chan struct{}
 }
 
 // DefaultHTTPWriteTimeout is how long one write to an agent may block: an
@@ -142,6 +150,8 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w, r, done := boundWrites(w, r, writeTimeout)
 		defer done()
+		draining := o.Drain.enter()
+		defer o.Drain.leave()
 		who, ok := admitted(w, r, k)
 		if !ok {
 			return
@@ -156,6 +166,10 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 			}
 		}
 		if !profileAsked(w, r, core.Profile, who) {
+			return
+		}
+		if draining && !mayFinish(r, o.MaxBody) {
+			refuse(w)
 			return
 		}
 		if r.URL.RawQuery != "" { // parsing an empty one costs every request a map
@@ -173,12 +187,24 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 			if core.Ready() && statelessPOST(w, r, o.MaxBody, core.Stateless) {
 				return
 			}
+			if r.Header.Get("Mcp-Method") == "subscriptions/listen" && o.Drain != nil {
+				var ended func()
+				if w, ended = listenStream(w, r, o); w == nil {
+					return // answered
+				}
+				defer ended()
+			}
 			ends := &requestEnds{}
 			stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestEndsKey{}, ends)))
 			ends.run()
 			return
 		}
 		r.Header.Del(sdkCallHeader) // mux's own (httpcancel.go)
+		if r.Method == http.MethodGet {
+			var ended func()
+			w, ended = o.Drain.stream(w, r, reconnectEvent)
+			defer ended()
+		}
 		if r.Method == http.MethodPost && sid != "" && hostAllowed(r) {
 			if s, st := core.Session(sid); st != nil {
 				st.startPOST()
@@ -414,8 +440,9 @@ func hostAllowed(r *http.Request) bool {
 }
 
 // ServeHTTP serves h on ln until ctx ends, every request's context derived
-// from base, then closes every connection (which ends the writes still
-// blocked on agents that do not read, and what waits on them) and returns.
+// from base, then drains if o.Drain is set (drain.go), closes every
+// connection (which ends the writes still blocked on agents that do not
+// read, and what waits on them) and returns.
 func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, base context.Context, o HTTPOptions) error {
 	keepAlive := o.KeepAlive
 	if keepAlive <= 0 {
@@ -433,12 +460,29 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, base contex
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
+		if d := o.Drain; d != nil && d.begin() {
+			// The listener stays open meanwhile: a balancer's probe sees
+			// ReadyPath fail, and a request that still comes gets its 503.
+			began := time.Now()
+			srv.SetKeepAlivesEnabled(false) // each answer's connection closes
+			d.wait(began, o.DrainTimeout, o.Stop)
+			d.endStreams()
+			d.streamsEnded(time.Second, o.Stop)
+		}
+		// A moment for the handlers that are ending, if nothing was left
+		// in flight: what was is cut at once.
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if _, left := o.Drain.Result(); left > 0 {
+			cancel()
+		}
 		srv.Shutdown(sctx)
 		cancel()
 		err = <-errc
 	}
 	srv.Close()
+	if o.Drain != nil {
+		o.Drain.enders.Wait() // their writes end with the connections
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
