@@ -67,6 +67,9 @@ type HTTPOptions struct {
 	// KeepAlive is how long a connection waiting for the agent's next
 	// request stays open; 0 means DefaultHTTPKeepAlive.
 	KeepAlive time.Duration
+	// HandOff hands a current-era retry whose call another instance holds
+	// to that instance (handoff.go).
+	HandOff HandOff
 }
 
 // DefaultHTTPWriteTimeout is how long one write to an agent may block: an
@@ -170,6 +173,9 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 			// handler returns: the core's sessions of it end then, rather
 			// than with a goroutine per session waiting for its end (a
 			// listen stream's lifetime).
+			if o.HandOff.handedOff(w, r, o.MaxBody) {
+				return
+			}
 			if core.Ready() && statelessPOST(w, r, o.MaxBody, core.Stateless) {
 				return
 			}
@@ -439,6 +445,7 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, base contex
 		err = <-errc
 	}
 	srv.Close()
+	handOffClient.CloseIdleConnections()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
