@@ -156,3 +156,30 @@ func TestARetryOnAnotherInstanceReachesTheCallItAnswers(t *testing.T) {
 		t.Logf("holder killed: %v after %s", err, took.Round(time.Millisecond))
 	})
 }
+
+// TestInputRoundsThroughARoundRobinBalancer: three instances behind
+// haproxy with the README's config, whose affinity is for the handshake
+// era only: a current-era agent's first request and its retry go to
+// different instances, round robin (nothing else goes between them), and
+// every call completes with the agent's answer.
+func TestInputRoundsThroughARoundRobinBalancer(t *testing.T) {
+	bin := haproxyBin(t)
+	const token = "handoff-lb-token"
+	cfg := testkit.WriteConfig(t, `http_token = "${MUX_TEST_TOKEN}"`, []string{"old", "-name", "old", "-client-requests"})
+	var muxes []*httpMux
+	for range 3 {
+		muxes = append(muxes, startHTTPMux(t, cfg, "MUX_TEST_TOKEN="+token))
+	}
+	conf := readmeHAProxyConfig(t)
+	conf = strings.Replace(conf, "    server mux2", "    server mux3 10.0.0.13:8931 check\n    server mux2", 1) // a third, as the test runs three
+	lb := startHAProxy(t, bin, conf, muxes)
+	cs := roundsAgent(t, lb.url, token, "agent")
+	for n := range 6 {
+		name := "Ada-" + string(rune('a'+n))
+		asked := askedName(t, cs)
+		got, err := retryWith(t, cs, asked, asked.RequestState, name)
+		if err != nil || !strings.Contains(got, name) {
+			t.Fatalf("call %d through the balancer: %q %v\n%s", n, got, err, lb)
+		}
+	}
+}
