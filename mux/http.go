@@ -39,6 +39,11 @@ func (m *Mux) HTTPHandler(o door.HTTPOptions) http.Handler {
 	if o.SessionIdle > 0 {
 		m.goOwned(func() { m.idleSessions(o.SessionIdle) })
 	}
+	if o.HandOff.Seal == nil {
+		// A retry's call held by another instance is handed to it, for as
+		// long as that instance bounds the call (door/handoff.go).
+		o.HandOff = door.HandOff{Seal: m.parked.seal, Wait: m.cfg.Mux.MaxRequestTime.Duration, Log: slog.New(m.log.WithPrefix("handoff"))}
+	}
 	h := door.HTTP(o, door.HTTPCore[*session]{
 		Server:    m.server,
 		Logger:    slog.New(m.log.WithPrefix("go-sdk http")),
@@ -75,6 +80,7 @@ func (m *Mux) ServeHTTP(ctx context.Context, ln net.Listener, o door.HTTPOptions
 		m.log.Info("draining: not ready, new sessions and requests get 503, the requests in flight may finish", "drain_timeout", o.DrainTimeout)
 	})
 	defer stop()
+	m.advertise(ln)
 	err := door.ServeHTTP(ctx, ln, m.HTTPHandler(o), m.ctx, o)
 	if ctx.Err() != nil {
 		took, left := o.Drain.Result()
@@ -317,4 +323,23 @@ func (m *Mux) logSession(s *session, what string) {
 		client = strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
 	}
 	m.log.Info("session "+what, "session", s.id, "client", client, "sessions", n)
+}
+
+// advertise names, in the requestStates this instance seals, the address
+// its peers reach it at ([mux] http_advertise, or the listener's own), so
+// that an agent's retry reaching another instance of the config is handed
+// here. Without a token the others cannot open them, whatever the address.
+func (m *Mux) advertise(ln net.Listener) {
+	url := m.cfg.Mux.HTTPAdvertise
+	if tcp, ok := ln.Addr().(*net.TCPAddr); url == "" && ok && !tcp.IP.IsUnspecified() {
+		url = "http://" + tcp.String()
+	}
+	seal := m.parked.seal
+	switch {
+	case url == "":
+		m.log.Info("a current-era agent's retry of a call held here must reach this instance: other instances are not told where it is (set [mux] http_advertise, or listen on one address)")
+	case !seal.Shared():
+		m.log.Info("a current-era agent's retry of a call held here must reach this instance: without a token the other instances cannot trust where a requestState sends them")
+	}
+	seal.Advertise(url)
 }

@@ -88,6 +88,9 @@ type Settings struct {
 	// flight finish after SIGTERM before it exits: a little under the 30 s
 	// an orchestrator (Kubernetes) waits before it kills.
 	DrainTimeout Duration `toml:"drain_timeout"` // default 25s
+	// Where the other instances of this config reach this one, to hand it
+	// an agent's retry of a call it holds: "http://host:port".
+	HTTPAdvertise string `toml:"http_advertise"` // default "": the listener's address, unless it is a wildcard
 	// What mcp-mux records for whoever runs it: the address a stdio
 	// mcp-mux serves /metrics on (serve --http serves them on its own
 	// listener; a non-loopback address needs http_token, and then

@@ -75,6 +75,9 @@ type HTTPOptions struct {
 	DrainTimeout time.Duration
 	// Stop, closed, ends a drain at once (a second signal).
 	Stop <-chan struct{}
+	// HandOff hands a current-era retry whose call another instance holds
+	// to that instance (handoff.go).
+	HandOff HandOff
 }
 
 // DefaultHTTPWriteTimeout is how long one write to an agent may block: an
@@ -184,6 +187,9 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 			// handler returns: the core's sessions of it end then, rather
 			// than with a goroutine per session waiting for its end (a
 			// listen stream's lifetime).
+			if o.HandOff.handedOff(w, r, o.MaxBody) {
+				return
+			}
 			if core.Ready() && statelessPOST(w, r, o.MaxBody, core.Stateless) {
 				return
 			}
@@ -483,6 +489,7 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, base contex
 	if o.Drain != nil {
 		o.Drain.enders.Wait() // their writes end with the connections
 	}
+	handOffClient.CloseIdleConnections()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
