@@ -290,6 +290,12 @@ func serve(c *cli.Context) error {
 		opts = append(opts, mux.WithToolList(toolList))
 	}
 	ctx, _ := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	var secondSignal <-chan struct{}
+	if addr != "" {
+		// serve --http drains at the first signal; the second ends the
+		// drain at once (an operator who wants it gone now).
+		secondSignal = signalled(2, syscall.SIGTERM, syscall.SIGINT)
+	}
 	m := mux.New(cfg, logger, version, opts...)
 	tracer := startTracing(logger) // traces.go
 	m.SetTracer(tracer)
@@ -315,10 +321,12 @@ func serve(c *cli.Context) error {
 		// Over HTTP, for any number of agents, until a signal ends it;
 		// stdin is not the protocol then.
 		o := door.HTTPOptions{
-			Token:       cfg.Mux.HTTPToken,
-			Tokens:      cfg.Tokens,
-			SessionIdle: cfg.Mux.HTTPSessionIdle.Duration,
-			MaxBody:     int64(cfg.Mux.MaxMessageSize),
+			Token:        cfg.Mux.HTTPToken,
+			Tokens:       cfg.Tokens,
+			SessionIdle:  cfg.Mux.HTTPSessionIdle.Duration,
+			MaxBody:      int64(cfg.Mux.MaxMessageSize),
+			DrainTimeout: cfg.Mux.DrainTimeout.Duration,
+			Stop:         secondSignal,
 		}
 		if threads != nil {
 			o.WorkBegan, o.WorkEnded = threads.Begin, threads.End
@@ -493,6 +501,21 @@ func writeStartPlans(w io.Writer, plans []mux.StartPlan) {
 			fmt.Fprintf(w, "  %s: not seen yet: starts at once (an agent's first session remembers it)\n", p.Name)
 		}
 	}
+}
+
+// signalled is closed once n of sigs have come. Its goroutine waits for
+// them as long as the process lives, as signal.NotifyContext's does.
+func signalled(n int, sigs ...os.Signal) <-chan struct{} {
+	ch := make(chan os.Signal, n)
+	signal.Notify(ch, sigs...)
+	done := make(chan struct{})
+	go func() {
+		for range n {
+			<-ch
+		}
+		close(done)
+	}()
+	return done
 }
 
 // signalContext is signal.NotifyContext that also tells which signal

@@ -12,6 +12,8 @@ package mux
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -37,6 +39,11 @@ func (m *Mux) HTTPHandler(o door.HTTPOptions) http.Handler {
 	if o.SessionIdle > 0 {
 		m.goOwned(func() { m.idleSessions(o.SessionIdle) })
 	}
+	if o.HandOff.Seal == nil {
+		// A retry's call held by another instance is handed to it, for as
+		// long as that instance bounds the call (door/handoff.go).
+		o.HandOff = door.HandOff{Seal: m.parked.seal, Wait: m.cfg.Mux.MaxRequestTime.Duration, Log: slog.New(m.log.WithPrefix("handoff"))}
+	}
 	h := door.HTTP(o, door.HTTPCore[*session]{
 		Server:    m.server,
 		Logger:    slog.New(m.log.WithPrefix("go-sdk http")),
@@ -50,19 +57,39 @@ func (m *Mux) HTTPHandler(o door.HTTPOptions) http.Handler {
 	})
 	mux := http.NewServeMux()
 	mux.Handle(MetricsPath, m.metricsHandler(o.Token, o.Tokens)) // observe.go
+	probes := door.Probes(m.Ready, o.Drain)
+	mux.Handle(door.LivePath, probes)
+	mux.Handle(door.ReadyPath, probes)
 	mux.Handle(door.HTTPPath, h)
 	mux.Handle(door.HTTPPath+"/", h) // a profile's: /mcp/NAME
 	return mux
 }
 
-// ServeHTTP serves the merged server on ln until ctx ends, then closes every
-// HTTP session (cleaning each up as a stdio session is) and returns.
+// ServeHTTP serves the merged server on ln until ctx ends, drains (the
+// door's: o.DrainTimeout, o.Stop), then closes every HTTP session (cleaning
+// each up as a stdio session is) and returns.
 func (m *Mux) ServeHTTP(ctx context.Context, ln net.Listener, o door.HTTPOptions) error {
 	m.mu.Lock()
 	m.watchEnds = true
 	m.mu.Unlock()
 	m.log.Info("serving over HTTP", "url", "http://"+ln.Addr().String()+door.HTTPPath, "token", o.Token != "" || len(o.Tokens) > 0, "member_tokens", len(o.Tokens))
+	if o.Drain == nil {
+		o.Drain = door.NewDrain()
+	}
+	stop := context.AfterFunc(ctx, func() {
+		m.log.Info("draining: not ready, new sessions and requests get 503, the requests in flight may finish", "drain_timeout", o.DrainTimeout)
+	})
+	defer stop()
+	m.advertise(ln)
 	err := door.ServeHTTP(ctx, ln, m.HTTPHandler(o), m.ctx, o)
+	if ctx.Err() != nil {
+		took, left := o.Drain.Result()
+		if left > 0 {
+			m.log.Warn("drained: requests still in flight were cut", "took", took.Round(time.Millisecond), "left", left)
+		} else {
+			m.log.Info("drained", "took", took.Round(time.Millisecond))
+		}
+	}
 	for _, s := range m.allSessions() {
 		s.ss.Close()
 		if s.ss.ID() != "" {
@@ -70,6 +97,35 @@ func (m *Mux) ServeHTTP(ctx context.Context, ln net.Listener, o door.HTTPOptions
 		}
 	}
 	return err
+}
+
+// Ready is nil once mux should be sent traffic: every backend's catalog is
+// known (it runs and listed, or is remembered, or failed), else why not,
+// in one line that names no backend (the probes answer it to anyone who
+// can reach the port).
+func (m *Mux) Ready() error {
+	r := m.roster.Load()
+	if r == nil {
+		return errors.New("the config is not loaded yet")
+	}
+	starting := 0
+	for _, mem := range r.members {
+		select {
+		case <-mem.started: // its first start ended: listed, failed, or at rest
+			continue
+		default:
+		}
+		mem.mu.Lock()
+		known := mem.known // remembered, its first start not over
+		mem.mu.Unlock()
+		if !known {
+			starting++
+		}
+	}
+	if starting > 0 {
+		return fmt.Errorf("%d of %d backends still starting (their tools are not known yet)", starting, len(r.members))
+	}
+	return nil
 }
 
 // httpSession is the initialized HTTP session of the Mcp-Session-Id sid,
@@ -267,4 +323,23 @@ func (m *Mux) logSession(s *session, what string) {
 		client = strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
 	}
 	m.log.Info("session "+what, "session", s.id, "client", client, "sessions", n)
+}
+
+// advertise names, in the requestStates this instance seals, the address
+// its peers reach it at ([mux] http_advertise, or the listener's own), so
+// that an agent's retry reaching another instance of the config is handed
+// here. Without a token the others cannot open them, whatever the address.
+func (m *Mux) advertise(ln net.Listener) {
+	url := m.cfg.Mux.HTTPAdvertise
+	if tcp, ok := ln.Addr().(*net.TCPAddr); url == "" && ok && !tcp.IP.IsUnspecified() {
+		url = "http://" + tcp.String()
+	}
+	seal := m.parked.seal
+	switch {
+	case url == "":
+		m.log.Info("a current-era agent's retry of a call held here must reach this instance: other instances are not told where it is (set [mux] http_advertise, or listen on one address)")
+	case !seal.Shared():
+		m.log.Info("a current-era agent's retry of a call held here must reach this instance: without a token the other instances cannot trust where a requestState sends them")
+	}
+	seal.Advertise(url)
 }

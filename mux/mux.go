@@ -31,6 +31,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/mux/catalogmem"
 	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/mux/door"
+	"github.com/mcp-mux/mcp-mux/mux/instance"
 	"github.com/mcp-mux/mcp-mux/mux/outq"
 	"github.com/mcp-mux/mcp-mux/mux/tracing"
 	"github.com/mcp-mux/mcp-mux/subs"
@@ -321,6 +322,7 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 		sessions: map[*mcp.ServerSession]*session{},
 		ids:      map[string]*session{},
 		subs:     subs.New(cfg.Mux.MaxSubscriptions),
+		parked:   parking{seal: instance.ForConfig(cfg)},
 
 		backoffBase: defaultBackoff,
 	}

@@ -358,6 +358,9 @@ func (m *Mux) metricsHandler(token string, tokens []config.Token) http.Handler {
 func (m *Mux) ServeMetrics(ln net.Listener, token string, tokens []config.Token) {
 	hm := http.NewServeMux()
 	hm.Handle(MetricsPath, m.metricsHandler(token, tokens))
+	probes := door.Probes(m.Ready, nil) // no drain: a stdio mcp-mux's exit is its agent's
+	hm.Handle(door.LivePath, probes)
+	hm.Handle(door.ReadyPath, probes)
 	srv := &http.Server{Handler: hm, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	m.obs.mu.Lock()

@@ -3,7 +3,6 @@ package mux
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/mux/instance"
 )
 
 // Multi-round-trip requests. In the current era (2026-07-28) a server that
@@ -165,6 +166,9 @@ func (m *Mux) askAgent(ctx context.Context, mem *member, s *session, reqs mcp.In
 // parking holds the parked calls by their requestState: those whose agent
 // was asked for input, and whose retries find them here.
 type parking struct {
+	// seal makes the requestStates, which name this instance as the holder
+	// of their calls (mux/instance): set by New, never changed.
+	seal  *instance.Seal
 	mu    sync.Mutex
 	calls map[string]*parkedCall
 }
@@ -174,7 +178,7 @@ const maxParked = 1000
 
 // parkedStatePrefix starts every requestState mux makes: a retry that
 // carries another is for a backend of the current era.
-const parkedStatePrefix = "mcp-mux."
+const parkedStatePrefix = instance.Prefix
 
 // parkedCall is a request of a handshake-era backend from a current-era
 // agent: it goes on at the backend in a goroutine of its own, so that it
@@ -260,9 +264,7 @@ func (m *Mux) register(pc *parkedCall, in inbound) error {
 	if len(p.calls) >= maxParked {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("mcp-mux: %d requests already wait for agents' input; try again later", maxParked)}
 	}
-	var key [18]byte
-	rand.Read(key[:])
-	pc.state = parkedStatePrefix + base64.RawURLEncoding.EncodeToString(key[:])
+	pc.state = p.seal.NewState()
 	pc.principal = principalOf(in)
 	if p.calls == nil {
 		p.calls = map[string]*parkedCall{}
@@ -300,12 +302,21 @@ func (p *parking) claim(in inbound) (*parkedCall, error) {
 	if len(state) < len(parkedStatePrefix) || state[:len(parkedStatePrefix)] != parkedStatePrefix {
 		return nil, nil
 	}
+	invalid := func(why string) error { return instance.Refused("requestState " + why) }
+	holder, err := p.seal.Open(state)
+	if err != nil {
+		// Made by no instance of this config: never looked up, never
+		// handed on.
+		return nil, instance.Refused(err.Error())
+	}
+	if !holder.Here {
+		// The HTTP door hands such a retry to its holder (mux/door,
+		// handoff.go); it gets here only when the holder cannot be asked.
+		return nil, instance.Refused(instance.HeldElsewhere)
+	}
 	p.mu.Lock()
 	pc := p.calls[state]
 	p.mu.Unlock()
-	invalid := func(why string) error {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "requestState " + why + ": send the request again without inputResponses and requestState"}
-	}
 	switch {
 	case pc == nil:
 		return nil, invalid("is unknown or expired")

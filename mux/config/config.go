@@ -84,6 +84,13 @@ type Settings struct {
 	HTTPListen      string   `toml:"http_listen"`       // default "": stdio only
 	HTTPToken       string   `toml:"http_token"`        // default "": none (loopback only)
 	HTTPSessionIdle Duration `toml:"http_session_idle"` // default 30m
+	// DrainTimeout bounds how long serve --http lets the requests in
+	// flight finish after SIGTERM before it exits: a little under the 30 s
+	// an orchestrator (Kubernetes) waits before it kills.
+	DrainTimeout Duration `toml:"drain_timeout"` // default 25s
+	// Where the other instances of this config reach this one, to hand it
+	// an agent's retry of a call it holds: "http://host:port".
+	HTTPAdvertise string `toml:"http_advertise"` // default "": the listener's address, unless it is a wildcard
 	// What mcp-mux records for whoever runs it: the address a stdio
 	// mcp-mux serves /metrics on (serve --http serves them on its own
 	// listener; a non-loopback address needs http_token, and then
@@ -127,6 +134,7 @@ const (
 	DefaultStartupTimeout   = 30 * time.Second
 	DefaultFirstListWait    = 3 * time.Second
 	DefaultHTTPSessionIdle  = 30 * time.Minute
+	DefaultDrainTimeout     = 25 * time.Second
 	DefaultToolList         = ToolListAuto
 	DefaultToolListMax      = 64
 	DefaultMaxSubscriptions = 1000

@@ -211,6 +211,7 @@ func TestConfigGood(t *testing.T) {
 		RestartMax:       5,
 		RestartWindow:    Duration{Duration: 60 * time.Second},
 		HTTPSessionIdle:  Duration{Duration: 30 * time.Minute},
+		DrainTimeout:     Duration{Duration: 25 * time.Second},
 		ToolList:         ToolListAuto,
 		ToolListMax:      64,
 	}

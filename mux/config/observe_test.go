@@ -3,6 +3,7 @@ package config
 import (
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 )
 
@@ -43,3 +44,35 @@ func TestConfigMetricsListenAndAuditLog(t *testing.T) {
 }
 
 func quoted(s string) string { return "'" + s + "'" }
+
+// http_advertise is a base URL the other instances reach: http(s), a host
+// and a port, nothing else, never a wildcard. Each mistake is reported at
+// its line, with the form to write.
+func TestConfigHTTPAdvertise(t *testing.T) {
+	backend := "[[backend]]\nname = \"a\"\ncommand = \"go\"\n"
+	for _, tc := range []struct {
+		value string
+		want  string // "" for none
+	}{
+		{"http://10.0.0.11:8931", ""},
+		{"https://mux-1.internal:443/", ""},
+		{"10.0.0.11:8931", `is not an address the other instances can reach: write it as "http://host:port"`},
+		{"ftp://10.0.0.11:8931", `is not an address the other instances can reach`},
+		{"http://10.0.0.11:8931/mcp", `has more than a scheme, host and port`},
+		{"http://user:pw@10.0.0.11:8931", `has more than a scheme, host and port`},
+		{"http://10.0.0.11", `has no port`},
+		{"http://0.0.0.0:8931", `is a wildcard address`},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			cfg, ps := parseString(t, "[mux]\nname = \"x\"\nhttp_advertise = "+quoted(tc.value)+"\n"+backend, nil)
+			var want []wantProblem
+			if tc.want != "" {
+				want = []wantProblem{{3, "mux.http_advertise: http_advertise " + strconv.Quote(tc.value) + " " + tc.want}}
+			}
+			checkProblems(t, "test.toml", ps, want)
+			if tc.want == "" && cfg.Mux.HTTPAdvertise != tc.value {
+				t.Errorf("HTTPAdvertise %q, want %q", cfg.Mux.HTTPAdvertise, tc.value)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -50,6 +51,7 @@ func (s *Settings) FillDefaults() {
 	dur(&s.ShutdownGrace, DefaultShutdownGrace)
 	dur(&s.RestartWindow, DefaultRestartWindow)
 	dur(&s.HTTPSessionIdle, DefaultHTTPSessionIdle)
+	dur(&s.DrainTimeout, DefaultDrainTimeout)
 	str(&s.ToolList, DefaultToolList)
 	num(&s.ToolListMax, DefaultToolListMax)
 }
@@ -140,6 +142,29 @@ func (p *parser) validateHTTP(s *Settings, present map[string]bool, mk func(stri
 			p.add(mk("metrics_listen"), "%s", err.Error())
 		}
 	}
+	if present["http_advertise"] {
+		if err := checkAdvertise(s.HTTPAdvertise); err != nil {
+			p.add(mk("http_advertise"), "%s", err.Error())
+		}
+	}
+}
+
+// checkAdvertise checks [mux] http_advertise: the base URL the other
+// instances reach this one at, which mux adds /mcp to.
+func checkAdvertise(v string) error {
+	u, err := url.Parse(v)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("http_advertise %q is not an address the other instances can reach: write it as \"http://host:port\"", v)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.Trim(u.Path, "/") != "":
+		return fmt.Errorf("http_advertise %q has more than a scheme, host and port: write it as \"http://host:port\" (mcp-mux adds /mcp)", v)
+	case u.Port() == "":
+		return fmt.Errorf("http_advertise %q has no port: write it as \"http://host:port\", the port of --http or http_listen", v)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("http_advertise %q is a wildcard address, which no other instance can reach: name this host as the others reach it", v)
+	}
+	return nil
 }
 
 // expandToken is the bearer token written at k (http_token, a [[token]]'s

@@ -72,6 +72,17 @@ type HTTPOptions struct {
 	// subscriptions/listen): serve --http's threads follow how many are
 	// in flight (mux/cores).
 	WorkBegan, WorkEnded func()
+	// Drain, if set, is what ServeHTTP begins when its context ends
+	// (drain.go); the handler and the probes serve by it.
+	Drain *Drain
+	// DrainTimeout bounds how long the requests in flight may finish once
+	// the drain began ([mux] drain_timeout).
+	DrainTimeout time.Duration
+	// Stop, closed, ends a drain at once (a second signal).
+	Stop <-chan struct{}
+	// HandOff hands a current-era retry whose call another instance holds
+	// to that instance (handoff.go).
+	HandOff HandOff
 }
 
 // DefaultHTTPWriteTimeout is how long one write to an agent may block: an
@@ -151,6 +162,8 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 		}
 		w, r, done := boundWrites(w, r, writeTimeout)
 		defer done()
+		draining := o.Drain.enter()
+		defer o.Drain.leave()
 		who, ok := admitted(w, r, k)
 		if !ok {
 			return
@@ -167,6 +180,10 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 		if !profileAsked(w, r, core.Profile, who) {
 			return
 		}
+		if draining && !mayFinish(r, o.MaxBody) {
+			refuse(w)
+			return
+		}
 		if r.URL.RawQuery != "" { // parsing an empty one costs every request a map
 			if v := r.URL.Query().Get("tool_list"); v != "" {
 				// A client that can set only its URL picks its tool list there.
@@ -179,8 +196,18 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 			// handler returns: the core's sessions of it end then, rather
 			// than with a goroutine per session waiting for its end (a
 			// listen stream's lifetime).
+			if o.HandOff.handedOff(w, r, o.MaxBody) {
+				return
+			}
 			if core.Ready() && statelessPOST(w, r, o.MaxBody, core.Stateless) {
 				return
+			}
+			if r.Header.Get("Mcp-Method") == "subscriptions/listen" && o.Drain != nil {
+				var ended func()
+				if w, ended = listenStream(w, r, o); w == nil {
+					return // answered
+				}
+				defer ended()
 			}
 			ends := &requestEnds{}
 			stateless.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestEndsKey{}, ends)))
@@ -188,6 +215,11 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 			return
 		}
 		r.Header.Del(sdkCallHeader) // mux's own (httpcancel.go)
+		if r.Method == http.MethodGet {
+			var ended func()
+			w, ended = o.Drain.stream(w, r, reconnectEvent)
+			defer ended()
+		}
 		if r.Method == http.MethodPost && sid != "" && hostAllowed(r) {
 			if s, st := core.Session(sid); st != nil {
 				st.startPOST()
@@ -429,8 +461,9 @@ func hostAllowed(r *http.Request) bool {
 }
 
 // ServeHTTP serves h on ln until ctx ends, every request's context derived
-// from base, then closes every connection (which ends the writes still
-// blocked on agents that do not read, and what waits on them) and returns.
+// from base, then drains if o.Drain is set (drain.go), closes every
+// connection (which ends the writes still blocked on agents that do not
+// read, and what waits on them) and returns.
 func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, base context.Context, o HTTPOptions) error {
 	keepAlive := o.KeepAlive
 	if keepAlive <= 0 {
@@ -448,12 +481,30 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, base contex
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
+		if d := o.Drain; d != nil && d.begin() {
+			// The listener stays open meanwhile: a balancer's probe sees
+			// ReadyPath fail, and a request that still comes gets its 503.
+			began := time.Now()
+			srv.SetKeepAlivesEnabled(false) // each answer's connection closes
+			d.wait(began, o.DrainTimeout, o.Stop)
+			d.endStreams()
+			d.streamsEnded(time.Second, o.Stop)
+		}
+		// A moment for the handlers that are ending, if nothing was left
+		// in flight: what was is cut at once.
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if _, left := o.Drain.Result(); left > 0 {
+			cancel()
+		}
 		srv.Shutdown(sctx)
 		cancel()
 		err = <-errc
 	}
 	srv.Close()
+	if o.Drain != nil {
+		o.Drain.enders.Wait() // their writes end with the connections
+	}
+	handOffClient.CloseIdleConnections()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

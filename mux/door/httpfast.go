@@ -225,15 +225,10 @@ func fastHeaders(r *http.Request) bool {
 func fastBody(w http.ResponseWriter, r *http.Request, maxBody int64) (msg jsonrpc.Message, restore func(), ok bool) {
 	body, err := readBody(r, maxBody)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
-		} else {
-			http.Error(w, "failed to read body", http.StatusBadRequest)
-		}
+		bodyError(w, err)
 		return nil, nil, false
 	}
-	restore = func() { r.Body = io.NopCloser(bytes.NewReader(body)) }
+	restore = func() { r.Body = &heldBody{Reader: bytes.NewReader(body), data: body} }
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, restore, true
@@ -245,8 +240,23 @@ func fastBody(w http.ResponseWriter, r *http.Request, maxBody int64) (msg jsonrp
 	return msg, restore, true
 }
 
-// readBody reads r's body, at most limit bytes of it (0: no limit).
+// bodyError answers a request whose body could not be read (readBody's
+// err), as the go-sdk's handler does.
+func bodyError(w http.ResponseWriter, err error) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+	} else {
+		http.Error(w, "failed to read body", http.StatusBadRequest)
+	}
+}
+
+// readBody reads r's body, at most limit bytes of it (0: no limit). A body
+// read already (heldBody) is not read again.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if h, ok := r.Body.(*heldBody); ok && h.Len() == len(h.data) {
+		return h.data, nil // within limit: it was read with it
+	}
 	var body io.Reader = r.Body
 	if limit > 0 {
 		body = io.LimitReader(r.Body, limit+1)

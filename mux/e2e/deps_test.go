@@ -84,8 +84,15 @@ var depRules = []depRule{
 	// other way, so that a new door needs nothing of the core but the seam.
 	{"mux/door", func(d depInfo) (bool, string) {
 		rel := ours(d.path)
-		return rel == "" || rel == "mux/door" || rel == "mux/outq" || rel == "mux/config" || rel == "mux/rendezvous" || rel == "mux/winpipe" || under(rel, "backends"),
-			"mux/door imports nothing of mux but mux/outq, mux/config and mux/rendezvous (and its mux/winpipe)"
+		return rel == "" || rel == "mux/door" || rel == "mux/outq" || rel == "mux/config" || rel == "mux/rendezvous" || rel == "mux/winpipe" || rel == "mux/instance" || under(rel, "backends"),
+			"mux/door imports nothing of mux but mux/outq, mux/config, mux/rendezvous (and its mux/winpipe) and mux/instance"
+	}},
+	// An instance's name and the seal of what it hands an agent
+	// (requestState): the doors and the core open it, it knows neither.
+	{"mux/instance", func(d depInfo) (bool, string) {
+		rel := ours(d.path)
+		return rel == "" || rel == "mux/instance" || rel == "mux/config" || under(rel, "backends"),
+			"mux/instance imports nothing of ours but mux/config"
 	}},
 	// Where the shared mcp-mux and its sessions meet, and the session's
 	// relay: a session process links nothing of the server.

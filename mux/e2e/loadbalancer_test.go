@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -462,4 +463,120 @@ func startHAProxy(t *testing.T, bin, conf string, muxes []*httpMux) *haproxy {
 		}
 		return h
 	}
+}
+
+// TestDrainedInstanceBehindHAProxy: through haproxy with the README's
+// config (its /readyz check included), a handshake-era session's
+// instance is sent SIGTERM: it drains and exits, and what the session
+// sees is what the README says, with the go-sdk client: its next request
+// reaches the other instance, which answers 404 for the session
+// (ErrSessionMissing), and a new initialize there works.
+func TestDrainedInstanceBehindHAProxy(t *testing.T) {
+	bin := haproxyBin(t)
+	const token = "lb-drain-token"
+	cfg := testkit.WriteConfig(t, `http_token = "${MUX_TEST_TOKEN}"`, []string{"f", "-name", "f"})
+	muxes := []*httpMux{
+		startHTTPMux(t, cfg, "MUX_TEST_TOKEN="+token),
+		startHTTPMux(t, cfg, "MUX_TEST_TOKEN="+token),
+	}
+	pids := map[int]int{} // fixture pid -> index in muxes
+	for i, m := range muxes {
+		pids[statsOf(t, connectModern(t, m.url, token, nil)).PID] = i
+	}
+	lb := startHAProxy(t, bin, readmeHAProxyConfig(t), muxes)
+	connect := func() (*mcp.ClientSession, error) {
+		c := mcp.NewClient(&mcp.Implementation{Name: "lb-drain", Version: "1"}, nil)
+		tr := &mcp.StreamableClientTransport{Endpoint: lb.url, HTTPClient: &http.Client{Transport: withBearer{token}}}
+		return c.Connect(testkit.CtxT(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	}
+	cs, err := connect()
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, lb)
+	}
+	defer cs.Close()
+	at := pids[statsOf(t, cs).PID]
+	gone := muxes[at]
+
+	// A call in flight keeps it draining long enough for haproxy's check
+	// to see /readyz fail.
+	direct := connectModern(t, gone.url, token, nil)
+	before := requestsOf(t, direct)
+	slept := make(chan error, 1)
+	go func() {
+		res, err := direct.CallTool(context.Background(), &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": 9000}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("%v", res.Content)
+		}
+		slept <- err
+	}()
+	polls := 0
+	testkit.Eventually(t, 5*time.Second, "the long call to reach the backend", func() bool {
+		polls++ // each poll is a request of its own
+		return requestsOf(t, direct)-polls > before
+	})
+	exited := make(chan struct{})
+	go func() { gone.cmd.Wait(); close(exited) }()
+	gone.cmd.Process.Signal(syscall.SIGTERM)
+	down := fmt.Sprintf("mcp_mux/mux%d is DOWN", at+1)
+	testkit.Eventually(t, 12*time.Second, "haproxy's check to take the draining instance out", func() bool {
+		return strings.Contains(lb.stderr.String(), down)
+	})
+	t.Logf("haproxy: %s", strings.TrimSpace(lb.stderr.String()))
+	if !strings.Contains(lb.stderr.String(), "code: 503") || strings.Contains(lb.stderr.String(), fmt.Sprintf("mux%d is DOWN", 2-at)) {
+		t.Fatalf("haproxy's check must see the draining instance's 503, and the other up\n%s", lb)
+	}
+	// While it drains, a new session goes to the other instance.
+	during, err := connect()
+	if err != nil {
+		t.Fatalf("a new session while one instance drains: %v\n%s", err, lb)
+	}
+	defer during.Close()
+	if i := pids[statsOf(t, during).PID]; i == at {
+		t.Fatal("a new session went to the draining instance")
+	}
+	select {
+	case err := <-slept:
+		if err != nil {
+			t.Errorf("the call in flight on the draining instance: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the call in flight on the draining instance did not end")
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the instance did not exit after draining\n%s", gone.stderr)
+	}
+	_, err = cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "f__echo", Arguments: map[string]any{"text": "after"}})
+	if !errors.Is(err, mcp.ErrSessionMissing) {
+		t.Fatalf("the session of a drained instance: %v, want the other instance's 404 (ErrSessionMissing)\n%s", err, lb)
+	}
+	t.Logf("the session's next call, its instance gone: %v", err)
+	again, err := connect()
+	if err != nil {
+		t.Fatalf("a new initialize after the 404: %v\n%s", err, lb)
+	}
+	defer again.Close()
+	if i := pids[statsOf(t, again).PID]; i == at {
+		t.Fatalf("the new session was answered by the instance that exited")
+	}
+	if !strings.Contains(gone.stderr.String(), "drained") {
+		t.Errorf("the instance's log does not say it drained:\n%s", gone.stderr)
+	}
+}
+
+// requestsOf is how many requests cs's fixture has had, this one included.
+func requestsOf(t *testing.T, cs *mcp.ClientSession) int {
+	t.Helper()
+	res, err := cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "f__stats"})
+	if err != nil || res.IsError {
+		t.Fatalf("f__stats: %v %+v", err, res)
+	}
+	var st struct {
+		Requests int `json:"requests"`
+	}
+	if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Requests
 }
