@@ -30,10 +30,18 @@ func (th *threads) get() (int, int) {
 	return th.now, len(th.sets)
 }
 
-// started runs a rule of 4 cores in the bubble until the test ends.
+// started runs a rule of 4 cores in the bubble until the test ends, its
+// one thread saturated: as if mcp-mux's own work took all of it.
 func started(t *testing.T) (*Rule, *threads) {
+	return startedAt(t, 1)
+}
+
+// startedAt is started with mcp-mux's work taking share of one core.
+func startedAt(t *testing.T, share float64) (*Rule, *threads) {
 	th := &threads{now: 1}
 	r := New(4, th.set)
+	began := time.Now()
+	r.CPU = func() time.Duration { return time.Duration(share * float64(time.Since(began))) }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
@@ -146,18 +154,32 @@ func TestLoadThatComesAndGoesDoesNotFlap(t *testing.T) {
 	})
 }
 
-// TestTwoSlowRequestsRaise: requests in flight count however long
-// they wait, not only while they run.
-func TestTwoSlowRequestsRaise(t *testing.T) {
+// TestTwoSlowRequestsOfAnIdleProcessChangeNothing: two calls waiting on
+// their backends overlap, but the process does nothing meanwhile: no load
+// needs a second thread.
+func TestTwoSlowRequestsOfAnIdleProcessChangeNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, th := started(t)
+		r, th := startedAt(t, 0)
 		r.Begin()
 		r.Begin()
-		time.Sleep(UpTicks*Tick + Tick/2)
-		if now, _ := th.get(); now != 4 {
-			t.Errorf("two requests in flight for %v: %d threads, want 4", UpTicks*Tick+Tick/2, now)
+		time.Sleep(10 * UpTicks * Tick)
+		if now, changes := th.get(); now != 1 || changes != 0 {
+			t.Errorf("two requests waiting for %v: %d threads after %d changes, want 1", 10*UpTicks*Tick, now, changes)
 		}
 		r.End()
 		r.End()
+	})
+}
+
+// TestOverlapsThatOneThreadKeepsUpWithStayOnOne: requests overlap all the
+// time, but mcp-mux's own work takes a third of a core: one thread keeps
+// up, and more would only cost (as measured on a 2-core host).
+func TestOverlapsThatOneThreadKeepsUpWithStayOnOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, th := startedAt(t, 0.33)
+		calls(r, 8, 20*time.Millisecond, 3*time.Second)
+		if n, changes := th.get(); n != 1 || changes != 0 {
+			t.Errorf("%d threads after %d changes, want 1 after none", n, changes)
+		}
 	})
 }
