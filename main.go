@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcp-mux/mcp-mux/mux"
 	"github.com/mcp-mux/mcp-mux/mux/config"
+	"github.com/mcp-mux/mcp-mux/mux/cores"
 	"github.com/mcp-mux/mcp-mux/mux/door"
 )
 
@@ -300,7 +301,14 @@ func serve(c *cli.Context) error {
 	m.SetTracer(tracer)
 	defer tracer.Shutdown(traceFlushTimeout) // after m.Exit: the last spans go out
 	m.Start()
-	oneThread() // after Start, which decodes the remembered catalogs on every core (threads.go)
+	// After Start, which decodes the remembered catalogs on every core
+	// (threads.go).
+	var threads *cores.Rule
+	if addr != "" {
+		threads = httpThreads()
+	} else {
+		oneThread()
+	}
 	// Before the control endpoint, whose document says where the metrics are.
 	metrics, metricsDone := serveMetrics(m, cfg, logger)
 	defer metricsDone()
@@ -312,14 +320,20 @@ func serve(c *cli.Context) error {
 	if addr != "" {
 		// Over HTTP, for any number of agents, until a signal ends it;
 		// stdin is not the protocol then.
-		err = m.ServeHTTP(ctx, ln, door.HTTPOptions{
+		o := door.HTTPOptions{
 			Token:        cfg.Mux.HTTPToken,
 			Tokens:       cfg.Tokens,
 			SessionIdle:  cfg.Mux.HTTPSessionIdle.Duration,
 			MaxBody:      int64(cfg.Mux.MaxMessageSize),
 			DrainTimeout: cfg.Mux.DrainTimeout.Duration,
 			Stop:         secondSignal,
-		})
+		}
+		if threads != nil {
+			o.WorkBegan, o.WorkEnded = threads.Begin, threads.End
+		}
+		stopThreads := runThreads(ctx, threads)
+		err = m.ServeHTTP(ctx, ln, o)
+		stopThreads()
 		m.Exit(ctx.Err() != nil)
 		if err != nil {
 			logger.Error("serving over HTTP", "err", err)

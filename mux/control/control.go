@@ -40,7 +40,8 @@ type Document struct {
 	Started time.Time `json:"started"`
 	Uptime  float64   `json:"uptime_seconds"`
 	// Threads is how many OS threads run its Go code at once
-	// (GOMAXPROCS): 1 unless the environment set another.
+	// (GOMAXPROCS): 1 unless the environment set another, or serve --http
+	// has several requests in flight (mux/cores).
 	Threads  int       `json:"threads"`
 	Sessions []Session `json:"sessions"`
 	Backends []Backend `json:"backends"`

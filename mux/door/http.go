@@ -67,6 +67,11 @@ type HTTPOptions struct {
 	// KeepAlive is how long a connection waiting for the agent's next
 	// request stays open; 0 means DefaultHTTPKeepAlive.
 	KeepAlive time.Duration
+	// WorkBegan and WorkEnded, when set, bracket every request that is an
+	// agent's work, not a stream that waits for news (a GET, a
+	// subscriptions/listen): serve --http's threads follow how many are
+	// in flight (mux/cores).
+	WorkBegan, WorkEnded func()
 	// Drain, if set, is what ServeHTTP begins when its context ends
 	// (drain.go); the handler and the probes serve by it.
 	Drain *Drain
@@ -151,6 +156,10 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 	}
 	k := &keys{all: o.Token, members: o.Tokens}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o.WorkBegan != nil && isWork(r) {
+			o.WorkBegan()
+			defer o.WorkEnded()
+		}
 		w, r, done := boundWrites(w, r, writeTimeout)
 		defer done()
 		draining := o.Drain.enter()
@@ -235,6 +244,12 @@ func HTTP[S any](o HTTPOptions, core HTTPCore[S]) http.Handler {
 			}
 		}
 	})
+}
+
+// isWork reports whether r is an agent's work (WorkBegan): a POST, but
+// for the current era's subscriptions/listen, which is a stream's.
+func isWork(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.Header.Get("Mcp-Method") != "subscriptions/listen"
 }
 
 // profileAsked takes the profile an HTTP request asks for, by its path

@@ -48,7 +48,7 @@ const (
 )
 
 // gosdkSessions are the cells: concurrent sessions, one caller each.
-var gosdkSessions = []int{1, 8}
+var gosdkSessions = []int{1, 8, 32}
 
 // A cell's client is the issue's (era "": it speaks the current era to a
 // server that has it) or, for mcp-mux only, the same pinned to the
@@ -105,10 +105,12 @@ func treeCPU(pid int) (self, below time.Duration) {
 }
 
 // gosdkModes are the modes of the go-sdk client's rows: the HTTP rows'
-// with the bridge second (mcpmu has no current era to compare).
+// with the bridge second (mcpmu has no current era to compare), and
+// mcp-mux on one thread last: serve --http takes every core while several
+// requests are in flight (mux/cores), and pinned is what it did before.
 func (b *bench) gosdkModes() []mode {
 	modes := slices.DeleteFunc(slices.Clone(b.httpModes), func(m mode) bool { return m == mcpmu })
-	return slices.Insert(modes, 1, bridge)
+	return append(slices.Insert(modes, 1, bridge), pinned)
 }
 
 // startGoSDKServer starts mode m serving HTTP as the issue measured it:
@@ -134,7 +136,11 @@ func (b *bench) startGoSDKServer(ctx context.Context, m mode) (*proc, error) {
 	if m == before {
 		bin = b.before
 	}
-	return b.launchHTTP(ctx, m, fmt.Sprintf("gosdk-%s-%d", m, seq), []string{bin, "serve", "--http", addr, "--config", cfg}, nil, addr)
+	var env []string
+	if m == pinned {
+		env = []string{"GOMAXPROCS=1"}
+	}
+	return b.launchHTTP(ctx, m, fmt.Sprintf("gosdk-%s-%d", m, seq), []string{bin, "serve", "--http", addr, "--config", cfg}, env, addr)
 }
 
 // connectGoSDK is one agent session with p's endpoint, as the issue's
@@ -204,7 +210,7 @@ func (b *bench) gosdkLoad(ctx context.Context, m mode, s sample) error {
 	}
 	errs := 0
 	eras := []string{""}
-	if m.isMux() {
+	if m.isMux() && m != pinned {
 		eras = append(eras, handshakeVersion)
 	}
 	for _, era := range eras {
@@ -249,6 +255,9 @@ func (b *bench) gosdkStateless(ctx context.Context, s sample) (int, error) {
 	defer p.stop(5 * time.Second)
 	errs := 0
 	for _, n := range gosdkSessions {
+		if n > budgetSessions {
+			continue // the table compares the eras at 1 and 8
+		}
 		e, err := b.gosdkCell(ctx, p, direct, statelessDirect, n, s)
 		if err != nil {
 			return 0, err
@@ -381,7 +390,8 @@ func (b *bench) printGoSDK(w io.Writer) {
 		"a stdio backend, log_level = \"error\"; bridge: the floor of that hop, a process that does only what it must to serve the current era over HTTP "+
 		"from the fixture on its stdio (testdata/bench/bridge; as the relay in the stdio rows). The fixture's stateful handler has no server/discover: direct's client falls back to "+
 		"the handshake era, mcp-mux's speaks the current one; the pinned rows are mcp-mux in direct's era, and the rows of \"direct serving the current era\" "+
-		"compare mcp-mux's current era with the fixture's, served without sessions.\n\n", 2*b.duration)
+		"compare mcp-mux's current era with the fixture's, served without sessions. mcp-mux takes every core while several requests are in flight "+
+		"and one thread otherwise (mux/cores); \"mcp-mux, 1 thread\" is the same binary with GOMAXPROCS=1, as it served before.\n\n", 2*b.duration)
 	modes := b.gosdkModes()
 	cols := modes[1:]
 	fmt.Fprint(w, "| metric | direct |")
@@ -406,6 +416,8 @@ func (b *bench) printGoSDK(w io.Writer) {
 		{"1 session: tools/call p50", kSDKP50("", 1), dur, true, false, "≤ ×1.4", atMost(1.4), ""},
 		{"8 sessions: calls/s", kSDKCalls("", 8), perSec, true, false, "≥ ×0.9", atLeast(0.9), ""},
 		{"8 sessions: tools/call p50", kSDKP50("", 8), dur, true, false, "—", nil, ""},
+		{"32 sessions: calls/s", kSDKCalls("", 32), perSec, true, false, "—", nil, ""},
+		{"32 sessions: tools/call p50", kSDKP50("", 32), dur, true, false, "—", nil, ""},
 		{"1 session: CPU per call of the serving process (direct: the fixture; mcp-mux, the bridge: itself)", kSDKCPU("", 1), dur, true, false, "—", nil, ""},
 		{"… of the fixture below mcp-mux or the bridge", kSDKCPUBelow("", 1), dur, false, false, "—", nil, ""},
 		{"8 sessions: CPU per call of the serving process", kSDKCPU("", 8), dur, true, false, "—", nil, ""},
@@ -478,6 +490,7 @@ func (b *bench) printGoSDK(w io.Writer) {
 	}{
 		{"1 session calls/s", kSDKCalls("", 1)}, {"1 session p50", kSDKP50("", 1)},
 		{"8 sessions calls/s", kSDKCalls("", 8)}, {"8 sessions CPU per call", kSDKCPU("", 8)},
+		{"32 sessions calls/s", kSDKCalls("", 32)},
 	} {
 		f, fok := b.median(bridge, r.key)
 		v, ok := b.median(muxed, r.key)
@@ -487,6 +500,25 @@ func (b *bench) printGoSDK(w io.Writer) {
 	}
 	if len(against) > 0 {
 		fmt.Fprintf(w, "\nmcp-mux against the bridge (the floor of the hop), medians of the same rounds: %s.\n", strings.Join(against, ", "))
+	}
+	// The threads' rule against what it replaced: one thread throughout.
+	var threads []string
+	for _, n := range gosdkSessions {
+		one, ook := b.median(pinned, kSDKCalls("", n))
+		v, ok := b.median(muxed, kSDKCalls("", n))
+		if ook && ok && one > 0 {
+			threads = append(threads, fmt.Sprintf("%d session(s) calls/s ×%.2f", n, v/one))
+		}
+		if n == 1 {
+			one, ook = b.median(pinned, kSDKP50("", n))
+			v, ok = b.median(muxed, kSDKP50("", n))
+			if ook && ok && one > 0 {
+				threads = append(threads, fmt.Sprintf("its p50 ×%.2f", v/one))
+			}
+		}
+	}
+	if len(threads) > 0 {
+		fmt.Fprintf(w, "\nmcp-mux with every core while several requests are in flight (%d here) against itself on one thread (GOMAXPROCS=1), medians of the same rounds: %s.\n", runtime.NumCPU(), strings.Join(threads, ", "))
 	}
 	b.printBudget(w)
 	fmt.Fprint(w, "\nEach round's values (direct, then each other column):\n\n")

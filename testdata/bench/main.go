@@ -262,7 +262,7 @@ func (b *bench) run(ctx context.Context) error {
 		)
 	}
 	if b.runs("gosdk") {
-		steps = append(steps, step{"HTTP, the go-sdk client as Go agents use it: tools/call, 1 and 8 sessions", b.gosdkLoad, b.gosdkModes()})
+		steps = append(steps, step{"HTTP, the go-sdk client as Go agents use it: tools/call, 1, 8 and 32 sessions", b.gosdkLoad, b.gosdkModes()})
 	}
 	if b.runs("search") {
 		// mcp-mux only: an older binary (-before) may not know tool_list.

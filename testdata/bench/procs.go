@@ -25,13 +25,14 @@ const (
 	before             // as muxed, another mcp-mux binary (-before)
 	mcpmu              // mcpmu serve --http (-mcpmu), the HTTP rows only
 	bridge             // the bridge, which runs the fixture: the go-sdk client's rows only
+	pinned             // as muxed, with GOMAXPROCS=1: the go-sdk client's rows only
 )
 
 func (m mode) String() string {
-	return [...]string{"direct", "relay", "mcp-mux", "mcp-mux (before)", "mcpmu", "bridge"}[m]
+	return [...]string{"direct", "relay", "mcp-mux", "mcp-mux (before)", "mcpmu", "bridge", "mcp-mux, 1 thread"}[m]
 }
 
-func (m mode) isMux() bool { return m == muxed || m == before }
+func (m mode) isMux() bool { return m == muxed || m == before || m == pinned }
 
 // fixtureSpec is one fixture process: its -name and further flags.
 type fixtureSpec struct {
