@@ -119,6 +119,11 @@ var depRules = []depRule{
 		rel := ours(d.path)
 		return rel == "" || rel == "backends/wire", "backends/wire imports nothing of ours"
 	}},
+	// How many threads serve --http: a rule the CLI runs, knowing nothing
+	// of what it serves.
+	{"mux/cores", func(d depInfo) (bool, string) {
+		return d.standard || d.path == module+"/mux/cores", "mux/cores imports only the standard library"
+	}},
 	// The tool search is an engine the server uses, with no knowledge of
 	// the server: the standard library only.
 	{"mux/search", func(d depInfo) (bool, string) {
