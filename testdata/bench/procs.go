@@ -19,20 +19,20 @@ import (
 type mode int
 
 const (
-	direct mode = iota // the fixture itself
-	relay              // the relay, which runs the fixture
-	muxed              // mcp-mux, configured with the fixture(s) as backends
-	before             // as muxed, another mcp-mux binary (-before)
-	mcpmu              // mcpmu serve --http (-mcpmu), the HTTP rows only
-	bridge             // the bridge, which runs the fixture: the go-sdk client's rows only
-	pinned             // as muxed, with GOMAXPROCS=1: the go-sdk client's rows only
+	direct   mode = iota // the fixture itself
+	relay                // the relay, which runs the fixture
+	muxed                // mcp-mux, configured with the fixture(s) as backends
+	before               // as muxed, another mcp-mux binary (-before)
+	mcpmu                // mcpmu serve --http (-mcpmu), the HTTP rows only
+	bridge               // the bridge, which runs the fixture: the go-sdk client's rows only
+	allCores             // as muxed, with GOMAXPROCS=NumCPU (its rule set aside): the go-sdk client's rows only
 )
 
 func (m mode) String() string {
-	return [...]string{"direct", "relay", "mcp-mux", "mcp-mux (before)", "mcpmu", "bridge", "mcp-mux, 1 thread"}[m]
+	return [...]string{"direct", "relay", "mcp-mux", "mcp-mux (before)", "mcpmu", "bridge", "mcp-mux, every core"}[m]
 }
 
-func (m mode) isMux() bool { return m == muxed || m == before || m == pinned }
+func (m mode) isMux() bool { return m == muxed || m == before || m == allCores }
 
 // fixtureSpec is one fixture process: its -name and further flags.
 type fixtureSpec struct {
