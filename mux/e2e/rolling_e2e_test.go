@@ -270,6 +270,10 @@ func TestRollingRestartAndKillBehindHAProxy(t *testing.T) {
 	if err := victim.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	// It is dead once reaped: a call begun between the signal and then
+	// may have reached it still.
+	victim.cmd.Wait()
+	died := time.Now()
 	// The load goes on on the others: long enough for haproxy's check to
 	// take it out (3 checks 2 s apart) and for calls after that.
 	testkit.Eventually(t, 15*time.Second, "haproxy's check to take the killed instance out", func() bool {
@@ -303,7 +307,7 @@ func TestRollingRestartAndKillBehindHAProxy(t *testing.T) {
 		longest = max(longest, c.end.Sub(c.start))
 		phase := "before the restart"
 		switch {
-		case c.start.After(killed):
+		case c.start.After(died):
 			phase = "after the kill"
 		case c.end.After(killed):
 			phase = "in flight at the kill"
@@ -332,8 +336,8 @@ func TestRollingRestartAndKillBehindHAProxy(t *testing.T) {
 		case phase == "in flight at the kill" && c.end.Sub(killed) < callBound && !strings.HasPrefix(c.cause(), "hung"):
 			// In flight on the killed instance: it may fail, with an error.
 		default:
-			t.Errorf("a %s-era call %s (began %v into the test, took %v) failed: %s",
-				c.era, phase, c.start.Sub(began).Round(time.Millisecond), c.end.Sub(c.start).Round(time.Millisecond), c.err)
+			t.Errorf("a %s-era call %s (began %v into the test, %v after the kill, took %v) failed: %s",
+				c.era, phase, c.start.Sub(began).Round(time.Millisecond), c.start.Sub(died), c.end.Sub(c.start).Round(time.Millisecond), c.err)
 		}
 	}
 	if len(l.connErr) > 0 {
@@ -350,7 +354,8 @@ func TestRollingRestartAndKillBehindHAProxy(t *testing.T) {
 	t.Logf("calls: handshake era %d (%d ok), current era %d (%d ok); longest %v; re-initializations after a 404: %d",
 		eras["handshake"].calls, eras["handshake"].ok, eras["current"].calls, eras["current"].ok, longest.Round(time.Millisecond), l.reinits)
 	t.Logf("failures by cause:\n\t%s", strings.Join(causeLines, "\n\t"))
-	t.Logf("kill -9: %d calls in flight; the last failed call ended %v after the kill (bound %v)", inFlightAtKill, failedAfterKill.Round(time.Millisecond), callBound)
+	t.Logf("kill -9: reaped %v after the signal; %d calls in flight; the last failed call ended %v after the kill (bound %v)",
+		died.Sub(killed).Round(100*time.Microsecond), inFlightAtKill, failedAfterKill.Round(time.Millisecond), callBound)
 	if missing != "" {
 		t.Logf("a session whose instance is gone, as the go-sdk client says it (ErrSessionMissing): %s", missing)
 	}
