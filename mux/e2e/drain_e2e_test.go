@@ -100,15 +100,16 @@ func postAs(t *testing.T, url, token, version, sid, method, body string) (*http.
 }
 
 // readyWatch polls /readyz from before the signal until the listener is
-// gone, noting when it first answered 503 and when it first refused the
-// connection.
+// gone, noting when it last answered 200, when it first answered 503 and
+// when it first refused the connection.
 type readyWatch struct {
-	notReady, closed time.Time
-	done             chan struct{}
+	lastReady, notReady, closed time.Time     // read once done is closed
+	ready                       chan struct{} // closed on the first 200
+	done                        chan struct{}
 }
 
 func watchReady(base string, stop <-chan struct{}) *readyWatch {
-	rw := &readyWatch{done: make(chan struct{})}
+	rw := &readyWatch{ready: make(chan struct{}), done: make(chan struct{})}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}
 	go func() {
 		defer close(rw.done)
@@ -129,7 +130,13 @@ func watchReady(base string, stop <-chan struct{}) *readyWatch {
 				continue
 			}
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusServiceUnavailable && rw.notReady.IsZero() {
+			switch {
+			case resp.StatusCode == http.StatusOK:
+				if rw.lastReady.IsZero() {
+					close(rw.ready)
+				}
+				rw.lastReady = now
+			case resp.StatusCode == http.StatusServiceUnavailable && rw.notReady.IsZero():
 				rw.notReady = now
 			}
 		}

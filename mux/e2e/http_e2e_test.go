@@ -42,7 +42,14 @@ var listeningRe = regexp.MustCompile(`serving over HTTP url=(http://\S+/mcp)`)
 
 func startHTTPMux(t *testing.T, config string, env ...string) *httpMux {
 	t.Helper()
-	cmd := exec.Command(testkit.MuxBin(t), "serve", "--config", config, "--http", "127.0.0.1:0")
+	return startHTTPMuxAt(t, config, "127.0.0.1:0", env...)
+}
+
+// startHTTPMuxAt is startHTTPMux listening on addr: an instance restarted
+// where its balancer expects it.
+func startHTTPMuxAt(t *testing.T, config, addr string, env ...string) *httpMux {
+	t.Helper()
+	cmd := exec.Command(testkit.MuxBin(t), "serve", "--config", config, "--http", addr)
 	stderr := &testkit.SyncBuffer{}
 	cmd.Stderr = stderr
 	cmd.Env = append(cmd.Environ(), env...)
