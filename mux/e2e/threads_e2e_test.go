@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -26,17 +25,13 @@ func TestServeHTTPThreadsFollowTheLoad(t *testing.T) {
 	}
 	statusDir(t)
 	t.Setenv("GOMAXPROCS", "") // the test's own, if any, is not mcp-mux's
-	// On this 2-core machine the agents and the backend take most of the
-	// CPU, and one thread keeps up with mcp-mux's part (cores.SaturatedAt):
-	// a lower bar shows the rule at work.
-	t.Setenv("MCP_MUX_SATURATED_AT", "0.05")
+	// One thread keeps up with mcp-mux's part of any load this test can
+	// make on a small machine shared with the agents, the backend and other
+	// tests (cores.SaturatedAt, which mux/cores's tests check): with the bar
+	// set aside, what is seen is the rest of the rule at work.
+	t.Setenv("MCP_MUX_SATURATED_AT", "0.001")
 	os.Unsetenv("GOMAXPROCS")
-	// The load is tool searches over a catalog of hundreds of tools:
-	// mcp-mux's own work, enough to keep its one thread busy (echo calls
-	// through it on this 2-core machine took a quarter of a core, the
-	// agents and the backend the rest: no load that needs more threads).
-	catalog, _ := filepath.Abs(filepath.Join("..", "..", "testdata", "toolsearch", "catalog.json"))
-	h := startHTTPMux(t, testkit.WriteConfig(t, `tool_list = "search"`, []string{"f", "-name", "f", "-catalog", catalog}))
+	h := startHTTPMux(t, testkit.WriteConfig(t, "", []string{"f", "-name", "f"}))
 	threads := func() float64 {
 		t.Helper()
 		js, _, code := runStatus(t, "--json", "--pid", strconv.Itoa(h.cmd.Process.Pid))
@@ -50,7 +45,9 @@ func TestServeHTTPThreadsFollowTheLoad(t *testing.T) {
 		return n
 	}
 	call := func(ctx context.Context, cs *mcp.ClientSession) error {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"query": "create an issue in a repository and list its pull requests"}})
+		// Calls of 20 ms: eight agents keep several in flight however
+		// slowly the machine runs them.
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": 20}})
 		if err == nil && res.IsError {
 			t.Errorf("call: %+v", res)
 		}
