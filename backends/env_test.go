@@ -153,9 +153,13 @@ func keysOf(m map[string]string) []string {
 // the shared mcp-mux hashes it for a session whose environment is not its own.
 func TestChildEnvIsComputedFromTheGivenEnviron(t *testing.T) {
 	t.Setenv("MUX_TEST_OURS", "the process's")
-	environ := []string{"PATH=/session/bin", "MUX_TEST_OURS=the session's", "MUX_TEST_DROPPED=x", "HOME=/home/session"}
+	home := "HOME" // one of the variables a backend gets by default
+	if runtime.GOOS == "windows" {
+		home = "USERPROFILE"
+	}
+	environ := []string{"PATH=/session/bin", "MUX_TEST_OURS=the session's", "MUX_TEST_DROPPED=x", home + "=/home/session"}
 	got := ChildEnv(Spec{InheritEnv: []string{"MUX_TEST_OURS"}, Env: map[string]string{"B": "2", "A": "1"}}, environ)
-	want := []string{"PATH=/session/bin", "MUX_TEST_OURS=the session's", "HOME=/home/session", "A=1", "B=2"}
+	want := []string{"PATH=/session/bin", "MUX_TEST_OURS=the session's", home + "=/home/session", "A=1", "B=2"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ChildEnv = %q, want %q", got, want)
 	}

@@ -152,6 +152,7 @@ func watchReady(base string, stop <-chan struct{}) *readyWatch {
 // completion result; mcp-mux exits once the calls are over, well before
 // drain_timeout.
 func TestDrainOnSIGTERM(t *testing.T) {
+	canSignal(t, syscall.SIGTERM)
 	const token = "drain-test-token"
 	const sleepMS = 2500
 	cfg := testkit.WriteConfig(t, "http_token = \"${MUX_TEST_TOKEN}\"\ndrain_timeout = \"20s\"", []string{"f", "-name", "f"})
@@ -286,6 +287,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 // when it runs out, with an error, not a hang; and a second SIGTERM ends a
 // drain at once.
 func TestDrainTimeoutAndSecondSignal(t *testing.T) {
+	canSignal(t, syscall.SIGTERM)
 	for _, tc := range []struct {
 		name    string
 		timeout string

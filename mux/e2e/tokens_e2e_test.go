@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func startTeamMux(t *testing.T) (*httpMux, string) {
 	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
 	cfg := testkit.WriteConfig(t, `log_level = "debug"
 http_token = "${MUX_ADMIN_TOKEN}"
-audit_log = "`+auditPath+`"`, []string{"f", "-name", "f"}, []string{"g", "-name", "g"})
+audit_log = `+strconv.Quote(auditPath), []string{"f", "-name", "f"}, []string{"g", "-name", "g"})
 	src, _ := os.ReadFile(cfg)
 	src = append(src, `
 [profile.readonly]
