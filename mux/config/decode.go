@@ -74,23 +74,7 @@ type backendEntry struct {
 }
 
 func (p *parser) decodeBackends(kp keyPath, v any) []backendEntry {
-	var elems []any
-	switch v := v.(type) {
-	case []map[string]any:
-		for _, e := range v {
-			elems = append(elems, e)
-		}
-	case []any:
-		elems = v
-	case map[string]any:
-		if !p.addEarly() {
-			p.add(kp, "must be an array of tables: write [[backend]] (double brackets) for each backend, not [backend]")
-		}
-		return nil
-	default:
-		p.add(kp, "expected [[backend]] sections (an array of tables), got %s", kindOf(v))
-		return nil
-	}
+	elems := p.arrayOfTables(kp, v, "backend", p.addEarly)
 	var out []backendEntry
 	for i, e := range elems {
 		bp := kp.index(i)
@@ -109,6 +93,30 @@ func (p *parser) decodeBackends(kp keyPath, v any) []backendEntry {
 		out = append(out, b)
 	}
 	return out
+}
+
+// arrayOfTables is v, the value of the [[name]] sections at kp, as its
+// elements; nil, with the mistake said, when it is not an array. A single
+// [name] table is said unless said (its own report) is true.
+func (p *parser) arrayOfTables(kp keyPath, v any, name string, said func() bool) []any {
+	switch v := v.(type) {
+	case []map[string]any:
+		elems := make([]any, 0, len(v))
+		for _, e := range v {
+			elems = append(elems, e)
+		}
+		return elems
+	case []any:
+		return v
+	case map[string]any:
+		if said == nil || !said() {
+			p.add(kp, "must be an array of tables: write [[%s]] (double brackets) for each %s, not [%s]", name, name, name)
+		}
+		return nil
+	default:
+		p.add(kp, "expected [[%s]] sections (an array of tables), got %s", name, kindOf(v))
+		return nil
+	}
 }
 
 // decodeInheritEnv rewrites inherit_env = true (all of mux's environment)

@@ -45,21 +45,7 @@ var tokenSegRe = regexp.MustCompile(`^token\[([0-9]+)\]$`)
 // decodeTokens reads the [[token]] tables as written; validateTokens
 // checks them once the rest of the file is known.
 func (p *parser) decodeTokens(kp keyPath, v any) []tokenEntry {
-	var elems []any
-	switch v := v.(type) {
-	case []map[string]any:
-		for _, e := range v {
-			elems = append(elems, e)
-		}
-	case []any:
-		elems = v
-	case map[string]any:
-		p.add(kp, "must be an array of tables: write [[token]] (double brackets) for each token, not [token]")
-		return nil
-	default:
-		p.add(kp, "expected [[token]] sections (an array of tables), got %s", kindOf(v))
-		return nil
-	}
+	elems := p.arrayOfTables(kp, v, "token", nil)
 	var out []tokenEntry
 	for i, e := range elems {
 		tp := kp.index(i)
