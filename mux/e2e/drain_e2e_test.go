@@ -300,18 +300,7 @@ func TestDrainTimeoutAndSecondSignal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testkit.WriteConfig(t, fmt.Sprintf("drain_timeout = %q", tc.timeout), []string{"f", "-name", "f"})
 			m := startHTTPMux(t, cfg)
-			cs := connectHTTP(t, m.url, "").cs
-			before := requestsOf(t, cs)
-			errc := make(chan error, 1)
-			go func() {
-				_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": 60000}})
-				errc <- err
-			}()
-			polls := 0
-			testkit.Eventually(t, 5*time.Second, "the call to reach the backend", func() bool {
-				polls++ // each poll is a request of its own
-				return requestsOf(t, cs)-polls > before
-			})
+			errc := sleepInFlight(t, connectHTTP(t, m.url, "").cs, 60000)
 			exited := make(chan struct{})
 			go func() { m.cmd.Wait(); close(exited) }()
 			signalled := time.Now()
@@ -343,4 +332,26 @@ func TestDrainTimeoutAndSecondSignal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sleepInFlight calls the fixture's f__sleep for ms on cs and returns once
+// the backend has the call; the channel gets how it ended (a tool error as
+// an error).
+func sleepInFlight(t *testing.T, cs *mcp.ClientSession, ms int) <-chan error {
+	t.Helper()
+	before := requestsOf(t, cs)
+	slept := make(chan error, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": ms}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("%v", res.Content)
+		}
+		slept <- err
+	}()
+	polls := 0
+	testkit.Eventually(t, 5*time.Second, "the call to reach the backend", func() bool {
+		polls++ // each poll is a request of its own
+		return requestsOf(t, cs)-polls > before
+	})
+	return slept
 }

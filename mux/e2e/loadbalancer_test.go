@@ -499,21 +499,7 @@ func TestDrainedInstanceBehindHAProxy(t *testing.T) {
 
 	// A call in flight keeps it draining long enough for haproxy's check
 	// to see /readyz fail.
-	direct := connectModern(t, gone.url, token, nil)
-	before := requestsOf(t, direct)
-	slept := make(chan error, 1)
-	go func() {
-		res, err := direct.CallTool(context.Background(), &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": 9000}})
-		if err == nil && res.IsError {
-			err = fmt.Errorf("%v", res.Content)
-		}
-		slept <- err
-	}()
-	polls := 0
-	testkit.Eventually(t, 5*time.Second, "the long call to reach the backend", func() bool {
-		polls++ // each poll is a request of its own
-		return requestsOf(t, direct)-polls > before
-	})
+	slept := sleepInFlight(t, connectModern(t, gone.url, token, nil), 9000)
 	exited := make(chan struct{})
 	go func() { gone.cmd.Wait(); close(exited) }()
 	gone.cmd.Process.Signal(syscall.SIGTERM)

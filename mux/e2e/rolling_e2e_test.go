@@ -197,21 +197,7 @@ func TestRollingRestartAndKillBehindHAProxy(t *testing.T) {
 	for i, m := range muxes {
 		// A call of its own in flight keeps each drain long enough to
 		// watch readiness flip while the listener is still open.
-		direct := connectModern(t, m.url, token, nil)
-		before := requestsOf(t, direct)
-		slept := make(chan error, 1)
-		go func() {
-			res, err := direct.CallTool(context.Background(), &mcp.CallToolParams{Name: "f__sleep", Arguments: map[string]any{"ms": 1500}})
-			if err == nil && res.IsError {
-				err = fmt.Errorf("%v", res.Content)
-			}
-			slept <- err
-		}()
-		polls := 0
-		testkit.Eventually(t, 5*time.Second, "the long call to reach the backend", func() bool {
-			polls++ // each poll is a request of its own
-			return requestsOf(t, direct)-polls > before
-		})
+		slept := sleepInFlight(t, connectModern(t, m.url, token, nil), 1500)
 
 		stopWatch := make(chan struct{})
 		rw := watchReady(strings.TrimSuffix(m.url, "/mcp"), stopWatch)
