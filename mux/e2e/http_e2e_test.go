@@ -351,17 +351,7 @@ func TestHTTPTokenThatIsNotUsableRefusesToServe(t *testing.T) {
 				if tc.env != "" {
 					cmd.Env = append(cmd.Env, tc.env)
 				}
-				done := make(chan struct{})
-				var out []byte
-				var err error
-				go func() { out, err = cmd.CombinedOutput(); close(done) }()
-				select {
-				case <-done:
-				case <-time.After(30 * time.Second):
-					cmd.Process.Kill()
-					<-done
-					t.Fatalf("still serving after 30s: it must refuse at once\n%s", out)
-				}
+				out, err := runRefusal(t, cmd)
 				if err == nil {
 					t.Fatalf("exited 0: it must refuse to serve\n%s", out)
 				}
@@ -715,4 +705,22 @@ func TestHTTPCurrentEraSubscriptionLivesAsLongAsItsListen(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Subscribe did not return after Unsubscribe")
 	}
+}
+
+// runRefusal runs cmd, a serve that must refuse to start: its output and
+// how it ended. One still serving after 30 s fails the test.
+func runRefusal(t *testing.T, cmd *exec.Cmd) ([]byte, error) {
+	t.Helper()
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("still serving after 30s: it must refuse at once\n%s", out)
+	}
+	return out, err
 }

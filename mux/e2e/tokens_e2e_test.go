@@ -335,17 +335,7 @@ func TestHTTPTokenMistakesAreNamed(t *testing.T) {
 
 	cmd := exec.Command(testkit.MuxBin(t), "serve", "--config", cfg, "--http", "127.0.0.1:0")
 	cmd.Env = env
-	done := make(chan struct{})
-	var out []byte
-	var err error
-	go func() { out, err = cmd.CombinedOutput(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("still serving after 30s: it must refuse at once\n%s", out)
-	}
+	out, err := runRefusal(t, cmd)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("serve --http: %v, want exit 1\n%s", err, out)
