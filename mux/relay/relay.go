@@ -198,6 +198,10 @@ func (r *Relay) drain() time.Duration {
 
 var errAgentGone = errors.New("the agent stopped reading")
 
+// maxAsked bounds the process's requests to the agent the session keeps
+// waiting for an answer to.
+const maxAsked = 1024
+
 // fromProcess copies the long-lived process's lines to the agent until
 // its connection ends.
 func (r *Relay) fromProcess(rd *bufio.Reader) error {
@@ -239,6 +243,14 @@ func (r *Relay) fromProcessLine(line []byte) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m.method != "" {
+		if len(r.asked) >= maxAsked {
+			// An agent that never answers: forget one (its late answer
+			// is dropped; the process gave up on it long ago).
+			for old := range r.asked {
+				delete(r.asked, old)
+				break
+			}
+		}
 		r.asked[id] = true
 		return true
 	}

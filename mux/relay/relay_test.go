@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -276,4 +277,40 @@ func TestALineLongerThanTheBoundGoesOnInPieces(t *testing.T) {
 		t.Fatalf("after the long line: %v", m)
 	}
 	inW.Close()
+}
+
+// An agent that never answers the requests sent to it (roots/list, say)
+// does not make the session's memory of them grow without end.
+func TestRequestsTheAgentNeverAnswersAreForgottenPastABound(t *testing.T) {
+	p := testPlace(t)
+	procs := make(chan *fakeProcess, 1)
+	r, err := Connect(Options{Place: p, Spawn: func() (<-chan struct{}, error) { procs <- startFake(t, p, 1); return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := <-procs
+	defer proc.ln.Close()
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	outR, outW := io.Pipe()
+	go r.Run(context.Background(), inR, outW)
+	c := <-proc.conns
+	agent := bufio.NewReader(outR)
+	n := 3 * maxAsked
+	go func() {
+		for i := range n {
+			c.send(t, `{"jsonrpc":"2.0","id":"ask-`+strconv.Itoa(i)+`","method":"roots/list"}`)
+		}
+	}()
+	for range n {
+		if _, err := agent.ReadBytes('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.mu.Lock()
+	held := len(r.asked)
+	r.mu.Unlock()
+	if held > maxAsked {
+		t.Errorf("the session remembers %d unanswered requests to the agent, want at most %d", held, maxAsked)
+	}
 }
