@@ -120,7 +120,9 @@ func run[R any](ctx context.Context, m *Mux, mem *member, b *backends.Backend, i
 	}
 	s := sessionFrom(ctx)
 	if s != nil {
-		s.used.Store(mem.spec.Name, true)
+		if _, ok := s.used.Load(mem.spec.Name); !ok { // a Store on every request would write every time
+			s.used.Store(mem.spec.Name, true)
+		}
 	}
 	var level mcp.LoggingLevel
 	if s != nil && s.isModern() {
