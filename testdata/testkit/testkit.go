@@ -68,7 +68,10 @@ func Main(m *testing.M) {
 	// launch runs in its own process, as the tests before it were
 	// written for; the tests of the shared one ask for it (SharedEnv).
 	os.Setenv("MCP_MUX_RUN_DIR", filepath.Join(d, "run"))
-	os.Setenv("MCP_MUX_SHARED", "0")
+	// MCP_MUX_SHARED=1 in the environment runs a suite through it instead.
+	if os.Getenv("MCP_MUX_SHARED") == "" {
+		os.Setenv("MCP_MUX_SHARED", "0")
+	}
 	if runtime.GOOS == "windows" {
 		os.Setenv("LOCALAPPDATA", filepath.Join(d, "cache")) // os.UserCacheDir there
 	}
