@@ -187,7 +187,7 @@ func sharedServe(c *cli.Context) error {
 	oneThread()
 	d := &daemon{
 		place: place, ln: ln, logger: logger, linger: cfg.Mux.SharedLinger.Duration,
-		classes: map[string]*class{}, done: make(chan struct{}),
+		classes: map[string]*class{}, done: make(chan struct{}), pool: backends.NewPool(),
 	}
 	logger.Info("shared mcp-mux serving", "config", place.Config, "pid", os.Getpid())
 	defer serveControlDoc(d.statusDocument, logger)()
@@ -227,6 +227,9 @@ type daemon struct {
 	linger time.Duration
 
 	door *door.SessionDoor
+	// pool runs a backend once for the classes whose instance of it
+	// would run alike (backends.Identity).
+	pool *backends.Pool
 
 	mu       sync.Mutex
 	classes  map[string]*class
@@ -238,7 +241,10 @@ type daemon struct {
 	done      chan struct{} // closed when it is to end
 }
 
-// class is the sessions that share one Mux.
+// class is the sessions that share one Mux: one view of the config (the
+// same project, profile, and environment as the backends get it). Its
+// backends are shared with the other classes through the pool where they
+// run alike.
 type class struct {
 	id   int // in the order they were made, for status
 	m    *mux.Mux
@@ -292,7 +298,10 @@ func classOf(path string, h *rendezvous.Hello) (string, *config.File, error) {
 	}
 	sum := sha256.New()
 	enc := json.NewEncoder(sum)
-	enc.Encode([]string{h.Profile, h.ToolList, h.Name})
+	// Each project a Mux of its own: its agents' roots are its own, and
+	// a backend that asks for them gets an instance per set of roots
+	// (backends.Pool); what runs alike is shared all the same.
+	enc.Encode([]string{h.Profile, h.ToolList, h.Name, h.Cwd})
 	enc.Encode(cfg.Mux)
 	enc.Encode(cfg.Profiles)
 	for _, b := range cfg.Backends {
@@ -315,7 +324,7 @@ func (d *daemon) join(key string, cfg *config.File, h *rendezvous.Hello) (*class
 	}
 	cl := d.classes[key]
 	if cl == nil {
-		m := mux.New(cfg, d.logger, version, sessionOptions(h)...)
+		m := mux.New(cfg, d.logger, version, append(sessionOptions(h), mux.WithPool(d.pool))...)
 		m.Start()
 		if err := m.WatchConfig(); err != nil {
 			d.logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)
@@ -442,6 +451,17 @@ func (d *daemon) statusDocument() control.Document {
 		}
 		for _, b := range md.Backends {
 			if len(classes) > 1 {
+				// One process the classes share (backends.Pool) is one
+				// row, naming each class it serves.
+				if i := slices.IndexFunc(doc.Backends, func(o control.Backend) bool {
+					return b.PID != 0 && o.PID == b.PID && strings.HasPrefix(o.Name, b.Name+" [")
+				}); i >= 0 {
+					o := &doc.Backends[i]
+					o.Name = strings.TrimSuffix(o.Name, "]") + fmt.Sprintf(" c%d]", cl.id)
+					o.Calls += b.Calls
+					o.Errors += b.Errors
+					continue
+				}
 				b.Name = fmt.Sprintf("%s [c%d]", b.Name, cl.id)
 			}
 			doc.Backends = append(doc.Backends, b)

@@ -10,7 +10,9 @@ import (
 )
 
 // backendIdentity is what a backend of a session depends on: two
-// sessions whose backends all have the same identity share them. It is
+// sessions in one project whose backends all have the same identity share
+// a Mux (and across Muxes, backends.Pool shares each backend that runs
+// alike: backends.Identity). It is
 // what the backend would get, not what the session has: the resolved
 // command, args, working directory (the session's, for a backend with
 // none of its own) and the environment its child is made of (ChildEnv:

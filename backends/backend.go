@@ -54,6 +54,12 @@ type Hooks struct {
 	Roots         func(context.Context, *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 	CreateMessage func(context.Context, *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error)
 	Elicit        func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+
+	// Agents says how many of the client's agent sessions have requests
+	// in flight to the backend, and how many are connected: of a backend
+	// that several clients share (Pool), sampling and elicitation go to
+	// the client whose agent could have been meant, never to a guess.
+	Agents func() (inFlight, connected int)
 }
 
 // Options configure how a backend is started and stopped.
@@ -77,6 +83,11 @@ type Options struct {
 // Backend is one running backend: its process and the MCP session with it.
 type Backend struct {
 	Spec Spec
+
+	// of and view are set for a view of a pooled backend (Pool): of is the
+	// running one, whose fields the methods use.
+	of   *Backend
+	view *view
 
 	log     *log.Logger
 	proc    *proc
@@ -451,6 +462,10 @@ func (b *Backend) kill() {
 // Kill ends the backend's process group at once, for a backend that no
 // longer answers; reason becomes its Err.
 func (b *Backend) Kill(reason error) {
+	if b.of != nil {
+		b.of.Kill(reason) // hung for every view
+		return
+	}
 	b.mu.Lock()
 	if b.killReason == nil {
 		b.killReason = reason
@@ -477,6 +492,12 @@ func waitGroupGone(pid int, d time.Duration) {
 // returns once the process is reaped and the group is gone, within about
 // grace + 0.5 s. Safe to call more than once and concurrently.
 func (b *Backend) Stop(grace time.Duration) {
+	if b.of != nil {
+		if b.detach(false) {
+			b.of.Stop(grace)
+		}
+		return
+	}
 	b.stopOnce.Do(func() {
 		b.grace = grace
 		close(b.stopping)
@@ -497,6 +518,9 @@ func (b *Backend) Stop(grace time.Duration) {
 // (see Supervised) or it did not take the order (it is gone): Stop it. A
 // remote backend needs nothing: its connections end with mcp-mux.
 func (b *Backend) Leave(grace time.Duration) bool {
+	if b.of != nil {
+		return !b.detach(false) || b.of.Leave(grace)
+	}
 	return b.remote != nil || b.proc.leave(grace)
 }
 
@@ -531,20 +555,30 @@ func (b *Backend) stopProcess(grace time.Duration) {
 const termWait = 300 * time.Millisecond
 
 // Session is the MCP client session with the backend.
-func (b *Backend) Session() *mcp.ClientSession { return b.session }
+func (b *Backend) Session() *mcp.ClientSession {
+	b = b.real()
+	return b.session
+}
 
 // Settle waits (at most d) until the notifications the backend sent before
 // now have been handled: call it when a response arrived, before passing
 // it on, so that what the backend sent before it (progress, updates)
 // reaches the agent before it too.
-func (b *Backend) Settle(d time.Duration) { b.conn.settle(d) }
+func (b *Backend) Settle(d time.Duration) {
+	b = b.real()
+	b.conn.settle(d)
+}
 
 // InitializeResult is what the backend answered to initialize.
-func (b *Backend) InitializeResult() *mcp.InitializeResult { return b.init }
+func (b *Backend) InitializeResult() *mcp.InitializeResult {
+	b = b.real()
+	return b.init
+}
 
 // PID is the process id of the backend (the leader of its process group).
 // A remote backend has none: 0.
 func (b *Backend) PID() int {
+	b = b.real()
 	if b.proc == nil {
 		return 0
 	}
@@ -552,11 +586,33 @@ func (b *Backend) PID() int {
 }
 
 // Done is closed once the backend is down, stopped or crashed.
-func (b *Backend) Done() <-chan struct{} { return b.done }
+func (b *Backend) Done() <-chan struct{} {
+	if b.view != nil {
+		return b.view.done
+	}
+	return b.done
+}
 
 // Err says why the backend went down (exit status or signal, and its last
 // stderr lines), or ErrStopped; nil while it runs.
 func (b *Backend) Err() error {
+	if v := b.view; v != nil {
+		select {
+		case <-v.done:
+		default:
+			return nil
+		}
+		v.e.pool.mu.Lock()
+		moved := v.moved
+		v.e.pool.mu.Unlock()
+		if moved {
+			return ErrMoved
+		}
+		if err := b.of.Err(); err != nil {
+			return err
+		}
+		return ErrStopped // detached from a backend that serves on
+	}
 	select {
 	case <-b.done:
 		return b.downErr
@@ -567,10 +623,19 @@ func (b *Backend) Err() error {
 
 // Capabilities returns the backend's server capabilities, never nil.
 func (b *Backend) Capabilities() *mcp.ServerCapabilities {
+	b = b.real()
 	if b.init == nil || b.init.Capabilities == nil {
 		return &mcp.ServerCapabilities{}
 	}
 	return b.init.Capabilities
+}
+
+// real is the running backend b is, or is a view of.
+func (b *Backend) real() *Backend {
+	if b.of != nil {
+		return b.of
+	}
+	return b
 }
 
 // ModernEra is the first protocol revision of the current era (2026-07-28):
@@ -579,6 +644,7 @@ const ModernEra = "2026-07-28"
 
 // Modern reports whether mcp-mux speaks the current era with the backend.
 func (b *Backend) Modern() bool {
+	b = b.real()
 	return b.init != nil && b.init.ProtocolVersion >= ModernEra
 }
 

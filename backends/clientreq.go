@@ -71,11 +71,15 @@ func result[R mcp.Result](res R, err error) (mcp.Result, error) {
 }
 
 // ClientCapabilities is what mcp-mux declared to the backend in initialize.
-func (b *Backend) ClientCapabilities() *mcp.ClientCapabilities { return b.caps }
+func (b *Backend) ClientCapabilities() *mcp.ClientCapabilities {
+	b = b.real()
+	return b.caps
+}
 
 // NotifyRootsListChanged sends the backend notifications/roots/list_changed
 // (the go-sdk sends it only when a client's own roots change).
 func (b *Backend) NotifyRootsListChanged(ctx context.Context) error {
+	b = b.real()
 	req := &mcp.ClientRequest[*mcp.RootsListChangedParams]{Session: b.session, Params: &mcp.RootsListChangedParams{}}
 	if _, err := b.sendRaw(ctx, "notifications/roots/list_changed", req); err != nil {
 		return fmt.Errorf("notifications/roots/list_changed: %w", err)

@@ -108,6 +108,7 @@ func (b *Backend) noiseNote() string {
 // StdoutNoise is how many lines the backend printed on stdout that were
 // not JSON-RPC (each skipped); 0 for a remote backend.
 func (b *Backend) StdoutNoise() int {
+	b = b.real()
 	if b.conn == nil {
 		return 0
 	}

@@ -46,6 +46,7 @@ type rawCalls struct {
 // backend is sent notifications/cancelled (with the reason ctx carries, see
 // WithCancelReason) and ctx's error is returned, as the go-sdk's calls do.
 func (b *Backend) CallRaw(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	b = b.real()
 	if b.remote != nil {
 		if b.Modern() {
 			params = b.withRequestMeta(params)

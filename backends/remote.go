@@ -358,6 +358,7 @@ func (r *remote) kill() { r.killOnce.Do(func() { close(r.killed) }) }
 // Transport is how mcp-mux speaks to the backend: TransportStdio for a
 // child process, else the HTTP transport that connected.
 func (b *Backend) Transport() string {
+	b = b.real()
 	if b.remote == nil {
 		return TransportStdio
 	}

@@ -60,6 +60,7 @@ func hasAuthorization(headers map[string]string) bool {
 // SignedIn reports whether the backend signs in with OAuth and has a
 // sign-in stored, and by which issuer.
 func (b *Backend) SignedIn() (ok bool, issuer string) {
+	b = b.real()
 	if b.remote == nil || b.remote.oauth == nil {
 		return false, ""
 	}

@@ -85,6 +85,9 @@ func (mem *member) withClientRequests(opts backends.Options) backends.Options {
 	opts.Hooks.CreateMessage = mem.forwardCreateMessage
 	opts.Hooks.Elicit = mem.forwardElicit
 	opts.Hooks.ElicitationComplete = mem.forwardElicitationComplete
+	opts.Hooks.Agents = func() (int, int) {
+		return agentCount(mem.sessionsInFlight()), agentCount(mem.m.liveSessions())
+	}
 	return opts
 }
 

@@ -98,7 +98,7 @@ func (mem *member) setLogLevel(ctx context.Context, b *backends.Backend, level m
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mem.m.requestTimeout(mem))
 	defer cancel()
-	if err := b.Session().SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+	if err := b.SetLoggingLevel(ctx, level); err != nil {
 		mem.log.Warn("logging/setLevel failed", "level", level, "err", err)
 		return
 	}

@@ -82,9 +82,6 @@ type Mux struct {
 	cat   catalogHolder
 	lists *listNotifier
 
-	// progressSeq numbers the progress tokens mux gives forwarded requests.
-	progressSeq atomic.Uint64
-
 	// backoffBase is the first restart delay (tests shorten it).
 	backoffBase time.Duration
 
@@ -122,6 +119,9 @@ type Mux struct {
 	// nil and "": mcp-mux's own.
 	environ []string
 	cwd     string
+	// pool, when set (WithPool), shares each backend with the other
+	// Muxes of the process whose backend of that name runs alike.
+	pool *backends.Pool
 	// launch is the profile every session sees (WithProfile), and
 	// profileViews the views of the config in effect (profile.go).
 	launch       string
@@ -310,6 +310,7 @@ func New(cfg *config.File, logger *log.Logger, version string, opts ...Option) *
 		launch:   o.launch,
 		environ:  o.environ,
 		cwd:      o.cwd,
+		pool:     o.pool,
 		name:     o.name,
 		fitters:  newFitters(o.name),
 		instr:    newInstructionMemory(),

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -183,7 +184,7 @@ func (mem *member) awaitProgress(ctx context.Context, meta mcp.Meta, s *session,
 	if !ok || tok == nil {
 		return meta, func() {}
 	}
-	key := "mcp-mux-" + strconv.FormatUint(mem.m.progressSeq.Add(1), 10)
+	key := "mcp-mux-" + strconv.FormatUint(progressSeq.Add(1), 10)
 	fwd = maps.Clone(meta)
 	fwd["progressToken"] = key
 	mem.mu.Lock()
@@ -201,6 +202,11 @@ func (mem *member) awaitProgress(ctx context.Context, meta mcp.Meta, s *session,
 		})
 	}
 }
+
+// progressSeq numbers the progress tokens mux gives forwarded requests,
+// across the process: Muxes that share a backend (WithPool) hear each
+// other's progress, and tell theirs apart by the token.
+var progressSeq atomic.Uint64
 
 // progressGrace is how long a finished call's progress token still routes.
 const progressGrace = 500 * time.Millisecond

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/mux/config"
 )
 
@@ -39,6 +40,14 @@ func WithProfile(name string) Option {
 // local backend starts from environ, in cwd unless it has its own.
 func WithEnviron(environ []string, cwd string) Option {
 	return func(m *Mux) { m.environ, m.cwd = environ, cwd }
+}
+
+// WithPool makes the Mux share its backends through pool with the other
+// Muxes of the process (the shared mcp-mux's classes of sessions): a
+// backend whose process would run alike for them (backends.Identity) runs
+// once, unless its share is "never".
+func WithPool(pool *backends.Pool) Option {
+	return func(m *Mux) { m.pool = pool }
 }
 
 // UnknownProfileError is the error for a profile the config lacks, naming

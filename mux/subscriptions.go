@@ -50,7 +50,7 @@ func (m *Mux) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 		// Shared by every session that subscribes the URI: no agent's _meta.
 		in := inbound{ss: req.Session, extra: req.Extra, method: "resources/subscribe", target: uri}
 		_, err := forward(ctx, m, mem, in, func(ctx context.Context, b *backends.Backend, meta mcp.Meta, _ *round) (struct{}, error) {
-			return struct{}{}, b.Session().Subscribe(ctx, &mcp.SubscribeParams{Meta: meta, URI: backendURI})
+			return struct{}{}, b.Subscribe(ctx, &mcp.SubscribeParams{Meta: meta, URI: backendURI})
 		})
 		return err // reaches the agent as the backend said it
 	})
@@ -113,7 +113,7 @@ func (m *Mux) unforward(ctx context.Context, backend, uri string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.requestTimeout(mem))
 	defer cancel()
-	return b.Session().Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+	return b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
 }
 
 // cleanupTimeout bounds all the unsubscribes of one ended session: a hung

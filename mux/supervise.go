@@ -57,7 +57,7 @@ func (mem *member) run() {
 		mem.mu.Lock()
 		spec := mem.spec // whole: a reload may be changing its prefix or filters
 		mem.mu.Unlock()
-		b, err := backends.Start(mem.ctx, spec.SpecIn(m.environ, m.cwd), mem.withClientRequests(m.startOptions(mem)))
+		b, err := mem.start(spec)
 		if err != nil && mem.ctx.Err() == nil {
 			mem.rememberFailure(spec, err)
 		}
@@ -76,6 +76,12 @@ func (mem *member) run() {
 				return // mux is closing, or the member was stopped
 			}
 			err = b.Err()
+			if errors.Is(err, backends.ErrMoved) {
+				// The pool moved it to the instance of its agents'
+				// roots: not a crash, start (join) that one at once.
+				mem.setState(stateStarting, nil)
+				continue
+			}
 			if mem.reinitting { // not a crash: start it again at once
 				// Its catalog stays listed and requests wait for the new
 				// process (backendForUse), as for a start when used: the
@@ -148,6 +154,23 @@ func (mem *member) run() {
 		mem.restarts++
 		mem.mu.Unlock()
 	}
+}
+
+// start starts the backend of spec, or joins the one the pool runs for it
+// (WithPool): the same process, unless its share is "never".
+func (mem *member) start(spec config.Backend) (*backends.Backend, error) {
+	m := mem.m
+	run := spec.SpecIn(m.environ, m.cwd)
+	opts := mem.withClientRequests(m.startOptions(mem))
+	if m.pool == nil || spec.Share == config.ShareNever {
+		return backends.Start(mem.ctx, run, opts)
+	}
+	ident := backends.Identity(run)
+	if spec.Share == config.ShareAlways {
+		// The first session's environment serves all.
+		ident = "always\x00" + spec.Name
+	}
+	return m.pool.Start(mem.ctx, ident, run, opts)
 }
 
 // waitLogin marks the member as needing a login, says so in the log once,
@@ -286,7 +309,7 @@ func (mem *member) resubscribe(ctx context.Context, b *backends.Backend) {
 	}
 	n := 0
 	for _, uri := range uris {
-		if err := b.Session().Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+		if err := b.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 			mem.log.Warn("re-subscribe after restart failed", "uri", uri, "err", err)
 			continue
 		}

@@ -217,7 +217,15 @@ func TestTheSharedProcessLingersAfterItsLastSession(t *testing.T) {
 // Sessions in one project share its instance; a session in another
 // project gets its own, which allows that project alone.
 func TestServerFilesystemGetsEachProjectsRootsAndNeverAnothers(t *testing.T) {
-	cfg := sharedFilesystemConfig(t)
+	// With no cwd it runs in its session's directory, so each project has
+	// its own; with a cwd of its own it runs alike for every project, and
+	// its agents' roots alone decide.
+	t.Run("no cwd", func(t *testing.T) { serverFilesystemPerProject(t, "") })
+	t.Run("a cwd of its own", func(t *testing.T) { serverFilesystemPerProject(t, t.TempDir()) })
+}
+
+func serverFilesystemPerProject(t *testing.T, cwd string) {
+	cfg := sharedFilesystemConfig(t, cwd)
 	var projects []string
 	for range 2 {
 		d, _ := filepath.EvalSymlinks(t.TempDir())
@@ -246,8 +254,13 @@ func TestServerFilesystemGetsEachProjectsRootsAndNeverAnothers(t *testing.T) {
 			t.Errorf("session %s read the other project's file: %+v", tt.name, res.Content)
 		}
 	}
-	if n := len(onlyShared(t).Backends); n != 2 {
-		t.Errorf("%d server-filesystem instances for two projects (three sessions), want 2", n)
+	doc := onlyShared(t)
+	pids := map[int]bool{}
+	for _, b := range doc.Backends {
+		pids[b.PID] = true
+	}
+	if len(pids) != 2 {
+		t.Errorf("%d server-filesystem processes for two projects (three sessions), want 2: %+v", len(pids), doc.Backends)
 	}
 }
 
@@ -369,7 +382,7 @@ func TestASharedSessionThatStopsReadingCostsTheOthersNothing(t *testing.T) {
 // backend; it is given the roots both have, never one's alone, and the
 // roots of each once it is alone again.
 func TestSessionsOfOneProjectWithOtherRootsNeverGetEachOthers(t *testing.T) {
-	cfg := sharedFilesystemConfig(t)
+	cfg := sharedFilesystemConfig(t, "")
 	project, _ := filepath.EvalSymlinks(t.TempDir())
 	ra, rb, both := filepath.Join(project, "alpha"), filepath.Join(project, "beta"), filepath.Join(project, "common")
 	for _, d := range []string{ra, rb, both} {
@@ -499,7 +512,7 @@ func TestAnAgentThatEndsItsStdinStillGetsTheAnswersInFlight(t *testing.T) {
 // sharedFilesystemConfig is a config of the npm server-filesystem with no
 // directory (it takes its client's roots), for a test of the shared
 // process; it skips the test where the npm servers are not installed.
-func sharedFilesystemConfig(t *testing.T) string {
+func sharedFilesystemConfig(t *testing.T, cwd string) string {
 	t.Helper()
 	if why := interopMissing(); why != "" {
 		t.Skip(why)
@@ -509,6 +522,10 @@ func sharedFilesystemConfig(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testkit.WriteRawConfig(t, fmt.Sprintf("[[backend]]\nname = \"fs\"\ncommand = \"node\"\nargs = [%q]\n", script))
+	entry := fmt.Sprintf("[[backend]]\nname = \"fs\"\ncommand = \"node\"\nargs = [%q]\n", script)
+	if cwd != "" {
+		entry += fmt.Sprintf("cwd = %q\n", cwd)
+	}
+	cfg := testkit.WriteRawConfig(t, entry)
 	return cfg
 }

@@ -63,7 +63,13 @@ func startShared(t *testing.T, cfg, dir string, env []string, opts *mcp.ClientOp
 // the current era, as the go-sdk's client probes it).
 func startSharedAt(t *testing.T, version, cfg, dir string, env []string, opts *mcp.ClientOptions, roots ...string) *sharedSession {
 	t.Helper()
-	cmd := exec.Command(testkit.MuxBin(t), "--config", cfg)
+	return startSharedArgs(t, version, []string{"--config", cfg}, dir, env, opts, roots...)
+}
+
+// startSharedArgs is startSharedAt with mcp-mux's command line.
+func startSharedArgs(t *testing.T, version string, args []string, dir string, env []string, opts *mcp.ClientOptions, roots ...string) *sharedSession {
+	t.Helper()
+	cmd := exec.Command(testkit.MuxBin(t), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	stdin, _ := cmd.StdinPipe()
