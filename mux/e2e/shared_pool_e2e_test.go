@@ -4,12 +4,16 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-mux/mcp-mux/testdata/testkit"
 )
@@ -111,5 +115,85 @@ backends = ["fixed"]
 	}
 	if got := fixtureNames(t, doc.PID)["fixed"]; got != 1 {
 		t.Errorf("after a left, %d fixed servers, want the same 1", got)
+	}
+}
+
+// Two views of one backend (sessions of two profiles): kill -9 of the
+// backend restarts one process for both, each gets its subscription back,
+// and an elicitation of the restarted backend reaches the session whose
+// call it serves.
+func TestASharedBackendKilledComesBackOnceForEveryView(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteRawConfig(t, fmt.Sprintf(`[[backend]]
+name = "fx"
+command = %q
+args = ["-name", "fx", "-client-requests"]
+
+[profile.other]
+backends = ["fx"]
+`, testkit.FixtureBin(t)))
+	dir := t.TempDir()
+	asked := make(chan string, 4)
+	client := func(name string) *mcp.ClientOptions {
+		return &mcp.ClientOptions{
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked <- name
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": name}}, nil
+			},
+			ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+				asked <- name + " updated " + r.Params.URI
+			},
+		}
+	}
+	a := startShared(t, cfg, dir, nil, client("a"))
+	b := startSharedArgs(t, "2025-11-25", []string{"--config", cfg, "--profile", "other"}, dir, nil, client("b"))
+	uri := "fixture://fx/res/1"
+	for _, s := range []*sharedSession{a, b} {
+		if err := s.cs.Subscribe(testkit.CtxT(t), &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := onlyShared(t)
+	before := fixtureNames(t, doc.PID)["fx"]
+	old := fixturesUnder(t, doc.PID)
+	if before != 1 {
+		t.Fatalf("%d fx processes for two views, want 1", before)
+	}
+	killProcess(old[0])
+	testkit.Eventually(t, 15*time.Second, "one new fx process for both views", func() bool {
+		now := fixturesUnder(t, doc.PID)
+		return len(now) == 1 && now[0] != old[0]
+	})
+	for _, s := range []*sharedSession{a, b} {
+		testkit.Eventually(t, 15*time.Second, "the session's calls go through again", func() bool {
+			res, err := s.cs.CallTool(testkit.CtxT(t), &mcp.CallToolParams{Name: "fx__echo", Arguments: map[string]any{"x": 1}})
+			return err == nil && !res.IsError
+		})
+	}
+	// Once restored, an update reaches both subscribers.
+	for len(asked) > 0 {
+		<-asked
+	}
+	a.call(t, "fx__update", map[string]any{"uri": uri})
+	got := map[string]bool{}
+	for len(got) < 2 {
+		select {
+		case m := <-asked:
+			got[m] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("after the restart the update reached only %v", got)
+		}
+	}
+	for _, tt := range []struct {
+		s    *sharedSession
+		name string
+	}{{b, "b"}, {a, "a"}} {
+		out := tt.s.call(t, "fx__elicit", map[string]any{"mode": "form", "message": "who?"})
+		if who := <-asked; who != tt.name || !strings.Contains(out, `"`+tt.name+`"`) {
+			t.Errorf("session %s's call asked session %s, got %s", tt.name, who, out)
+		}
+	}
+	if n := len(fixturesUnder(t, doc.PID)); n != 1 {
+		t.Errorf("%d fx processes at the end, want 1", n)
 	}
 }
