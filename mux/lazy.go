@@ -73,9 +73,19 @@ func (mem *member) specNow() config.Backend {
 }
 
 // identityOf is what makes a backend, for the catalog memory: what runs it
-// and where, never how mux exposes it.
-func identityOf(s config.Backend) catalogmem.Identity {
-	return catalogmem.Identity{Name: s.Name, Command: s.Command, Args: s.Args, URL: s.URL, Cwd: s.Cwd,
+// and where, never how mux exposes it. A local backend with no cwd runs in
+// dir (the session's, or else mcp-mux's own): a server that reads its
+// project lists something else in another, so each project remembers its
+// own.
+func identityOf(s config.Backend, dir string) catalogmem.Identity {
+	cwd := s.Cwd
+	if cwd == "" && s.URL == "" {
+		if dir == "" {
+			dir, _ = os.Getwd()
+		}
+		cwd = dir
+	}
+	return catalogmem.Identity{Name: s.Name, Command: s.Command, Args: s.Args, URL: s.URL, Cwd: cwd,
 		Protocol: s.Protocol, Transport: s.Transport, InheritEnv: s.InheritEnv, Env: s.Env, Headers: s.Headers}
 }
 
@@ -93,13 +103,13 @@ func (mem *member) startsWhenUsed() bool {
 	var e catalogmem.Entry
 	var ok bool
 	if caps, known := mem.m.agent.declaredShape(); known {
-		if e, ok = mem.m.catalogs.LookupFor(identityOf(spec), caps); !ok {
-			if _, seen := mem.m.catalogs.Lookup(identityOf(spec)); seen {
+		if e, ok = mem.m.catalogs.LookupFor(identityOf(spec, mem.m.cwd), caps); !ok {
+			if _, seen := mem.m.catalogs.Lookup(identityOf(spec, mem.m.cwd)); seen {
 				mem.log.Info("starting it at once: its catalog is remembered only for clients of other capabilities, which may change what it lists", "agent", string(caps))
 			}
 			return false
 		}
-	} else if e, ok = mem.m.catalogs.Lookup(identityOf(spec)); !ok {
+	} else if e, ok = mem.m.catalogs.Lookup(identityOf(spec, mem.m.cwd)); !ok {
 		return false
 	}
 	if e.Failure != nil {
@@ -223,7 +233,7 @@ func (mem *member) remember(b *backends.Backend) (changed kinds) {
 	}
 	// Apart: the backend's file is written and synced to disk, and the
 	// backend is ready without it.
-	id := identityOf(spec)
+	id := identityOf(spec, mem.m.cwd)
 	mem.writeMemory(func() {
 		if cat.resourcesCut {
 			if err := store.Forget(id); err != nil {
@@ -251,7 +261,7 @@ func (mem *member) rememberFailure(spec config.Backend, err error) {
 		return
 	}
 	f := catalogmem.Failure{At: time.Now(), Reason: oneLine(err.Error())}
-	id := identityOf(spec)
+	id := identityOf(spec, mem.m.cwd)
 	mem.writeMemory(func() {
 		if err := store.NoteFailure(id, f); err != nil {
 			mem.log.Warn("cannot remember that its start failed", "err", err)
@@ -627,9 +637,9 @@ func StartPlans(cfg *config.File) []StartPlan {
 		}
 		p := StartPlan{Name: b.Name, Start: b.StartPolicy(&cfg.Mux), NoMemory: store == nil}
 		if store != nil && p.Start != config.StartEager {
-			if e, ok := store.Lookup(identityOf(b)); ok {
+			if e, ok := store.Lookup(identityOf(b, "")); ok {
 				p.Remembered, p.Seen, p.LastFailure = true, e.Seen, e.Failure
-				p.ByCheckOnly = !slices.ContainsFunc(store.Shapes(identityOf(b)), func(c json.RawMessage) bool {
+				p.ByCheckOnly = !slices.ContainsFunc(store.Shapes(identityOf(b, "")), func(c json.RawMessage) bool {
 					return !catalogmem.SameJSON(c, catalogmem.Shape(nil))
 				})
 				p.Tools, p.Prompts, p.Resources = len(e.Tools), len(e.Prompts), len(e.Resources)

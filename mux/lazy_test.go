@@ -136,7 +136,7 @@ func TestAChangedCatalogSendsListChanged(t *testing.T) {
 	learn(t, cfg, path)
 	// As if it had a tool last time that it no longer has.
 	store := catalogmem.Open(path)
-	id := identityOf(cfg.Backends[0])
+	id := identityOf(cfg.Backends[0], "")
 	e, ok := store.Lookup(id)
 	if !ok {
 		t.Fatal("nothing remembered of fx")
@@ -292,7 +292,7 @@ func TestTheCatalogMemoryHoldsNoSecret(t *testing.T) {
 	}
 	// A new value is another backend: nothing remembered of it.
 	b.Env["FX_TOKEN"] = "another"
-	if _, ok := catalogmem.Open(path).Lookup(identityOf(b)); ok {
+	if _, ok := catalogmem.Open(path).Lookup(identityOf(b, "")); ok {
 		t.Error("a backend with another env value found the first one's catalog")
 	}
 }
@@ -316,8 +316,8 @@ func TestARememberedBackendThatFailsToStartSaysWhy(t *testing.T) {
 	bad := fixture(t, "fx", "-fail-start")
 	bad.Restart = config.RestartNever
 	store := catalogmem.Open(path)
-	e, _ := store.Lookup(identityOf(good.Backends[0]))
-	if _, err := store.Put(identityOf(bad), e); err != nil {
+	e, _ := store.Lookup(identityOf(good.Backends[0], ""))
+	if _, err := store.Put(identityOf(bad, ""), e); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(bad)
