@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -236,4 +238,54 @@ func errText(res *mcp.CallToolResult, err error) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// Clients that come and go at once, and a kill among them: every Start
+// gets a running backend or an error, nothing deadlocks, and once the last
+// client stopped no process is left.
+func TestClientsComingAndGoingAtOnceLeaveNothingBehind(t *testing.T) {
+	p := NewPool()
+	spec := poolSpec(t)
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	done := make(chan struct{})
+	var workers sync.WaitGroup
+	for w := range 6 {
+		workers.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				opts := Options{Logger: log.New(&testkit.SyncBuffer{}), StartupTimeout: 10 * time.Second}
+				b, err := p.Start(testkit.CtxT(t), Identity(spec), spec, opts)
+				if err != nil {
+					t.Errorf("worker %d start %d: %v", w, i, err)
+					return
+				}
+				mu.Lock()
+				seen[b.PID()] = true
+				mu.Unlock()
+				if w == 0 && i%3 == 2 {
+					b.Kill(errors.New("killed by the test"))
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				b.Session().Ping(ctx, nil) // may fail: killed under it
+				cancel()
+				b.Stop(time.Second)
+			}
+		})
+	}
+	time.AfterFunc(3*time.Second, func() { close(done) })
+	workers.Wait()
+	if len(seen) < 2 {
+		t.Errorf("%d processes over the run, want several (kills and last stops)", len(seen))
+	}
+	for pid := range seen {
+		testkit.Eventually(t, 5*time.Second, fmt.Sprintf("process %d gone", pid), func() bool { return !alive(pid) })
+	}
+	if n := len(p.entries); n != 0 {
+		t.Errorf("%d entries left in the pool", n)
+	}
 }
