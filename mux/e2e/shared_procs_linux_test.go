@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -44,4 +45,53 @@ func TestASharedSessionRunsNoProcessOfItsOwn(t *testing.T) {
 			t.Errorf("session %d (pid %d) runs %s", i, s.cmd.Process.Pid, strings.Join(left, ", "))
 		}
 	}
+}
+
+// The shared process runs one supervisor for all its backends (the
+// benchmark's ten sessions with five npm servers ran five), and a kill -9
+// of it still leaves nothing: no backend, and nothing one of them started,
+// setsid and orphaned by a double fork included.
+func TestFiveBackendsOfTheSharedProcessRunUnderOneSupervisor(t *testing.T) {
+	sharedDirs(t)
+	dir := t.TempDir()
+	var cfg strings.Builder
+	cfg.WriteString("[mux]\nshutdown_grace = \"1s\"\n\n")
+	for _, name := range []string{"a", "b", "c", "d"} {
+		fmt.Fprintf(&cfg, "[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n\n", name, testkit.FixtureBin(t), name)
+	}
+	pidfile := filepath.Join(dir, "orphan")
+	fmt.Fprintf(&cfg, "[[backend]]\nname = \"orphan\"\ncommand = \"/bin/sh\"\nargs = [\"-c\", %q, \"sh\", %q, %q]\n",
+		`(setsid sleep 1000 & echo $! > "$1"); exec "$2" -name orphan`, pidfile, testkit.FixtureBin(t))
+	s := startShared(t, testkit.WriteRawConfig(t, cfg.String()), dir, nil, nil)
+	for _, name := range []string{"a", "b", "c", "d", "orphan"} {
+		s.call(t, name+"__echo", map[string]any{"n": name})
+	}
+	shared := onlyShared(t).PID
+	escapee := readPidfile(t, pidfile)[0]
+	fx := fixturesUnder(t, shared)
+	if len(fx) != 5 {
+		t.Fatalf("%d fixtures below the shared process, want 5: %v", len(fx), fx)
+	}
+	sups := map[int]bool{}
+	for _, p := range fx {
+		sups[ppidOf(p)] = true
+	}
+	if len(sups) != 1 {
+		t.Errorf("five backends of the shared process run under %d supervisors, want 1", len(sups))
+	}
+	for sup := range sups {
+		if ppidOf(sup) != shared || !strings.HasPrefix(cmdlineOf(sup), "mcp-mux-supervisor") {
+			t.Errorf("the backends' parent %d (%q) is not a supervisor of the shared process %d", sup, cmdlineOf(sup), shared)
+		}
+	}
+	all := append(descendantsOf(shared), escapee)
+	t.Cleanup(func() {
+		for _, p := range all {
+			if alive(p) {
+				killProcess(p)
+			}
+		}
+	})
+	killProcess(shared)
+	waitGone(t, all, 5*time.Second)
 }
