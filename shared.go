@@ -199,6 +199,7 @@ func sharedServe(c *cli.Context) error {
 	// A process whose first session never says hello ends too, but not
 	// before that session could have.
 	d.armLinger(2 * rendezvous.HelloTimeout)
+	signalled := false
 	for {
 		select {
 		case s := <-sig:
@@ -209,12 +210,13 @@ func sharedServe(c *cli.Context) error {
 				continue
 			}
 			logger.Info("shared mcp-mux stopping", "signal", s.String())
+			signalled = true
 			d.stop()
 		case <-d.done:
 		}
 		break
 	}
-	d.wait()
+	d.wait(signalled)
 	logger.Info("shared mcp-mux exiting")
 	return nil
 }
@@ -250,6 +252,9 @@ type class struct {
 	m    *mux.Mux
 	n    int         // its sessions
 	idle *time.Timer // closes it shared_linger after its last session
+	// expired is set when its linger ended while the process's did too:
+	// the process's end ends it, unless a session comes first (join).
+	expired bool
 }
 
 // admit is the session door's: the class of the session of h, or why it
@@ -321,6 +326,14 @@ func (d *daemon) join(key string, cfg *config.File, h *rendezvous.Hello) (*class
 	if d.lingerT != nil {
 		d.lingerT.Stop()
 		d.lingerT = nil
+		// The process goes on: the classes whose linger ended meanwhile
+		// close now.
+		for k, c := range d.classes {
+			if c.expired && k != key {
+				delete(d.classes, k)
+				go c.m.Close()
+			}
+		}
 	}
 	cl := d.classes[key]
 	if cl == nil {
@@ -337,6 +350,7 @@ func (d *daemon) join(key string, cfg *config.File, h *rendezvous.Hello) (*class
 		cl.idle.Stop()
 		cl.idle = nil
 	}
+	cl.expired = false
 	cl.n++
 	d.sessions++
 	return cl, true
@@ -357,9 +371,17 @@ func (d *daemon) leave(key string, cl *class) {
 }
 
 // closeIdle closes the Mux of class key if no session came back to it.
+// When the process is ending too, its end takes the class: it leaves the
+// backends to their supervisor and exits, as an in-process mcp-mux does,
+// rather than wait while Close stops them one by one (or exit while it
+// does, and have them killed with no grace).
 func (d *daemon) closeIdle(key string, cl *class) {
 	d.mu.Lock()
 	idle := cl.n == 0 && d.classes[key] == cl
+	if idle && d.sessions == 0 && (d.lingerT != nil || d.stopping) {
+		cl.expired = true
+		idle = false
+	}
 	if idle {
 		delete(d.classes, key)
 	}
@@ -406,11 +428,13 @@ func (d *daemon) stop() {
 	close(d.done)
 }
 
-// wait waits for every session to end and every Mux to close.
-func (d *daemon) wait() {
+// wait waits for every session to end, then ends every Mux as mcp-mux's
+// exit does (signalled: the process got a signal): its backends are left
+// to their supervisor, which stops them once the process is gone.
+func (d *daemon) wait(signalled bool) {
 	d.door.Wait()
 	for _, m := range d.muxes() {
-		m.Close()
+		m.Exit(signalled)
 	}
 }
 

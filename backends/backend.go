@@ -439,6 +439,10 @@ func exitReason(err error) string {
 	if err == nil {
 		return "exit status 0"
 	}
+	var es *exitStatus
+	if errors.As(err, &es) && es.signal != "" {
+		return "killed by signal " + es.signal
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

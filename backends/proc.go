@@ -1,28 +1,26 @@
 package backends
 
 import (
-	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"time"
-
-	"github.com/mcp-mux/mcp-mux/backends/internal/supervisor"
 )
 
 // proc is what runs for one backend.
 type proc struct {
-	// cmd is what mcp-mux starts and waits on: on Linux the backend's
-	// supervisor, whose exit mirrors the backend's; elsewhere the backend.
-	// nil for a standby supervisor (Linux), which mcp-mux started early.
+	// cmd is the backend where mcp-mux starts it itself; nil under a
+	// supervisor (Linux).
 	cmd *exec.Cmd
-	// wait waits for what cmd is (or the standby) to exit, as cmd.Wait.
+	// wait waits for the backend to exit, as cmd.Wait (under a supervisor:
+	// until the supervisor reports it, once what it started is gone).
 	wait func() error
 	// pid is the backend's own process, the leader of its process group.
 	pid int
-	// lifeline (Linux only) is the one write end of a pipe the supervisor
-	// reads: EOF, when mcp-mux closes it or dies however it dies, makes the
-	// supervisor kill every process under it.
-	lifeline *os.File
+	// sup (Linux only) is the supervisor the backend runs under, and id
+	// the backend's there.
+	sup *supervisorConn
+	id  uint32
 	// release (Windows only) ends what is left in the backend's job object
 	// and closes it.
 	release func()
@@ -36,8 +34,8 @@ type proc struct {
 // object (Windows) kills what is left of it.
 func (p *proc) cut() {
 	p.cutOnce.Do(func() {
-		if p.lifeline != nil {
-			p.lifeline.Close()
+		if p.sup != nil {
+			p.sup.cut(p.id)
 		}
 		if p.release != nil {
 			p.release()
@@ -49,12 +47,19 @@ func (p *proc) cut() {
 // it, with grace (see supervisor.EncodeLeave); false if there is no
 // supervisor to tell, or it did not take the order.
 func (p *proc) leave(grace time.Duration) bool {
-	if p.lifeline == nil {
-		return false
+	return p.sup != nil && p.sup.leave(p.id, grace)
+}
+
+// exitStatus is how a backend ended, as its supervisor saw it, for
+// exitReason; an exit status 0 is no error.
+type exitStatus struct {
+	code   int
+	signal string // the signal that killed it, or ""
+}
+
+func (e *exitStatus) Error() string {
+	if e.signal != "" {
+		return "signal: " + e.signal
 	}
-	// Nothing else is written on the lifeline after the launch: the few
-	// bytes fit at once, unless the supervisor is gone.
-	p.lifeline.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	_, err := p.lifeline.Write(supervisor.EncodeLeave(grace))
-	return err == nil
+	return "exit status " + strconv.Itoa(e.code)
 }

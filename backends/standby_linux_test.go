@@ -15,9 +15,11 @@ import (
 )
 
 // withStandby starts a standby supervisor, as mcp-mux does at its start
-// (a test binary does not), for the next backend to take.
+// (a test binary does not), for the next backend to take: the supervisor
+// of the backends started after it.
 func withStandby(t *testing.T) int {
 	t.Helper()
+	freshSupervisor(t)
 	pid, ok := supervisor.StartStandby()
 	if !ok {
 		t.Fatal("no standby supervisor")
@@ -26,14 +28,22 @@ func withStandby(t *testing.T) int {
 	return pid
 }
 
+// freshSupervisor has the next backend start under a supervisor other
+// than the one that runs, if any (which serves its backends on).
+func freshSupervisor(t *testing.T) {
+	t.Helper()
+	current.Lock()
+	current.conn = nil
+	current.Unlock()
+}
+
 func cmdlineOf(pid int) string {
 	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return strings.ReplaceAll(string(data), "\x00", " ")
 }
 
-// The next backend starts under the standby: a supervisor like any other
-// (mcp-mux's child, the backend's parent), which took the backend's stdio
-// over its lifeline; the one after gets a supervisor of its own.
+// The next backend starts under the standby: the supervisor (mcp-mux's
+// child, the backend's parent), which the one after runs under too.
 func TestBackendStartsUnderTheStandby(t *testing.T) {
 	sup := withStandby(t)
 	b, _, err := start(t, Options{})
@@ -43,7 +53,7 @@ func TestBackendStartsUnderTheStandby(t *testing.T) {
 	if got := parentOf(t, b.PID()); got != sup || parentOf(t, sup) != os.Getpid() {
 		t.Errorf("backend %d has parent %d, want the standby %d (a child of ours, %d)", b.PID(), got, sup, os.Getpid())
 	}
-	if got := cmdlineOf(sup); got != supervisor.Arg0+" "+supervisor.StandbyArg+" " {
+	if got := cmdlineOf(sup); got != supervisor.Arg0+" " {
 		t.Errorf("the standby's cmdline %q", got)
 	}
 	if res, err := call(t, b, "echo", map[string]any{"x": 1}); err != nil || !strings.Contains(fmt.Sprint(res.Content[0]), `{"x":1}`) {
@@ -53,8 +63,8 @@ func TestBackendStartsUnderTheStandby(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cmdlineOf(parentOf(t, next.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+testkit.FixtureBin(t)) {
-		t.Errorf("the next backend's supervisor is %q, want one of its own", got)
+	if got := parentOf(t, next.PID()); got != sup {
+		t.Errorf("the next backend runs under %d (%q), want the standby %d too", got, cmdlineOf(got), sup)
 	}
 }
 
@@ -68,7 +78,7 @@ func TestDiscardedStandbyEnds(t *testing.T) {
 }
 
 // A standby that died before it was needed costs nothing but itself: the
-// backend gets a supervisor of its own.
+// backend gets a new supervisor.
 func TestBackendStartsWhenTheStandbyDied(t *testing.T) {
 	pid := withStandby(t)
 	syscall.Kill(pid, syscall.SIGKILL)
@@ -77,7 +87,7 @@ func TestBackendStartsWhenTheStandbyDied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cmdlineOf(parentOf(t, b.PID())); !strings.HasPrefix(got, supervisor.Arg0+" "+testkit.FixtureBin(t)) {
-		t.Errorf("the backend's supervisor is %q, want one of its own", got)
+	if sup := parentOf(t, b.PID()); sup == pid || cmdlineOf(sup) != supervisor.Arg0+" " {
+		t.Errorf("the backend's supervisor is %d (%q), want a new one", sup, cmdlineOf(sup))
 	}
 }

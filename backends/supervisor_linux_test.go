@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,6 +184,7 @@ func TestWithoutProcTheBackendStillStarts(t *testing.T) {
 	saved := selfExe
 	selfExe = "/nonexistent/proc/self/exe"
 	defer func() { selfExe = saved }()
+	freshSupervisor(t)
 	b, logs, err := start(t, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -210,14 +212,14 @@ func parentOf(t *testing.T, pid int) int {
 	return ppid
 }
 
-// TestBackendRunsUnderItsSupervisor: the process mcp-mux waits on is the
-// supervisor, and the backend (whose pid PID reports) is its child.
+// TestBackendRunsUnderItsSupervisor: the backend (whose pid PID reports)
+// is a child of the supervisor, a child of mcp-mux.
 func TestBackendRunsUnderItsSupervisor(t *testing.T) {
 	b, _, err := start(t, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sup := b.proc.cmd.Process.Pid
+	sup := supervisorOf(t, b)
 	if sup == b.PID() || parentOf(t, b.PID()) != sup || parentOf(t, sup) != os.Getpid() {
 		t.Errorf("backend %d (parent %d), supervisor %d (parent %d), us %d", b.PID(), parentOf(t, b.PID()), sup, parentOf(t, sup), os.Getpid())
 	}
@@ -232,7 +234,7 @@ func TestBackendRunsUnderItsSupervisor(t *testing.T) {
 func TestSignalsSentToTheSupervisorAreIgnored(t *testing.T) {
 	b, pidfile := shBackend(t, `setsid sleep 1000 & echo $! > "$1"; exec "$2" -name fx`)
 	escapee := readPid(t, pidfile)
-	sup := b.proc.cmd.Process.Pid
+	sup := supervisorOf(t, b)
 	// Ignored at the kernel (SIG_IGN), a signal is discarded as it is
 	// sent: once Kill returned, nothing can follow from it. Caught or left
 	// to its default, it would act a moment later.
@@ -260,57 +262,53 @@ func TestSignalsSentToTheSupervisorAreIgnored(t *testing.T) {
 
 // TestSupervisorWithANonBlockingLifelineWaitsForTheCommand: the lifeline
 // is read in blocking reads, where EAGAIN would pass for mcp-mux gone. A
-// supervisor handed a non-blocking one (os/exec hands it over blocking)
-// still waits for its command, starts the backend and keeps it.
+// supervisor handed a non-blocking one still waits for its command, starts
+// the backend and keeps it.
 func TestSupervisorWithANonBlockingLifelineWaitsForTheCommand(t *testing.T) {
-	ctlR, ctlW, err := os.Pipe()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	repR, repW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctlW.Close()
+	ours := os.NewFile(uintptr(fds[0]), "lifeline")
+	defer ours.Close()
 	null, _ := os.Open(os.DevNull)
 	defer null.Close()
-	// Fd makes a file blocking: take them all first, then unblock the lifeline.
-	files := []uintptr{null.Fd(), null.Fd(), null.Fd(), ctlR.Fd(), repW.Fd()}
-	if err := syscall.SetNonblock(int(files[3]), true); err != nil {
+	if err := syscall.SetNonblock(fds[1], true); err != nil {
 		t.Fatal(err)
 	}
 	pid, err := syscall.ForkExec(selfExe, []string{supervisor.Arg0}, &syscall.ProcAttr{
 		Env:   []string{"GOMAXPROCS=1"},
-		Files: files,
+		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), uintptr(fds[1])},
 	})
+	syscall.Close(fds[1])
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctlR.Close()
-	repW.Close()
 	// The supervisor reads before the command is there.
 	testkit.Eventually(t, 5*time.Second, "the supervisor to wait in a read of its lifeline", func() bool {
-		return testkit.InSyscall(pid, syscall.SYS_READ, 3)
+		return testkit.InSyscall(pid, syscall.SYS_RECVMSG, 3)
 	})
-	msg := supervisor.Launch{Path: "/bin/sleep", Args: []string{"sleep", "30"}, Env: []string{}}.Encode()
-	if _, err := ctlW.Write(msg); err != nil {
+	msg := supervisor.EncodeStart(1, supervisor.Launch{Path: "/bin/sleep", Args: []string{"sleep", "30"}, Env: []string{}})
+	n := int(null.Fd())
+	if err := syscall.Sendmsg(fds[0], msg, syscall.UnixRights(n, n, n), nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	report := make([]byte, 64)
-	n, _ := repR.Read(report)
-	backend, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(string(report[:n]), "pid ")))
-	if err != nil {
-		t.Fatalf("report %q: want \"pid N\"", report[:n])
+	got, _ := ours.Read(report)
+	r, _, _ := supervisor.ParseReply(report[:got])
+	if !r.Started() {
+		t.Fatalf("report %q: want the backend's pid", report[:got])
 	}
+	backend := r.Pid
 	t.Cleanup(func() { syscall.Kill(backend, syscall.SIGKILL) })
 	// Waiting on the lifeline again, it did not take EAGAIN for the end.
 	testkit.Eventually(t, 5*time.Second, "the supervisor to wait in a read of its lifeline", func() bool {
-		return testkit.InSyscall(pid, syscall.SYS_READ, 3)
+		return testkit.InSyscall(pid, syscall.SYS_RECVMSG, 3)
 	})
 	if !alive(backend) || !alive(pid) {
 		t.Fatalf("backend alive %v, supervisor alive %v: both should be, the lifeline is open", alive(backend), alive(pid))
 	}
-	ctlW.Close() // mcp-mux gone: everything goes
+	ours.Close() // mcp-mux gone: everything goes
 	var ws syscall.WaitStatus
 	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
 		t.Fatal(err)
@@ -364,5 +362,106 @@ func TestLeftBackendIsStoppedOnceMuxIsGone(t *testing.T) {
 	}
 	if alive(grandchild) {
 		t.Errorf("the grandchild %d outlived its backend", grandchild)
+	}
+}
+
+// supervisorOf is the process a backend runs under: its parent.
+func supervisorOf(t *testing.T, b *Backend) int {
+	t.Helper()
+	return parentOf(t, b.PID())
+}
+
+// TestBackendsShareOneSupervisor: however many backends mcp-mux runs, one
+// supervisor is the parent of them all (ten sessions' shared mcp-mux with
+// five npm servers ran five, one process each).
+func TestBackendsShareOneSupervisor(t *testing.T) {
+	var sups []int
+	for range 5 {
+		b, _, err := start(t, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sup := supervisorOf(t, b); !slices.Contains(sups, sup) {
+			sups = append(sups, sup)
+		}
+	}
+	if len(sups) != 1 {
+		t.Fatalf("five backends run under %d supervisors %v, want one", len(sups), sups)
+	}
+	if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(sups[0]) + "/comm"); strings.TrimSpace(string(comm)) != "mcp-mux-superv" || parentOf(t, sups[0]) != os.Getpid() {
+		t.Errorf("the backends' parent %d is %q, a child of %d: want our supervisor", sups[0], comm, parentOf(t, sups[0]))
+	}
+}
+
+// TestABackendsEndTakesItsOwnDescendantsOnly: under one supervisor, a
+// backend that crashes, or is stopped, takes along what it started, setsid
+// and orphaned ones included, and nothing of the backend beside it.
+func TestABackendsEndTakesItsOwnDescendantsOnly(t *testing.T) {
+	for _, end := range []string{"crash", "stop"} {
+		t.Run(end, func(t *testing.T) {
+			a, aPids := shBackend(t, `(setsid sleep 1000 & echo $! > "$1"); exec "$2" -name fx`)
+			b, bPids := shBackend(t, `(setsid sleep 1000 & echo $! > "$1"); exec "$2" -name fx`)
+			aEscapee, bEscapee := readPid(t, aPids), readPid(t, bPids)
+			if end == "crash" {
+				go call(t, a, "crash", map[string]any{"code": 3})
+			} else {
+				go a.Stop(time.Second)
+			}
+			select {
+			case <-a.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatalf("Done not closed after the %s", end)
+			}
+			if alive(aEscapee) {
+				t.Errorf("process %d outlived the %s of the backend that started it", aEscapee, end)
+			}
+			if !alive(bEscapee) || !alive(b.PID()) {
+				t.Fatalf("the other backend (alive %v) or what it started (alive %v) went with it", alive(b.PID()), alive(bEscapee))
+			}
+			if _, err := call(t, b, "echo", map[string]any{"a": 1}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestAKilledSupervisorEndsItsBackendsAndTheNextStartsAnew: kill -9 of the
+// supervisor ends the backends under it (their parent-death signal), each
+// says so, and a backend started after it runs under a new supervisor.
+func TestAKilledSupervisorEndsItsBackendsAndTheNextStartsAnew(t *testing.T) {
+	var bs []*Backend
+	for range 2 {
+		b, _, err := start(t, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs = append(bs, b)
+	}
+	sup := supervisorOf(t, bs[0])
+	for _, b := range bs {
+		syscall.Kill(supervisorOf(t, b), syscall.SIGKILL)
+	}
+	for i, b := range bs {
+		select {
+		case <-b.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("backend %d still up 5 s after its supervisor was killed", i)
+		}
+		if alive(b.PID()) {
+			t.Errorf("backend %d (pid %d) outlived its supervisor", i, b.PID())
+		}
+		if err := b.Err(); err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Errorf("backend %d: Err() = %v, want it killed", i, err)
+		}
+	}
+	next, _, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := supervisorOf(t, next); got == sup || !alive(got) {
+		t.Errorf("the next backend runs under %d, want a new supervisor (the killed one was %d)", got, sup)
+	}
+	if _, err := call(t, next, "echo", map[string]any{"a": 1}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -68,27 +68,19 @@ func cmdlineOf(pid int) string {
 }
 
 // mcp-mux starts a supervisor at its own start, the standby, while it is
-// still initializing; the first backend starts under it, the others under
-// supervisors of their own (see backends/internal/supervisor).
-func TestFirstBackendStartsUnderTheStandby(t *testing.T) {
+// still initializing; every backend starts under it (see
+// backends/internal/supervisor).
+func TestBackendsStartUnderTheStandby(t *testing.T) {
 	r := runMux(t, testkit.WriteConfig(t, "", []string{"a", "-name", "a"}, []string{"b", "-name", "b"}))
-	r.backendPIDs(t)
-	var standby, own int
-	for _, sup := range childrenOf(r.cmd.Process.Pid) {
-		switch cmd := cmdlineOf(sup); {
-		case cmd == "mcp-mux-supervisor standby ":
-			standby++
-		case strings.HasPrefix(cmd, "mcp-mux-supervisor "+testkit.FixtureBin(t)):
-			own++
-		default:
-			t.Errorf("mcp-mux's child %d: %q", sup, cmd)
-		}
-		if len(childrenOf(sup)) != 1 {
-			t.Errorf("supervisor %d (%q) has children %v, want its backend", sup, cmdlineOf(sup), childrenOf(sup))
-		}
+	pids := r.backendPIDs(t)
+	sups := childrenOf(r.cmd.Process.Pid)
+	if len(sups) != 1 || cmdlineOf(sups[0]) != "mcp-mux-supervisor " {
+		t.Fatalf("mcp-mux's children %v, want its one supervisor", sups)
 	}
-	if standby != 1 || own != 1 {
-		t.Errorf("%d backends under the standby and %d under their own supervisor, want 1 and 1", standby, own)
+	for _, pid := range pids {
+		if ppidOf(pid) != sups[0] {
+			t.Errorf("backend %d runs under %d, want the supervisor %d", pid, ppidOf(pid), sups[0])
+		}
 	}
 }
 
@@ -132,10 +124,10 @@ func twentyBackends(t *testing.T) (*running, []int) {
 	pids := r.backendPIDs(t)
 	readPidfile(t, pidfile)
 	var tree []int
-	// Each backend under its supervisor, and the grandchild.
-	testkit.Poll(10*time.Second, func() bool { tree = descendantsOf(r.cmd.Process.Pid); return len(tree) >= 2*len(pids)+1 })
-	if len(tree) < 2*len(pids)+1 {
-		t.Fatalf("%d processes below mcp-mux, want %d: %v", len(tree), 2*len(pids)+1, tree)
+	// The supervisor, each backend under it, and the grandchild.
+	testkit.Poll(10*time.Second, func() bool { tree = descendantsOf(r.cmd.Process.Pid); return len(tree) >= len(pids)+2 })
+	if len(tree) < len(pids)+2 {
+		t.Fatalf("%d processes below mcp-mux, want %d: %v", len(tree), len(pids)+2, tree)
 	}
 	t.Cleanup(func() {
 		for _, pid := range tree {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -42,6 +43,121 @@ func TestASharedSessionRunsNoProcessOfItsOwn(t *testing.T) {
 	for i, s := range sessions {
 		if left := own(s); len(left) > 0 {
 			t.Errorf("session %d (pid %d) runs %s", i, s.cmd.Process.Pid, strings.Join(left, ", "))
+		}
+	}
+}
+
+// The shared process runs one supervisor for all its backends (the
+// benchmark's ten sessions with five npm servers ran five), and a kill -9
+// of it still leaves nothing: no backend, and nothing one of them started,
+// setsid and orphaned by a double fork included.
+func TestFiveBackendsOfTheSharedProcessRunUnderOneSupervisor(t *testing.T) {
+	sharedDirs(t)
+	dir := t.TempDir()
+	var cfg strings.Builder
+	cfg.WriteString("[mux]\nshutdown_grace = \"1s\"\n\n")
+	for _, name := range []string{"a", "b", "c", "d"} {
+		fmt.Fprintf(&cfg, "[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q]\n\n", name, testkit.FixtureBin(t), name)
+	}
+	pidfile := filepath.Join(dir, "orphan")
+	fmt.Fprintf(&cfg, "[[backend]]\nname = \"orphan\"\ncommand = \"/bin/sh\"\nargs = [\"-c\", %q, \"sh\", %q, %q]\n",
+		`(setsid sleep 1000 & echo $! > "$1"); exec "$2" -name orphan`, pidfile, testkit.FixtureBin(t))
+	s := startShared(t, testkit.WriteRawConfig(t, cfg.String()), dir, nil, nil)
+	for _, name := range []string{"a", "b", "c", "d", "orphan"} {
+		s.call(t, name+"__echo", map[string]any{"n": name})
+	}
+	shared := onlyShared(t).PID
+	escapee := readPidfile(t, pidfile)[0]
+	fx := fixturesUnder(t, shared)
+	if len(fx) != 5 {
+		t.Fatalf("%d fixtures below the shared process, want 5: %v", len(fx), fx)
+	}
+	sups := map[int]bool{}
+	for _, p := range fx {
+		sups[ppidOf(p)] = true
+	}
+	if len(sups) != 1 {
+		t.Errorf("five backends of the shared process run under %d supervisors, want 1", len(sups))
+	}
+	for sup := range sups {
+		if ppidOf(sup) != shared || !strings.HasPrefix(cmdlineOf(sup), "mcp-mux-supervisor") {
+			t.Errorf("the backends' parent %d (%q) is not a supervisor of the shared process %d", sup, cmdlineOf(sup), shared)
+		}
+	}
+	all := append(descendantsOf(shared), escapee)
+	t.Cleanup(func() {
+		for _, p := range all {
+			if alive(p) {
+				killProcess(p)
+			}
+		}
+	})
+	killProcess(shared)
+	waitGone(t, all, 5*time.Second)
+}
+
+// When its last session ends (no linger), the shared process ends as an
+// in-process mcp-mux ends at stdin EOF: at once, leaving its backends to
+// the supervisor, which closes their stdin and gives them shutdown_grace
+// to exit by themselves. Before, the class's Mux and the process's end
+// raced: either the process waited while it stopped the backends one by
+// one, each within shutdown_grace, or it exited first and its backends
+// were killed with no grace at all.
+func TestTheSharedProcessEndsWithItsLastSessionAtOnce(t *testing.T) {
+	sharedDirs(t)
+	dir := t.TempDir()
+	var cfg strings.Builder
+	cfg.WriteString("[mux]\nshutdown_grace = \"3s\"\n\n")
+	words := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		words[name] = filepath.Join(dir, name+".done")
+		// Each takes 300 ms to end after stdin EOF, as a server that
+		// saves its state does, then writes its last words.
+		fmt.Fprintf(&cfg, "[[backend]]\nname = %q\ncommand = %q\nargs = [\"-name\", %q, \"-last-words\", %q]\n\n", name, testkit.FixtureBin(t), name, words[name])
+	}
+	fmt.Fprintf(&cfg, "[[backend]]\nname = \"stubborn\"\ncommand = %q\nargs = [\"-name\", \"stubborn\", \"-ignore-eof\"]\n", testkit.FixtureBin(t))
+	s := startShared(t, testkit.WriteRawConfig(t, cfg.String()), dir, nil, nil)
+	for _, name := range []string{"a", "b", "stubborn"} {
+		s.call(t, name+"__echo", map[string]any{"n": name})
+	}
+	shared := onlyShared(t).PID
+	all := append(descendantsOf(shared), shared)
+	stubborn := 0
+	for _, p := range all {
+		if strings.Contains(cmdlineOf(p), "-ignore-eof") {
+			stubborn = p
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range all {
+			if alive(p) {
+				killProcess(p)
+			}
+		}
+	})
+	start := time.Now()
+	s.end(t)
+	testkit.Poll(10*time.Second, func() bool { return !alive(shared) })
+	exited := time.Since(start)
+	stubbornThen := alive(stubborn)
+	testkit.Poll(10*time.Second, func() bool {
+		_, errA := os.Stat(words["a"])
+		_, errB := os.Stat(words["b"])
+		return errA == nil && errB == nil
+	})
+	ended := time.Since(start)
+	waitGone(t, all, 10*time.Second)
+	t.Logf("after the last session's stdin closed: the shared process gone in %v, the backends that end by themselves in %v, everything in %v", exited, ended, time.Since(start))
+	// Its own exit is a few milliseconds; the rest is for a loaded machine.
+	if exited > 1500*time.Millisecond {
+		t.Errorf("the shared process took %v to go after its last session, want well under shutdown_grace (3 s)", exited)
+	}
+	if !stubbornThen {
+		t.Error("the backend that ignores stdin EOF was gone when the shared process was: it had not had its shutdown_grace")
+	}
+	for name, path := range words {
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("backend %s did not end by itself (no last words): it was not given its grace", name)
 		}
 	}
 }

@@ -1,11 +1,11 @@
-// Package supervisor is what runs between mcp-mux and each backend on
+// Package supervisor is what runs between mcp-mux and its backends on
 // Linux: mcp-mux's own executable run again with argv[0] Arg0, which this
-// package's init recognizes; it then starts the backend and supervises it
-// without ever returning. It imports only sync, syscall, time and unsafe,
-// so that Go initializes it about as early as any package: a supervisor
-// starts its backend a few milliseconds after its exec and never pays for
-// the rest of mcp-mux's initialization, nor for its memory. The same init,
-// in mcp-mux itself, starts the first supervisor ahead of need (see
+// package's init recognizes; it then starts backends and supervises them
+// without ever returning. One supervisor serves every backend of an mcp-mux
+// process. It imports only sync, syscall, time and unsafe, so that Go
+// initializes it about as early as any package: a supervisor never pays
+// for the rest of mcp-mux's initialization, nor for its memory. The same
+// init, in mcp-mux itself, starts the supervisor ahead of need (see
 // TakeStandby).
 package supervisor
 
@@ -15,10 +15,10 @@ import "time"
 // supervisor.
 const Arg0 = "mcp-mux-supervisor"
 
-// StandbyArg, as argv[1], makes a supervisor a standby (see TakeStandby):
-// started before the backend is known, it gets the backend's stdio with
-// the command, and its lifeline is a socket it also reports on.
-const StandbyArg = "standby"
+// execArg0 is the argv[0] of what the supervisor forks for each backend:
+// the same executable, which makes itself a subreaper and execs the
+// backend (see runExec).
+const execArg0 = "mcp-mux-backend"
 
 // Env is a supervisor's whole environment: nothing of mcp-mux's (a
 // race-enabled build, the tests, would otherwise sleep 1 s before the
@@ -28,12 +28,10 @@ const StandbyArg = "standby"
 // once pay ten times.
 var Env = []string{"GORACE=atexit_sleep_ms=0", "GOMAXPROCS=1"}
 
-// Launch is what mcp-mux sends the supervisor on the lifeline (fd 3)
-// before anything else (see Encode): the backend's command as os/exec
-// resolved it. It goes over a pipe, not argv or the supervisor's
-// environment, so that env values are in the backend's environment only.
-// The supervisor answers on fd 4, once: "pid N" when the backend runs, or
-// "error MESSAGE" (a standby, on its lifeline).
+// Launch is the backend's command as os/exec resolved it, which mcp-mux
+// sends the supervisor in a Start message (see EncodeStart). It goes over
+// the lifeline, not argv or an environment, so that env values are in the
+// backend's environment only.
 type Launch struct {
 	Path string
 	Args []string
@@ -82,33 +80,158 @@ func decode(b []byte) (Launch, bool) {
 	return l, len(r.b) == 0
 }
 
-// leaveOp starts the order to leave (see EncodeLeave).
-const leaveOp = 'L'
+// The lifeline, fd 3 of the supervisor, is a stream socket: mcp-mux's
+// end is the only one, and its end (mcp-mux closed it or died, however)
+// is the supervisor's signal to end every backend. On it mcp-mux sends
+// Start, Cut and Leave messages, each for one backend by an id of its
+// choosing, and the supervisor answers each Start with Pid or Error, then,
+// once the backend exited and what it started is gone, Exit. Each message
+// is one op byte, the id (4 bytes), then the op's fields; numbers are
+// 4 bytes, little-endian.
+const (
+	opStart = 'S' // a Launch (Encode), the backend's stdin, stdout and stderr on its first byte (SCM_RIGHTS)
+	opCut   = 'C' // nothing more
+	opLeave = 'L' // the grace in milliseconds
+	opPid   = 'P' // the backend's pid
+	opError = 'E' // a string: why the backend did not start
+	opExit  = 'X' // the backend's wait status
+)
 
-// leaveSize is the length of the order to leave.
-const leaveSize = 5
+// EncodeStart is the message that starts a backend: id, then l. The
+// sender attaches the backend's stdin, stdout and stderr to its first
+// byte.
+func EncodeStart(id uint32, l Launch) []byte {
+	return append(appendUint32([]byte{opStart}, id), l.Encode()...)
+}
 
-// EncodeLeave is the order mcp-mux writes on the lifeline just before it
-// exits without waiting for the backend: when the lifeline ends, mcp-mux
-// gone and the backend's stdin closed with it, the supervisor gives the
+// EncodeCut is the end of backend id's own lifeline: the supervisor ends
+// its tree at once, or, if mcp-mux left it the backend (EncodeLeave),
+// after its grace.
+func EncodeCut(id uint32) []byte { return appendUint32([]byte{opCut}, id) }
+
+// EncodeLeave is the order mcp-mux writes just before it exits without
+// waiting for backend id: when the backend's lifeline ends (mcp-mux gone,
+// and the backend's stdin closed with it), the supervisor gives the
 // backend grace to exit by itself, then ends what is left below it
 // (SIGTERM, then SIGKILL shortly after), instead of killing it all at
 // once. Until then nothing changes: the backend runs while mcp-mux does.
-// It is 'L', then the grace in milliseconds (4 bytes, little-endian).
-func EncodeLeave(grace time.Duration) []byte {
+func EncodeLeave(id uint32, grace time.Duration) []byte {
 	ms := min(max(grace.Milliseconds(), 0), 1<<32-1)
-	return appendUint32([]byte{leaveOp}, uint32(ms))
+	return appendUint32(appendUint32([]byte{opLeave}, id), uint32(ms))
 }
 
-// decodeLeave parses what EncodeLeave made.
-func decodeLeave(b []byte) (time.Duration, bool) {
-	if len(b) != leaveSize || b[0] != leaveOp {
-		return 0, false
-	}
-	r := reader{b: b[1:]}
-	ms, _ := r.uint32()
-	return time.Duration(ms) * time.Millisecond, true
+// Reply is one message of the supervisor's: Pid (Op 'P'), Error ('E') or
+// Exit ('X') of backend ID.
+type Reply struct {
+	Op     byte
+	ID     uint32
+	Pid    int
+	Err    string
+	Status uint32 // a syscall.WaitStatus
 }
+
+// Started, Failed and Exited say which reply r is.
+func (r Reply) Started() bool { return r.Op == opPid }
+func (r Reply) Failed() bool  { return r.Op == opError }
+func (r Reply) Exited() bool  { return r.Op == opExit }
+
+// ParseReply reads the first reply in b: n is how many bytes it took, 0
+// if b does not hold all of it yet; ok is false if b is no reply.
+func ParseReply(b []byte) (r Reply, n int, ok bool) {
+	if len(b) == 0 {
+		return r, 0, true
+	}
+	rd := reader{b: b[1:]}
+	r.Op = b[0]
+	var complete bool
+	switch r.Op {
+	case opPid, opExit:
+		var v uint32
+		if r.ID, complete = rd.uint32(); complete {
+			v, complete = rd.uint32()
+		}
+		r.Pid, r.Status = int(v), v
+		if r.Op == opExit {
+			r.Pid = 0
+		} else {
+			r.Status = 0
+		}
+	case opError:
+		if r.ID, complete = rd.uint32(); complete {
+			r.Err, complete = rd.string()
+		}
+	default:
+		return r, 0, false
+	}
+	if !complete {
+		return Reply{}, 0, true
+	}
+	return r, len(b) - len(rd.b), true
+}
+
+// request is one message of mcp-mux's (see opStart and the others).
+type request struct {
+	op     byte
+	id     uint32
+	launch []byte // Start: the Launch as encoded, its length included
+	stdio  []int  // Start: the backend's stdin, stdout and stderr, or nil
+	grace  time.Duration
+}
+
+// parseRequest reads the first request in b: used is how many bytes it
+// took, 0 if b does not hold all of it yet; ok is false if b is no request.
+func parseRequest(b []byte) (r request, used int, ok bool) {
+	if len(b) == 0 {
+		return r, 0, true
+	}
+	rd := reader{b: b[1:]}
+	r.op = b[0]
+	var complete bool
+	switch r.op {
+	case opStart:
+		var size uint32
+		if r.id, complete = rd.uint32(); complete {
+			size, complete = rd.uint32()
+		}
+		if size > maxLaunch {
+			return r, 0, false
+		}
+		if complete && uint64(len(rd.b)) >= uint64(size) {
+			// The Launch as Encode made it, length included.
+			start := len(b) - len(rd.b) - 4
+			r.launch = append([]byte(nil), b[start:start+4+int(size)]...)
+			rd.b = rd.b[size:]
+		} else {
+			complete = false
+		}
+	case opCut:
+		r.id, complete = rd.uint32()
+	case opLeave:
+		var ms uint32
+		if r.id, complete = rd.uint32(); complete {
+			ms, complete = rd.uint32()
+		}
+		r.grace = time.Duration(ms) * time.Millisecond
+	default:
+		return r, 0, false
+	}
+	if !complete {
+		return request{}, 0, true
+	}
+	return r, len(b) - len(rd.b), true
+}
+
+func encodeReply(op byte, id, v uint32) []byte {
+	return appendUint32(appendUint32([]byte{op}, id), v)
+}
+
+func encodeError(id uint32, msg string) []byte {
+	return appendString(appendUint32([]byte{opError}, id), msg)
+}
+
+// maxLaunch bounds the command mcp-mux sends: a command line and an
+// environment.
+const maxLaunch = 16 << 20
 
 type reader struct{ b []byte }
 

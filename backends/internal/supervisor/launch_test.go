@@ -33,13 +33,58 @@ func TestLeaveOrderSurvivesItsEncoding(t *testing.T) {
 		{-time.Second, 0},
 		{2000 * time.Hour, (1<<32 - 1) * time.Millisecond},
 	} {
-		got, ok := decodeLeave(EncodeLeave(tt.grace))
-		if !ok || got != tt.want {
-			t.Errorf("grace %v arrived as %v (ok %v), want %v", tt.grace, got, ok, tt.want)
+		b := EncodeLeave(7, tt.grace)
+		r, n, ok := parseRequest(b)
+		if !ok || n != len(b) || r.op != opLeave || r.id != 7 || r.grace != tt.want {
+			t.Errorf("grace %v arrived as %+v (used %d of %d, ok %v), want %v", tt.grace, r, n, len(b), ok, tt.want)
+		}
+		if _, n, ok := parseRequest(b[:len(b)-1]); !ok || n != 0 {
+			t.Errorf("an order cut short was taken (used %d, ok %v)", n, ok)
 		}
 	}
-	if _, ok := decodeLeave(EncodeLeave(time.Second)[:leaveSize-1]); ok {
-		t.Error("an order cut short was taken")
+}
+
+// Requests and replies arrive whole, in order, from a stream that holds
+// several or a part of one; what is no message is refused.
+func TestMessagesSurviveTheStream(t *testing.T) {
+	l := Launch{Path: "/bin/x", Args: []string{"x"}, Env: []string{"A=1"}, Dir: "/d"}
+	stream := append(append(EncodeStart(1, l), EncodeCut(2)...), EncodeLeave(3, time.Second)...)
+	var got []request
+	for b := stream; len(b) > 0; {
+		r, n, ok := parseRequest(b)
+		if !ok || n == 0 {
+			t.Fatalf("the stream's rest %q is no request", b)
+		}
+		for cut := range n { // any part short of the whole waits for more
+			if r, n, ok := parseRequest(b[:cut]); !ok || n != 0 {
+				t.Fatalf("a part of %d bytes was taken: %+v", cut, r)
+			}
+		}
+		got = append(got, r)
+		b = b[n:]
+	}
+	if len(got) != 3 || got[0].op != opStart || got[0].id != 1 || got[1].op != opCut || got[1].id != 2 || got[2].grace != time.Second {
+		t.Fatalf("requests %+v", got)
+	}
+	if dl, ok := decode(got[0].launch[4:]); !ok || !reflect.DeepEqual(dl, l) {
+		t.Errorf("the launch arrived as %#v", dl)
+	}
+	if _, _, ok := parseRequest([]byte("?")); ok {
+		t.Error("a request of no known op was taken")
+	}
+	replies := append(append(encodeReply(opPid, 1, 4242), encodeError(2, "no such file")...), encodeReply(opExit, 1, 256)...)
+	var rs []Reply
+	for b := replies; len(b) > 0; {
+		r, n, ok := ParseReply(b)
+		if !ok || n == 0 {
+			t.Fatalf("the stream's rest %q is no reply", b)
+		}
+		rs = append(rs, r)
+		b = b[n:]
+	}
+	want := []Reply{{Op: opPid, ID: 1, Pid: 4242}, {Op: opError, ID: 2, Err: "no such file"}, {Op: opExit, ID: 1, Status: 256}}
+	if !reflect.DeepEqual(rs, want) {
+		t.Errorf("replies %+v, want %+v", rs, want)
 	}
 }
 

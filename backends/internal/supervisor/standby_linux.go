@@ -5,13 +5,13 @@ import (
 	"syscall"
 )
 
-// A supervisor takes about ten milliseconds from its exec to starting its
-// backend: it is all of mcp-mux's executable, loaded and its Go runtime
-// started. mcp-mux starts its first one, the standby, from this package's
-// init, while the rest of mcp-mux is still being initialized, and hands it
-// the first backend's command when it has one (TakeStandby): that
-// backend then starts that much sooner. Until then the standby waits on its
-// lifeline, a socket, and ends when the lifeline does.
+// A supervisor takes a few milliseconds from its exec to being ready: it is
+// all of mcp-mux's executable, loaded and its Go runtime started. mcp-mux
+// starts it, the standby, from this package's init, while the rest of
+// mcp-mux is still being initialized, and takes it when it starts its first
+// backend (TakeStandby): that backend then starts that much sooner. Until
+// then the standby waits on its lifeline, a socket, and ends when the
+// lifeline does.
 
 // standby is the supervisor started at mcp-mux's start, until taken.
 var standby struct {
@@ -41,31 +41,44 @@ func StartStandby() (pid int, ok bool) {
 	if standby.sock != 0 {
 		return standby.pid, true
 	}
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	pid, sock, err := Start("/proc/self/exe")
 	if err != nil {
 		return 0, false
+	}
+	standby.pid, standby.sock = pid, sock
+	return pid, true
+}
+
+// Start starts a supervisor, exe (mcp-mux's executable), and returns its
+// pid (a child of this process, for the caller to wait on) and this end of
+// its lifeline, a socket: see EncodeStart for what goes on it.
+func Start(exe string) (pid, sock int, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, err
 	}
 	null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		syscall.Close(fds[0])
 		syscall.Close(fds[1])
-		return 0, false
+		return 0, 0, err
 	}
-	// Its own process group, as for any supervisor: signals sent to
-	// mcp-mux's (a terminal's ^C) are not for it.
-	pid, err = syscall.ForkExec("/proc/self/exe", []string{Arg0, StandbyArg}, &syscall.ProcAttr{
+	// Its own process group: signals sent to mcp-mux's (a terminal's ^C)
+	// are not for it. Not mcp-mux's stderr either: it outlives mcp-mux,
+	// and an agent that reads that stderr to its end would wait for it.
+	// What it has to say, it says on a backend's.
+	pid, err = syscall.ForkExec(exe, []string{Arg0}, &syscall.ProcAttr{
 		Env:   Env,
-		Files: []uintptr{uintptr(null), uintptr(null), 2, uintptr(fds[1])},
+		Files: []uintptr{uintptr(null), uintptr(null), uintptr(null), uintptr(fds[1])},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	syscall.Close(null)
 	syscall.Close(fds[1])
 	if err != nil {
 		syscall.Close(fds[0])
-		return 0, false
+		return 0, 0, err
 	}
-	standby.pid, standby.sock = pid, fds[0]
-	return pid, true
+	return pid, fds[0], nil
 }
 
 // DiscardStandby lets a standby that no backend will use go (mcp-mux
@@ -88,48 +101,11 @@ func DiscardStandby() {
 
 // TakeStandby hands over the standby supervisor, once: its pid (a child of
 // this process, for the taker to wait on) and its end of the socket that
-// is its lifeline. The taker sends on it one byte carrying the backend's
-// stdin, stdout and stderr (SCM_RIGHTS), then the Launch; the standby
-// answers on it as a supervisor does on fd 4, in one line, and from then
-// on reads it only for its end. ok is false if there is no standby.
+// is its lifeline. ok is false if there is no standby.
 func TakeStandby() (pid, sock int, ok bool) {
 	standby.Lock()
 	defer standby.Unlock()
 	pid, sock = standby.pid, standby.sock
 	standby.sock = 0
 	return pid, sock, sock != 0
-}
-
-// adoptStdio waits on the lifeline of a standby for the byte that carries
-// the backend's stdio, which becomes the supervisor's own fds 0, 1 and 2
-// (for the backend to inherit, as from a supervisor started for it). ok is
-// false if the lifeline ended first (msg is empty: mcp-mux is gone, or
-// will start no backend) or the byte came without them (msg says so).
-func adoptStdio() (msg string, ok bool) {
-	var b [1]byte
-	oob := make([]byte, syscall.CmsgSpace(3*4))
-	for {
-		n, oobn, _, _, err := syscall.Recvmsg(3, b[:], oob, syscall.MSG_CMSG_CLOEXEC)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || n == 0 {
-			return "", false
-		}
-		var fds []int
-		if msgs, err := syscall.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
-			fds, _ = syscall.ParseUnixRights(&msgs[0])
-		}
-		if len(fds) != 3 {
-			for _, fd := range fds {
-				syscall.Close(fd)
-			}
-			return "the standby supervisor got no stdio for the backend", false
-		}
-		for i, fd := range fds {
-			syscall.Dup3(fd, i, 0)
-			syscall.Close(fd)
-		}
-		return "", true
-	}
 }

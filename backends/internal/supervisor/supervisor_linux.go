@@ -1,21 +1,26 @@
 package supervisor
 
 import (
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 )
 
-// The supervisor sits between mcp-mux and one backend. It is a subreaper,
-// so every process below it stays below it even when its parent dies (a
-// double fork, a setsid daemon); mcp-mux alone holds the write end of its
-// lifeline (fd 3). When the backend exits, or the lifeline reads EOF
-// (mcp-mux closed it, or died: the kernel closes a dead process's files,
-// SIGKILL included), it kills everything below it, then exits the way the
-// backend did, so that mcp-mux reports "exit status 3" or "killed by
-// signal ...". It copies nothing: the backend has mcp-mux's pipes as its
-// stdio. When mcp-mux exits it leaves the backend to the supervisor (see
-// EncodeLeave), which then stops it as mcp-mux would have, mcp-mux gone.
+// The supervisor sits between mcp-mux and its backends, all of them. It is
+// a subreaper, and so is each backend (runExec makes it one before it
+// becomes the backend): what a backend starts stays below that backend even
+// when its own parent dies (a double fork, a setsid daemon), and comes to
+// the supervisor only when the backend itself is gone. So what is below the
+// supervisor and no longer below a running backend is what the backends
+// that exited left behind, never another backend's. mcp-mux alone holds the
+// other end of its lifeline (fd 3). When a backend exits, or its lifeline
+// is cut (Cut, or mcp-mux gone: the kernel closes a dead process's files,
+// SIGKILL included), it kills everything below that backend, then tells
+// mcp-mux how the backend ended ("exit status 3", "killed by signal ...").
+// It copies nothing: each backend has mcp-mux's pipes as its stdio. When
+// mcp-mux exits it leaves the backends to the supervisor (see EncodeLeave),
+// which then stops each as mcp-mux would have, mcp-mux gone.
 //
 // All of it runs inside this package's init, which never returns: the
 // packages that would be initialized after it (the rest of mcp-mux) never
@@ -24,24 +29,28 @@ import (
 
 // prctl options missing from package syscall.
 const (
-	prSetDumpable       = 4
 	prSetName           = 15
 	prSetChildSubreaper = 36
 )
-
-// maxLaunch bounds the command mcp-mux sends: a command line and an
-// environment.
-const maxLaunch = 16 << 20
 
 // leftoverTerm is how long what is left of a backend's tree after the
 // backend exited gets between SIGTERM and SIGKILL: what mcp-mux's Stop gives
 // a backend's group.
 const leftoverTerm = 300 * time.Millisecond
 
+// giveUpAfter is how long past SIGKILL the supervisor waits for a tree to
+// go: only a process stuck in the kernel (state D) outlives SIGKILL.
+const giveUpAfter = 5 * time.Second
+
 func init() {
 	args := cmdline()
-	if len(args) > 0 && args[0] == Arg0 {
-		run(len(args) > 1 && args[1] == StandbyArg)
+	if len(args) > 0 {
+		switch args[0] {
+		case Arg0:
+			run()
+		case execArg0:
+			runExec()
+		}
 	}
 	startStandby(args)
 }
@@ -81,141 +90,385 @@ func cmdline() []string {
 	return args
 }
 
-// run starts the backend and supervises it; it does not return. A
-// standby has the lifeline only, a socket, and reports on it.
-func run(standby bool) {
-	// fds 3 (the lifeline) and 4 (the report) are the supervisor's alone.
+// run supervises the backends mcp-mux starts on the lifeline, fd 3, until
+// it ends and they are gone; it does not return.
+func run() {
+	// The lifeline is the supervisor's alone, and is read in blocking
+	// reads, where EAGAIN would read as mcp-mux gone.
 	syscall.CloseOnExec(3)
-	syscall.CloseOnExec(4)
-	// The lifeline is read in blocking reads, where EAGAIN would read as
-	// mcp-mux gone (os/exec hands it over blocking; this makes sure).
 	syscall.SetNonblock(3, false)
 	// After an exec of /proc/self/exe the kernel's name for it is "exe".
 	name := []byte("mcp-mux-superv\x00")
 	syscall.RawSyscall(syscall.SYS_PRCTL, prSetName, uintptr(unsafe.Pointer(&name[0])), 0)
-	// A subreaper before the backend exists: whatever leaves its tree,
-	// however early, stays below the supervisor.
+	// A subreaper before any backend exists: what a backend leaves
+	// behind, however early, comes to the supervisor.
+	var notSubreaper string
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
-		say("not a subreaper (" + e.Error() + "): a process that leaves the backend's tree can outlive it")
-	}
-	report := 4
-	if standby {
-		report = 3
-		if msg, ok := adoptStdio(); !ok {
-			if msg == "" { // mcp-mux ended, or needs no backend started
-				syscall.Exit(0)
-			}
-			syscall.Write(report, []byte("error "+msg+"\n"))
-			syscall.Exit(127)
-		}
-	}
-	pid, msg := start()
-	if msg != "" {
-		syscall.Write(report, []byte("error "+oneLine(msg)+"\n"))
-		syscall.Exit(127)
-	}
-	syscall.Write(report, []byte("pid "+itoa(pid)+"\n"))
-	if report == 4 {
-		syscall.Close(4)
-	}
-	// Read ends of the backend's stdout and stderr, before our fds 0 and 1
-	// become /dev/null: once mcp-mux has left the backend to us and is
-	// gone, nobody else reads them, and a backend that writes as it ends
-	// would die of SIGPIPE (or fail with EPIPE) within its grace.
-	outputs := readEnds(1, 2)
-	// Our copies of the backend's stdin and stdout must not keep its pipes
-	// open; stderr stays for our few words, which mcp-mux logs as its.
-	if null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0); err == nil {
-		syscall.Dup3(null, 0, 0)
-		syscall.Dup3(null, 1, 0)
-		syscall.Close(null)
+		notSubreaper = "not a subreaper (" + e.Error() + "): a process that leaves a backend's tree can outlive it"
 	}
 	// Go's runtime would end the supervisor on these, leaving what the
-	// backend started behind; mcp-mux signals the backend's group, never
-	// the supervisor, so one sent to it by hand is ignored. (The backend
-	// was started before: it has the default dispositions.)
+	// backends started behind; mcp-mux signals a backend's group, never
+	// the supervisor, so one sent to it by hand is ignored. (A backend
+	// gets the defaults back: its fork resets what Go caught.)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		setDisposition(sig, sigIgn)
 	}
-
-	s := &supervisor{pid: pid, reaped: make(chan reaped, 16), gone: make(chan struct{}), leaving: make(chan struct{})}
+	s := &supervisor{
+		self:         syscall.Getpid(),
+		notSubreaper: notSubreaper,
+		children:     map[uint32]*child{},
+		byPid:        map[int]*child{},
+		requests:     make(chan request),
+		launched:     make(chan launched),
+		reaped:       make(chan reaped, 16),
+		kick:         make(chan struct{}, 1),
+	}
 	go s.reap()
 	go s.readLifeline()
-	gone := s.gone
-	var graceOver, drainTick <-chan time.Time
+	s.loop()
+}
+
+type supervisor struct {
+	self int
+	// notSubreaper says why the supervisor is no subreaper, if it is not:
+	// each backend's log says it.
+	notSubreaper string
+	children     map[uint32]*child // by mcp-mux's id
+	byPid        map[int]*child
+	requests     chan request  // what mcp-mux sends; closed when the lifeline ends
+	launched     chan launched // how a backend's exec went
+	reaped       chan reaped
+	kick         chan struct{} // a child was forked: reap has one to wait for
+	gone         bool          // the lifeline ended: mcp-mux is gone
+	// leftoverTermed is what is left of exited backends that got its
+	// SIGTERM, since leftoverSince.
+	leftoverTermed map[int]bool
+	leftoverSince  time.Time
+	wmu            sync.Mutex // one reply at a time on the lifeline
+}
+
+// child is one backend, from its start to its report of how it ended.
+type child struct {
+	id      uint32
+	pid     int
+	started bool // its pid was reported
+	failed  bool // its start failed and was reported: no Exit follows
+	exited  bool
+	status  syscall.WaitStatus
+	stderr  int   // the backend's stderr, for the supervisor's words about it
+	outputs []int // read ends of its stdout and stderr (see readEnds)
+	left    bool  // mcp-mux left it to the supervisor, with grace
+	grace   time.Duration
+	cut     bool // its lifeline ended
+	// graceOver is when a left backend whose lifeline ended has had its
+	// grace; zero until then.
+	graceOver time.Time
+	// ending is set once its tree is being ended: SIGTERM once, then
+	// SIGKILL from killFrom; once it exited, killFrom is what its
+	// leftovers get.
+	ending   bool
+	killFrom time.Time
+	termed   map[int]bool
+}
+
+// reaped is a child that exited.
+type reaped struct {
+	pid    int
+	status syscall.WaitStatus
+}
+
+// loop serves mcp-mux's requests and ends what must end, on the main
+// goroutine: backends are forked from the main thread, which lives as long
+// as the supervisor, so that their parent-death signal fires only when the
+// supervisor dies.
+func (s *supervisor) loop() {
+	var tick *time.Ticker
+	var tickC <-chan time.Time
 	for {
+		if busy := s.busy(); busy && tick == nil {
+			tick = time.NewTicker(10 * time.Millisecond)
+			tickC = tick.C
+		} else if !busy && tick != nil {
+			tick.Stop()
+			tick, tickC = nil, nil
+		}
 		select {
+		case r, ok := <-s.requests:
+			if !ok {
+				s.lifelineEnded()
+				continue
+			}
+			s.handle(r)
+		case l := <-s.launched:
+			s.onLaunched(l)
 		case r := <-s.reaped:
-			if r.pid == s.pid {
-				s.status, s.exited = r.status, true
-				s.endTree(leftoverTerm)
-				s.exit()
-			}
-		case <-gone:
-			if !s.left() {
-				s.endTree(0)
-				s.exit()
-			}
-			// mcp-mux exited, and left the backend to us: its stdin is
-			// closed, and nobody but us reads what it writes. Read here,
-			// now and then, rather than by a goroutine per pipe: a read
-			// that blocks takes a thread, and many backends end at once.
-			gone = nil
-			drain(outputs)
-			drainTick = time.NewTicker(drainEvery).C
-			graceOver = time.After(s.grace)
-		case <-drainTick:
-			drain(outputs)
-		case <-graceOver:
-			s.endTree(leftoverTerm)
-			s.exit()
+			s.onReaped(r)
+		case <-tickC:
+		}
+		s.step(time.Now())
+	}
+}
+
+// busy reports whether something is to be done over time: a tree to end,
+// a grace running, output to drain, mcp-mux gone.
+func (s *supervisor) busy() bool {
+	if s.gone {
+		return true
+	}
+	for _, c := range s.children {
+		if c.ending || c.exited || !c.graceOver.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *supervisor) handle(r request) {
+	switch r.op {
+	case opStart:
+		s.start(r)
+	case opLeave:
+		if c := s.children[r.id]; c != nil {
+			c.left, c.grace = true, r.grace
+		}
+	case opCut:
+		if c := s.children[r.id]; c != nil {
+			s.cut(c, time.Now())
 		}
 	}
 }
 
-// readLifeline reads the lifeline for mcp-mux's order to leave the backend
-// to the supervisor (setting grace, then closing leaving), until EOF or an
-// error: mcp-mux closed it, or is gone (closing gone).
-func (s *supervisor) readLifeline() {
-	var buf [64]byte
-	var order []byte
-	for {
-		n, err := syscall.Read(3, buf[:])
+// cut is the end of c's lifeline: its tree ends at once, unless mcp-mux
+// left it c, which then has its grace first.
+func (s *supervisor) cut(c *child, now time.Time) {
+	if c.cut {
+		return
+	}
+	c.cut = true
+	if c.left && !c.exited {
+		// Its stdin is closed, and nobody but the supervisor reads what it
+		// writes now (see step).
+		c.graceOver = now.Add(c.grace)
+		drain(c.outputs)
+		return
+	}
+	s.end(c, now, 0)
+}
+
+// end starts ending c's tree: SIGTERM, and SIGKILL grace later.
+func (s *supervisor) end(c *child, now time.Time, grace time.Duration) {
+	from := now.Add(grace)
+	if !c.ending || from.Before(c.killFrom) {
+		c.killFrom = from
+	}
+	if !c.ending {
+		c.ending, c.termed = true, map[int]bool{}
+	}
+}
+
+// lifelineEnded: mcp-mux is gone, and so is every backend's lifeline.
+func (s *supervisor) lifelineEnded() {
+	s.requests = nil
+	s.gone = true
+	now := time.Now()
+	for _, c := range s.children {
+		s.cut(c, now)
+	}
+}
+
+// launched is how a backend's exec went: msg says why it failed, or is
+// empty.
+type launched struct {
+	id  uint32
+	msg string
+}
+
+func (s *supervisor) onLaunched(l launched) {
+	c := s.children[l.id]
+	if c == nil {
+		return
+	}
+	if l.msg != "" {
+		s.reply(encodeError(c.id, l.msg))
+		c.failed = true
+		if c.exited {
+			s.drop(c)
+		}
+		return
+	}
+	c.started = true
+	s.reply(encodeReply(opPid, c.id, uint32(c.pid)))
+}
+
+func (s *supervisor) onReaped(r reaped) {
+	c := s.byPid[r.pid]
+	if c == nil || c.exited {
+		return // what was left of a backend, reaped
+	}
+	c.exited, c.status = true, r.status
+	if c.failed {
+		s.drop(c)
+		return
+	}
+	now := time.Now()
+	c.graceOver = time.Time{}
+	// What it leaves: SIGTERM, and SIGKILL shortly after; at once if
+	// mcp-mux wanted it all gone.
+	grace := leftoverTerm
+	if c.cut && !c.left {
+		grace = 0
+	}
+	s.end(c, now, grace)
+}
+
+// step does what is due at now: a grace that is over starts the end of
+// its backend's tree; trees being ended get their signals; a backend that
+// exited, once what it left is gone, is reported; and when mcp-mux is gone
+// and nothing is left, the supervisor exits.
+func (s *supervisor) step(now time.Time) {
+	work := s.gone
+	for _, c := range s.children {
+		if !c.graceOver.IsZero() {
+			drain(c.outputs)
+			if !now.Before(c.graceOver) {
+				c.graceOver = time.Time{}
+				s.end(c, now, leftoverTerm)
+			}
+		}
+		work = work || c.ending
+	}
+	if !work {
+		return
+	}
+	tree := procChildren()
+	// What is directly below the supervisor is a backend that runs, or
+	// what an exited one left. A leftover of one exited backend cannot
+	// be told from another's: they get the earliest SIGKILL of the
+	// backends that exited, and each of those is reported once no
+	// leftover is left.
+	if s.leftoverSince.IsZero() {
+		s.leftoverSince = now
+	}
+	leftoverKill := s.leftoverSince.Add(leftoverTerm)
+	for _, c := range s.children {
+		if c.exited && c.killFrom.Before(leftoverKill) {
+			leftoverKill = c.killFrom
+		}
+	}
+	leftovers := false
+	for _, pid := range tree[s.self] {
+		c := s.byPid[pid]
+		switch {
+		case c != nil && !c.exited:
+			if c.ending {
+				signalAll(below(tree, pid), now, c.killFrom, c.termed)
+			}
+		default:
+			leftovers = true
+			if s.leftoverTermed == nil {
+				s.leftoverTermed = map[int]bool{}
+			}
+			signalAll(below(tree, pid), now, leftoverKill, s.leftoverTermed)
+		}
+	}
+	if !leftovers {
+		s.leftoverTermed, s.leftoverSince = nil, time.Time{}
+	}
+	for _, c := range s.children {
+		if !c.exited || !c.started {
+			continue
+		}
+		if leftovers && now.Before(c.killFrom.Add(giveUpAfter)) {
+			continue
+		}
+		if leftovers {
+			left := ""
+			for _, pid := range tree[s.self] {
+				if s.byPid[pid] == nil {
+					left += " " + itoa(pid)
+				}
+			}
+			say(c.stderr, "giving up on processes SIGKILL does not end:"+left)
+		}
+		s.reply(encodeReply(opExit, c.id, uint32(c.status)))
+		s.drop(c)
+	}
+	if s.gone && len(s.children) == 0 && !leftovers {
+		syscall.Exit(0)
+	}
+}
+
+// signalAll sends each of pids SIGTERM once (noted in termed) until
+// killFrom, then SIGKILL.
+func signalAll(pids []int, now, killFrom time.Time, termed map[int]bool) {
+	for _, pid := range pids {
+		if now.Before(killFrom) {
+			if !termed[pid] {
+				termed[pid] = true
+				syscall.Kill(pid, syscall.SIGTERM)
+			}
+			continue
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// drop forgets c, and closes what the supervisor held of its pipes.
+func (s *supervisor) drop(c *child) {
+	delete(s.children, c.id)
+	if s.byPid[c.pid] == c {
+		delete(s.byPid, c.pid)
+	}
+	for _, fd := range append(c.outputs, c.stderr) {
+		if fd > 2 {
+			syscall.Close(fd)
+		}
+	}
+}
+
+// reply writes one message to mcp-mux; if mcp-mux is gone, nobody needs it.
+func (s *supervisor) reply(b []byte) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for len(b) > 0 {
+		n, err := syscall.Write(3, b)
 		if err == syscall.EINTR {
 			continue
 		}
 		if err != nil || n <= 0 {
-			close(s.gone)
 			return
 		}
-		if len(order) < leaveSize {
-			order = append(order, buf[:min(n, leaveSize-len(order))]...)
-			if grace, ok := decodeLeave(order); ok {
-				s.grace = grace
-				close(s.leaving)
-			}
-		}
+		b = b[n:]
 	}
 }
 
-// left reports whether mcp-mux left the backend to the supervisor; once
-// gone is closed, it has said all it will.
-func (s *supervisor) left() bool {
-	select {
-	case <-s.leaving:
-		return true
-	default:
-		return false
+// reap collects every child as it exits. With no child it waits for the
+// next fork.
+func (s *supervisor) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil: // ECHILD
+			<-s.kick
+			continue
+		}
+		s.reaped <- reaped{pid: pid, status: ws}
 	}
 }
 
 // drainEvery is how often the supervisor reads what a left backend
-// writes: a pipe's buffer (64 KiB) fits in between, past which the
+// writes at most: a pipe's buffer (64 KiB) fits in between, past which the
 // backend waits.
 const drainEvery = 20 * time.Millisecond
 
 // readEnds opens a non-blocking read end of each of fds that is a pipe,
-// by its name in /proc (close-on-exec: the backend does not get them).
+// by its name in /proc (close-on-exec: no backend gets them): once mcp-mux
+// has left the backend to the supervisor and is gone, nobody else reads
+// them, and a backend that writes as it ends would die of SIGPIPE (or fail
+// with EPIPE) within its grace.
 func readEnds(fds ...int) []int {
 	var out []int
 	for _, fd := range fds {
@@ -247,162 +500,8 @@ func drain(fds []int) {
 	}
 }
 
-// start reads the Launch from the lifeline and starts the backend: in its
-// own process group (which mcp-mux signals to stop it), killed if the
-// thread that forks it dies. That thread is the main thread, on which
-// every init runs, and which lives as long as the process.
-func start() (int, string) {
-	var size [4]byte
-	if n, _ := readFull(3, size[:]); n < len(size) {
-		return 0, "reading the command from mcp-mux: no command"
-	}
-	r := reader{b: size[:]}
-	length, _ := r.uint32()
-	if length > maxLaunch {
-		return 0, "reading the command from mcp-mux: command too long"
-	}
-	msg := make([]byte, length)
-	if n, _ := readFull(3, msg); n < len(msg) {
-		return 0, "reading the command from mcp-mux: cut short"
-	}
-	l, ok := decode(msg)
-	if !ok {
-		return 0, "reading the command from mcp-mux: malformed"
-	}
-	pid, err := syscall.ForkExec(l.Path, l.Args, &syscall.ProcAttr{
-		Dir:   l.Dir,
-		Env:   l.Env,
-		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
-	if err != nil {
-		return 0, "fork/exec " + l.Path + ": " + err.Error()
-	}
-	return pid, ""
-}
-
-type supervisor struct {
-	pid    int // the backend
-	status syscall.WaitStatus
-	exited bool // status is the backend's
-	reaped chan reaped
-	gone   chan struct{} // closed when the lifeline read EOF
-	// leaving is closed when mcp-mux left the backend to the supervisor
-	// for when it is gone (EncodeLeave), with the backend's grace; before
-	// gone, if at all.
-	leaving chan struct{}
-	grace   time.Duration
-	empty   bool // no child is left (reap said so)
-}
-
-// reaped is a child that exited, or none (pid 0): no child is left.
-type reaped struct {
-	pid    int
-	status syscall.WaitStatus
-}
-
-// reap collects every child as it exits, and says when none is left. With
-// no child there is no descendant either, so none can be adopted later:
-// that is the end.
-func (s *supervisor) reap() {
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil: // ECHILD
-			s.reaped <- reaped{}
-			return
-		}
-		s.reaped <- reaped{pid: pid, status: ws}
-	}
-}
-
-// endTree ends every process below the supervisor: SIGTERM first for
-// grace (unless mcp-mux is gone or wants it all dead: the lifeline, when
-// mcp-mux did not leave the backend to it), then SIGKILL, until it has no
-// child left. As a subreaper it adopts whatever is orphaned meanwhile, so
-// no child left means nothing below.
-func (s *supervisor) endTree(grace time.Duration) {
-	self := syscall.Getpid()
-	killFrom := time.Now().Add(grace)
-	giveUp := killFrom.Add(5 * time.Second)
-	termed := map[int]bool{}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !s.empty {
-		now := time.Now()
-		select {
-		case <-s.gone:
-			if !s.left() {
-				killFrom = now
-			}
-		default:
-		}
-		if now.After(giveUp) {
-			// Only a process stuck in the kernel (state D) outlives SIGKILL.
-			left := ""
-			for _, pid := range descendants(self) {
-				left += " " + itoa(pid)
-			}
-			say("giving up on processes SIGKILL does not end:" + left)
-			return
-		}
-		for _, pid := range descendants(self) {
-			if now.Before(killFrom) {
-				if !termed[pid] {
-					termed[pid] = true
-					syscall.Kill(pid, syscall.SIGTERM)
-				}
-				continue
-			}
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-		select {
-		case r := <-s.reaped:
-			s.note(r)
-		case <-tick.C:
-		}
-		// Take whatever else is ready before looking again.
-		for drained := false; !drained; {
-			select {
-			case r := <-s.reaped:
-				s.note(r)
-			default:
-				drained = true
-			}
-		}
-	}
-}
-
-// note records what reap reported during endTree.
-func (s *supervisor) note(r reaped) {
-	switch {
-	case r.pid == 0:
-		s.empty = true
-	case r.pid == s.pid:
-		s.status, s.exited = r.status, true
-	}
-}
-
-// exit ends the supervisor the way the backend ended.
-func (s *supervisor) exit() {
-	switch {
-	case !s.exited:
-	case s.status.Exited():
-		syscall.Exit(s.status.ExitStatus())
-	case s.status.Signaled():
-		reraise(s.status.Signal())
-	}
-	syscall.Exit(1)
-}
-
-// sigIgn and sigDfl are the dispositions SIG_IGN and SIG_DFL.
-const (
-	sigDfl = 0
-	sigIgn = 1
-)
+// sigIgn is the disposition SIG_IGN.
+const sigIgn = 1
 
 // setDisposition sets sig's disposition at the kernel, past Go's runtime
 // (which does not look again).
@@ -410,157 +509,4 @@ func setDisposition(sig syscall.Signal, handler uint64) {
 	var act [8]uint64 // handler, then no flags, no restorer, an empty mask, in any layout
 	act[0] = handler
 	syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
-}
-
-// reraise kills the supervisor with sig. Go's runtime would turn some
-// signals into a goroutine dump and exit 2 (SIGQUIT, SIGABRT) or ignore them
-// (a SIGSEGV sent by kill), so its handler is replaced by the default at the
-// kernel first.
-func reraise(sig syscall.Signal) {
-	// The backend left its core dump, if any; the supervisor's is noise.
-	syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0)
-	setDisposition(sig, sigDfl)
-	syscall.Kill(syscall.Getpid(), sig)
-	time.Sleep(time.Second) // a signal that does not terminate (none should get here)
-	syscall.Exit(128 + int(sig))
-}
-
-// descendants lists the live processes below root, from the parent links in
-// /proc (which do not need CONFIG_PROC_CHILDREN).
-func descendants(root int) []int {
-	children := map[int][]int{}
-	for _, pid := range procPids() {
-		state, ppid, ok := procStat(pid)
-		if !ok || state == 'Z' || state == 'X' {
-			continue // gone meanwhile, or dead
-		}
-		children[ppid] = append(children[ppid], pid)
-	}
-	var out []int
-	for queue := children[root]; len(queue) > 0; queue = queue[1:] {
-		out = append(out, queue[0])
-		queue = append(queue, children[queue[0]]...)
-	}
-	return out
-}
-
-// procPids lists the pids in /proc.
-func procPids() []int {
-	fd, err := syscall.Open("/proc", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	defer syscall.Close(fd)
-	var pids []int
-	buf := make([]byte, 16<<10)
-	for {
-		n, err := syscall.ReadDirent(fd, buf)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || n <= 0 {
-			return pids
-		}
-		_, _, names := syscall.ParseDirent(buf[:n], -1, nil)
-		for _, name := range names {
-			if pid, ok := atoi(name); ok {
-				pids = append(pids, pid)
-			}
-		}
-	}
-}
-
-// procStat reads a process's state and parent from /proc/PID/stat:
-// "pid (comm) state ppid ...", where comm may hold spaces and parentheses.
-func procStat(pid int) (state byte, ppid int, ok bool) {
-	fd, err := syscall.Open("/proc/"+itoa(pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, 0, false
-	}
-	defer syscall.Close(fd)
-	var buf [1024]byte
-	n, _ := readFull(fd, buf[:])
-	st := buf[:n]
-	i := len(st) - 1
-	for i >= 0 && st[i] != ')' {
-		i--
-	}
-	// ") S 123 ..."
-	if i < 0 || len(st) < i+5 || st[i+1] != ' ' || st[i+3] != ' ' {
-		return 0, 0, false
-	}
-	rest := st[i+4:]
-	j := 0
-	for j < len(rest) && rest[j] != ' ' {
-		j++
-	}
-	ppid, ok = atoi(string(rest[:j]))
-	return st[i+2], ppid, ok
-}
-
-// readFull reads len(b) bytes from fd unless it ends first.
-func readFull(fd int, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := syscall.Read(fd, b[n:])
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || m <= 0 {
-			return n, err
-		}
-		n += m
-	}
-	return n, nil
-}
-
-// say writes one line of the supervisor's own to stderr, which mcp-mux
-// logs as the backend's.
-func say(s string) { syscall.Write(2, []byte("mcp-mux supervisor: "+s+"\n")) }
-
-// oneLine is s with its line breaks made spaces: the report is one line.
-func oneLine(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c == '\n' || c == '\r' {
-			b[i] = ' '
-		}
-	}
-	return string(b)
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	var b [20]byte
-	i := len(b)
-	for ; n > 0; n /= 10 {
-		i--
-		b[i] = byte('0' + n%10)
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
-}
-
-// atoi parses a non-negative decimal int.
-func atoi(s string) (int, bool) {
-	if s == "" || len(s) > 18 {
-		return 0, false
-	}
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-		n = n*10 + int(s[i]-'0')
-	}
-	return n, true
 }
