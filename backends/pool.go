@@ -535,15 +535,3 @@ func (b *Backend) SetLoggingLevel(ctx context.Context, level mcp.LoggingLevel) e
 	}
 	return b.of.session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: want})
 }
-
-// Views is how many clients share the backend of b (1 for a backend of
-// none).
-func (b *Backend) Views() int {
-	v := b.view
-	if v == nil {
-		return 1
-	}
-	v.e.pool.mu.Lock()
-	defer v.e.pool.mu.Unlock()
-	return max(len(v.e.views), 1)
-}
