@@ -74,19 +74,56 @@ func (mem *member) specNow() config.Backend {
 
 // identityOf is what makes a backend, for the catalog memory: what runs it
 // and where, never how mux exposes it. A local backend with no cwd runs in
-// dir (the session's, or else mcp-mux's own): a server that reads its
-// project lists something else in another, so each project remembers its
-// own.
+// dir, where mcp-mux was started (the agent's project); "" leaves the
+// directory out.
 func identityOf(s config.Backend, dir string) catalogmem.Identity {
 	cwd := s.Cwd
 	if cwd == "" && s.URL == "" {
-		if dir == "" {
-			dir, _ = os.Getwd()
-		}
 		cwd = dir
 	}
 	return catalogmem.Identity{Name: s.Name, Command: s.Command, Args: s.Args, URL: s.URL, Cwd: cwd,
 		Protocol: s.Protocol, Transport: s.Transport, InheritEnv: s.InheritEnv, Env: s.Env, Headers: s.Headers}
+}
+
+// memoryIDs are what s is remembered under, the first that holds it
+// found: a local backend with no cwd lists something else in another
+// project if it reads the project, so each directory remembers its own;
+// in a directory it was never seen in, what it listed in any other is
+// listed until its first use there says what it lists (list_changed if that
+// differs), as the memory did before it knew directories.
+func memoryIDs(s config.Backend, dir string) []catalogmem.Identity {
+	own := identityOf(s, dir)
+	if own.Cwd == s.Cwd {
+		return []catalogmem.Identity{own}
+	}
+	return []catalogmem.Identity{own, identityOf(s, "")}
+}
+
+// runDir is where a local backend with no cwd runs: the session's
+// directory (WithEnviron), or mcp-mux's own.
+func (m *Mux) runDir() string {
+	if m.cwd != "" {
+		return m.cwd
+	}
+	dir, _ := os.Getwd()
+	return dir
+}
+
+// recall is the first of ids the memory holds (for caps, unless nil).
+func recall(store *catalogmem.Store, ids []catalogmem.Identity, caps json.RawMessage) (catalogmem.Entry, bool) {
+	for _, id := range ids {
+		var e catalogmem.Entry
+		var ok bool
+		if caps != nil {
+			e, ok = store.LookupFor(id, caps)
+		} else {
+			e, ok = store.Lookup(id)
+		}
+		if ok {
+			return e, true
+		}
+	}
+	return catalogmem.Entry{}, false
 }
 
 // startsWhenUsed reports whether mem waits for its first use: its start
@@ -100,24 +137,35 @@ func (mem *member) startsWhenUsed() bool {
 	if mem.m.catalogs == nil || spec.StartPolicy(mem.m.settings()) == config.StartEager {
 		return false
 	}
-	var e catalogmem.Entry
-	var ok bool
-	if caps, known := mem.m.agent.declaredShape(); known {
-		if e, ok = mem.m.catalogs.LookupFor(identityOf(spec, mem.m.cwd), caps); !ok {
-			if _, seen := mem.m.catalogs.Lookup(identityOf(spec, mem.m.cwd)); seen {
+	ids := memoryIDs(spec, mem.m.runDir())
+	var caps json.RawMessage
+	if c, known := mem.m.agent.declaredShape(); known {
+		caps = c
+	}
+	for i, id := range ids {
+		e, ok := recall(mem.m.catalogs, []catalogmem.Identity{id}, caps)
+		if !ok {
+			if _, seen := recall(mem.m.catalogs, []catalogmem.Identity{id}, nil); seen && caps != nil {
 				mem.log.Info("starting it at once: its catalog is remembered only for clients of other capabilities, which may change what it lists", "agent", string(caps))
+				return false
 			}
+			continue
+		}
+		if e.Failure != nil {
+			mem.log.Info("starting it at once, not when first used: its last start failed", "at", e.Failure.At, "reason", e.Failure.Reason)
 			return false
 		}
-	} else if e, ok = mem.m.catalogs.Lookup(identityOf(spec, mem.m.cwd)); !ok {
-		return false
+		mem.listFromMemory(e)
+		if i > 0 {
+			// Seen only in other directories: listed as it was there,
+			// and started at once to learn what it lists in this one
+			// (list_changed if that differs).
+			mem.log.Info("starting it at once: its catalog is remembered from another directory only")
+			return false
+		}
+		return true
 	}
-	if e.Failure != nil {
-		mem.log.Info("starting it at once, not when first used: its last start failed", "at", e.Failure.At, "reason", e.Failure.Reason)
-		return false
-	}
-	mem.listFromMemory(e)
-	return true
+	return false
 }
 
 // listFromMemory makes e, remembered, mem's catalog and initialize result.
@@ -233,19 +281,22 @@ func (mem *member) remember(b *backends.Backend) (changed kinds) {
 	}
 	// Apart: the backend's file is written and synced to disk, and the
 	// backend is ready without it.
-	id := identityOf(spec, mem.m.cwd)
+	ids := memoryIDs(spec, mem.m.runDir())
 	mem.writeMemory(func() {
-		if cat.resourcesCut {
-			if err := store.Forget(id); err != nil {
-				mem.log.Warn("cannot update the remembered catalogs", "err", err)
+		for _, id := range ids {
+			if cat.resourcesCut {
+				if err := store.Forget(id); err != nil {
+					mem.log.Warn("cannot update the remembered catalogs", "err", err)
+				}
+				continue
 			}
-			return
-		}
-		if _, err := store.Put(id, e); err != nil {
-			if errors.Is(err, catalogmem.ErrTooLarge) {
-				mem.log.Info("its catalog is too large to remember: it starts at once, every time", "err", err)
-			} else {
-				mem.log.Warn("cannot remember its catalog", "err", err)
+			if _, err := store.Put(id, e); err != nil {
+				if errors.Is(err, catalogmem.ErrTooLarge) {
+					mem.log.Info("its catalog is too large to remember: it starts at once, every time", "err", err)
+				} else {
+					mem.log.Warn("cannot remember its catalog", "err", err)
+				}
+				return
 			}
 		}
 	})
@@ -261,10 +312,13 @@ func (mem *member) rememberFailure(spec config.Backend, err error) {
 		return
 	}
 	f := catalogmem.Failure{At: time.Now(), Reason: oneLine(err.Error())}
-	id := identityOf(spec, mem.m.cwd)
+	ids := memoryIDs(spec, mem.m.runDir())
 	mem.writeMemory(func() {
-		if err := store.NoteFailure(id, f); err != nil {
-			mem.log.Warn("cannot remember that its start failed", "err", err)
+		for _, id := range ids {
+			if err := store.NoteFailure(id, f); err != nil {
+				mem.log.Warn("cannot remember that its start failed", "err", err)
+				return
+			}
 		}
 	})
 }
@@ -637,12 +691,18 @@ func StartPlans(cfg *config.File) []StartPlan {
 		}
 		p := StartPlan{Name: b.Name, Start: b.StartPolicy(&cfg.Mux), NoMemory: store == nil}
 		if store != nil && p.Start != config.StartEager {
-			if e, ok := store.Lookup(identityOf(b, "")); ok {
+			dir, _ := os.Getwd()
+			for _, id := range memoryIDs(b, dir) {
+				e, ok := store.Lookup(id)
+				if !ok {
+					continue
+				}
 				p.Remembered, p.Seen, p.LastFailure = true, e.Seen, e.Failure
-				p.ByCheckOnly = !slices.ContainsFunc(store.Shapes(identityOf(b, "")), func(c json.RawMessage) bool {
+				p.ByCheckOnly = !slices.ContainsFunc(store.Shapes(id), func(c json.RawMessage) bool {
 					return !catalogmem.SameJSON(c, catalogmem.Shape(nil))
 				})
 				p.Tools, p.Prompts, p.Resources = len(e.Tools), len(e.Prompts), len(e.Resources)
+				break
 			}
 		}
 		out = append(out, p)

@@ -59,7 +59,7 @@ func (m *Mux) settleRest(pending []*member, caps json.RawMessage) {
 			mem.markStarted()
 			continue
 		}
-		if e, ok := m.catalogs.LookupFor(identityOf(mem.specNow(), m.cwd), caps); ok && e.Failure == nil {
+		if e, ok := recall(m.catalogs, memoryIDs(mem.specNow(), m.runDir())[:1], caps); ok && e.Failure == nil {
 			mem.listFromMemory(e)
 			settled = append(settled, mem)
 			continue

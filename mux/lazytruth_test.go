@@ -50,11 +50,11 @@ func TestATypoUnderARememberedBackendIsAnUnknownTool(t *testing.T) {
 func rememberAs(t *testing.T, path string, learned, spec config.Backend) {
 	t.Helper()
 	store := catalogmem.Open(path)
-	e, ok := store.Lookup(identityOf(learned, ""))
+	e, ok := store.Lookup(here(t, learned))
 	if !ok {
 		t.Fatalf("nothing remembered of %s", learned.Name)
 	}
-	if _, err := store.Put(identityOf(spec, ""), e); err != nil {
+	if _, err := store.Put(here(t, spec), e); err != nil {
 		t.Fatal(err)
 	}
 }
