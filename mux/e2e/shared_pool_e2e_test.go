@@ -197,3 +197,49 @@ backends = ["fx"]
 		t.Errorf("%d fx processes at the end, want 1", n)
 	}
 }
+
+// share = "always" runs one instance for every session, in the first
+// session's environment; "never" one for each session; "auto" one for
+// those it runs alike for.
+func TestTheShareKnobDecidesPerBackend(t *testing.T) {
+	sharedDirs(t)
+	fx := testkit.FixtureBin(t)
+	cfg := testkit.WriteRawConfig(t, fmt.Sprintf(`[[backend]]
+name = "always"
+command = %[1]q
+args = ["-name", "always", "-env-tool"]
+env = { GITHUB_TOKEN = "${MY_TOKEN}" }
+share = "always"
+
+[[backend]]
+name = "never"
+command = %[1]q
+args = ["-name", "never"]
+share = "never"
+
+[[backend]]
+name = "auto"
+command = %[1]q
+args = ["-name", "auto", "-env-tool"]
+env = { GITHUB_TOKEN = "${MY_TOKEN}" }
+`, fx))
+	dir := t.TempDir()
+	var sessions []*sharedSession
+	for _, tok := range []string{"token-a", "token-b", "token-a"} {
+		s := startShared(t, cfg, dir, []string{"MY_TOKEN=" + tok}, nil)
+		s.call(t, "always__env", nil)
+		s.call(t, "never__echo", nil)
+		s.call(t, "auto__env", nil)
+		sessions = append(sessions, s)
+	}
+	if got := sessions[1].call(t, "always__env", nil); !strings.Contains(got, "GITHUB_TOKEN=token-a") {
+		t.Errorf("b's share = \"always\" backend has %s, want the first session's token", got)
+	}
+	if got := sessions[1].call(t, "auto__env", nil); !strings.Contains(got, "GITHUB_TOKEN=token-b") {
+		t.Errorf("b's share = \"auto\" backend has %s, want its own token", got)
+	}
+	want := map[string]int{"always": 1, "never": 3, "auto": 2}
+	if got := fixtureNames(t, onlyShared(t).PID); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("backend processes by name %v, want %v", got, want)
+	}
+}
