@@ -60,6 +60,7 @@ type Queue struct {
 	broken     bool   // a write failed: the agent is gone
 	broke      func() // if set, called once when broken is set (not holding mu)
 	writing    bool
+	direct     bool          // a response is being written from its caller's goroutine (PushResponse)
 	since      time.Time     // when the current write began
 	stallAfter time.Duration // stallLimit; tests that must not see a stall lengthen it
 	wake       chan struct{}
@@ -163,9 +164,52 @@ func ResultLine(id jsonrpc.ID, result json.RawMessage) ([]byte, error) {
 }
 
 // pushResponse queues data, the response to the agent's request id, as
-// one line. It never blocks.
+// one line. It never blocks. With nothing queued or being written, and an
+// agent's pipe that takes the line whole at once, it is written from the
+// caller's goroutine (writeNow), without waking the writer's.
 func (q *Queue) PushResponse(id jsonrpc.ID, data []byte) {
+	if q.writeNow(data) {
+		q.written(id)
+		return
+	}
 	q.enqueue(&item{data: data, size: len(data), response: true, id: id})
+}
+
+// writeNow writes data now if nothing is ahead of it and w takes it whole
+// without waiting (a pipe's TryWrite: see wire.PipeIO), and reports
+// whether it did. It never blocks, so that a stalled agent holds only the
+// writer's goroutine. The writer waits meanwhile, and is woken after for
+// what was queued behind.
+func (q *Queue) writeNow(data []byte) bool {
+	tw, ok := q.w.(interface{ TryWrite([]byte) (bool, error) })
+	if !ok {
+		return false
+	}
+	q.mu.Lock()
+	if q.broken || q.writing || q.direct || len(q.items) > 0 {
+		q.mu.Unlock()
+		return false
+	}
+	q.direct = true
+	q.mu.Unlock()
+	wrote, err := tw.TryWrite(data)
+	var broke func()
+	q.mu.Lock()
+	q.direct = false
+	if err != nil && !q.broken {
+		q.broken = true
+		broke = q.broke
+		q.log.Debug("stdout closed", "err", err)
+	}
+	behind := len(q.items) > 0
+	q.mu.Unlock()
+	if broke != nil {
+		broke()
+	}
+	if behind {
+		q.signal()
+	}
+	return wrote
 }
 
 func (q *Queue) enqueue(it *item) {
@@ -435,6 +479,9 @@ func (q *Queue) write(buf []byte) error {
 func (q *Queue) take(buf []byte, ids []jsonrpc.ID) ([]byte, []jsonrpc.ID) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.direct {
+		return buf, ids // writeNow wakes the writer when it is done
+	}
 	n := 0
 	for n < len(q.items) && (len(buf) == 0 || len(buf)+len(q.items[n].data) <= maxWriteBatch) {
 		it := q.items[n]
