@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
 // Raw calls are requests whose params are already JSON and whose result is
@@ -177,9 +179,9 @@ func rawLine(id, method string, params json.RawMessage) []byte {
 
 // SentCall is a raw call to a stdio backend that nobody waits for: its
 // answer goes to a function, called from the reader of the backend's
-// stdout (NewSentCall). The agent's reader sends a request this way itself
-// rather than through another goroutine, and the backend's reader answers
-// the agent, as a byte relay's two copies would.
+// stdout (NewSentCall). The agent's reader sends requests this way itself
+// (SendLines) rather than through another goroutine, and the backend's
+// reader answers the agent, as a byte relay's two copies would.
 type SentCall struct {
 	c        *childConn
 	answered func(*jsonrpc.Response)
@@ -209,12 +211,43 @@ func (sc *SentCall) Register(ctx context.Context) bool {
 	return err == nil
 }
 
-// Write writes the registered call now, if the backend's stdin takes the
-// whole line at once, and reports whether it did; it never waits. Not
-// written, the call is the caller's to claim back and send some other way.
-func (sc *SentCall) Write(method string, params json.RawMessage) bool {
-	wrote, err := sc.c.in.(interface{ TryWrite([]byte) (bool, error) }).TryWrite(rawLine(sc.id, method, params))
-	return wrote && err == nil // an error is the connection's, which its reader finds too
+// Line is the registered call's line, for SendLines.
+func (sc *SentCall) Line(method string, params json.RawMessage) []byte {
+	return rawLine(sc.id, method, params)
+}
+
+// SendLines writes lines, whole lines of registered calls (SentCall.Line),
+// to the backend's stdin, and never waits: what the pipe takes at once
+// goes now, in writes of whole lines of at most PipeAtomic bytes each, and
+// the rest from a goroutine of its own, which waits for the pipe until it
+// takes them or the connection ends. (A write that fails is the
+// connection's end, which its reader finds too: every call still waiting
+// is then answered as failed.)
+func (b *Backend) SendLines(lines []byte) {
+	c := b.conn
+	tw := c.in.(interface{ TryWrite([]byte) (bool, error) })
+	for len(lines) > 0 {
+		n := chunkOfLines(lines, wire.PipeAtomic)
+		if n == 0 {
+			break
+		}
+		if wrote, err := tw.TryWrite(lines[:n]); !wrote || err != nil {
+			break
+		}
+		lines = lines[n:]
+	}
+	if len(lines) > 0 {
+		go func() { _, _ = c.in.Write(lines) }()
+	}
+}
+
+// chunkOfLines is the length of the longest run of whole lines at the start
+// of b (each ending in a newline) that is at most max bytes, or 0.
+func chunkOfLines(b []byte, max int) int {
+	if len(b) <= max {
+		return len(b)
+	}
+	return bytes.LastIndexByte(b[:max], '\n') + 1
 }
 
 // Claim takes the registered call back before its answer came: it

@@ -49,6 +49,8 @@ type passThrough struct {
 	// known is the _meta of a stateless request over HTTP, decoded and
 	// found sound already (http.go), or nil.
 	known *door.AgentMeta
+	// held is what sendNow held back for idle: only the reader touches it.
+	held []held
 }
 
 // plainParams splits params into the keys named in want (and _meta), or

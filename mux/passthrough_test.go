@@ -312,10 +312,11 @@ func TestJSONStringAndQuoteAgreeWithEncodingJSON(t *testing.T) {
 	}
 }
 
-// The agent's reader writes a request to its backend itself when the
-// backend's stdin takes it at once (passThrough.sendNow), and never waits
-// on it: a backend that stopped reading, its pipe full, holds up none of
-// the agent's requests to other backends.
+// The agent's reader writes requests to their backend itself
+// (passThrough.sendNow), and never waits on it: what a pipe does not take
+// at once goes from a goroutine (Backend.SendLines). A backend that
+// stopped reading, its pipe full, holds up none of the agent's requests
+// to other backends.
 func TestABackendThatStopsReadingHoldsUpNoOtherBackend(t *testing.T) {
 	m := startMux(t, fixture(t, "deaf", "-deaf-tool"), fixture(t, "ok"))
 	a := newRawAgent(t, m)

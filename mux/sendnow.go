@@ -22,7 +22,10 @@ import (
 // hand-offs (reader, handler, backend's reader, handler again), and
 // forward's preparations before the backend could start on it: 12-21 µs
 // from the agent's line to the backend, and 10-15 µs back, where the relay
-// spends a read and a write each way.
+// spends a read and a write each way. The lines the agent sent together
+// go to a backend in one write once the reader has handled them all
+// (idle), as the relay copies what one read gave; the reader never waits
+// on a backend's pipe (Backend.SendLines).
 //
 // What forward does for such a request is done here, in an order that
 // keeps it right when the answer overtakes the bookkeeping: the deadline
@@ -50,10 +53,9 @@ type sentNow struct {
 	sc     *backends.SentCall
 }
 
-// sendNow writes req (as pr) to its backend from the agent's reader and
-// reports whether it did: then the answer reaches the agent without
-// another goroutine of mux's in between. It never waits: a backend whose
-// stdin does not take the line at once leaves it to forward.
+// sendNow takes req (as pr) on the reader's own path, and reports whether
+// it did: its line goes to the backend at the reader's next idle, and the
+// answer reaches the agent without another goroutine of mux's in between.
 func (p *passThrough) sendNow(req *jsonrpc.Request, call *door.Call, pr passable) bool {
 	m, mem, s := p.m, pr.mem, p.s
 	if pr.meta != nil || m.tracer != nil || s.isModern() || pr.b.Modern() || m.refuseUnaudited(req.Method) != nil {
@@ -75,23 +77,49 @@ func (p *passThrough) sendNow(req *jsonrpc.Request, call *door.Call, pr passable
 	}
 	r.untrac = mem.track(r.ctx, d, nil, "")
 	// Every field but stop is set before the call is registered: from
-	// then on the backend's reader (answered) may finish it, and once ctx
+	// then on the connection's end (answered) may finish it, and once ctx
 	// is watched, a cancellation.
-	if r.sc.Register(r.ctx) {
-		stop := context.AfterFunc(r.ctx, r.cancelled)
-		r.stop.Store(&stop)
-		if r.sc.Write(req.Method, paramsObject(pr.rawMeta, pr.fields)) {
-			return true
-		}
-		if !r.sc.Claim() {
-			return true // cancelled, or the connection ended, meanwhile: finished there
-		}
-		stop()
+	if !r.sc.Register(r.ctx) {
+		r.untrac()
+		r.end()
+		m.wg.Done()
+		return false
 	}
-	r.untrac()
-	r.end()
-	m.wg.Done()
-	return false
+	stop := context.AfterFunc(r.ctx, r.cancelled)
+	r.stop.Store(&stop)
+	p.hold(pr.b, r.sc.Line(req.Method, paramsObject(pr.rawMeta, pr.fields)))
+	return true
+}
+
+// held is the lines for one backend that the reader holds until it has
+// handled all it read (idle).
+type held struct {
+	b     *backends.Backend
+	lines []byte
+}
+
+// hold keeps line, a request for b, for the next idle: requests the agent
+// sent together go to their backend in one write, as the relay copies
+// them, where a write each cost a system call and a wake-up of the
+// backend each.
+func (p *passThrough) hold(b *backends.Backend, line []byte) {
+	for i := range p.held {
+		if p.held[i].b == b {
+			p.held[i].lines = append(p.held[i].lines, line...)
+			return
+		}
+	}
+	p.held = append(p.held, held{b, line})
+}
+
+// idle writes what the reader held back (Backend.SendLines never waits):
+// the door calls it once it handled all it read, before it may wait.
+func (p *passThrough) idle() {
+	for i, h := range p.held {
+		h.b.SendLines(h.lines)
+		p.held[i] = held{}
+	}
+	p.held = p.held[:0]
 }
 
 // answered gets the backend's answer (nil: its connection ended first),

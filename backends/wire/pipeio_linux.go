@@ -137,10 +137,6 @@ func (p *pipeIO) Write(b []byte) (int, error) {
 	return done, nil
 }
 
-// PipeAtomic is the most bytes a pipe takes in one write whole or not at
-// all (Linux's PIPE_BUF).
-const PipeAtomic = 4096
-
 // TryWrite writes all of b now, or nothing, and never waits: it reports
 // false when the pipe has no room for b now, another Write is under way,
 // b is over PipeAtomic bytes, or the file is not a pipe (a socket may take
