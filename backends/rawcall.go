@@ -250,6 +250,23 @@ func chunkOfLines(b []byte, max int) int {
 	return bytes.LastIndexByte(b[:max], '\n') + 1
 }
 
+// MoreToRead reports whether the backend's reader has a whole line more
+// read already. Only answered may ask (it runs on that reader): an answer
+// it gives the agent may then wait for the next one (FlushAtIdle), and
+// the two go in one write.
+func (sc *SentCall) MoreToRead() bool { return sc.c.lineBuffered() }
+
+// FlushAtIdle has the backend's reader call flush before it next may wait
+// for the backend: once for each key, however often it is asked. Only
+// answered may ask.
+func (sc *SentCall) FlushAtIdle(key any, flush func()) {
+	c := sc.c
+	if c.atIdle == nil {
+		c.atIdle = map[any]func(){}
+	}
+	c.atIdle[key] = flush
+}
+
 // Claim takes the registered call back before its answer came: it
 // reports whether answered will now never be called.
 func (sc *SentCall) Claim() bool { return sc.c.raw.claim(sc.id) }

@@ -132,7 +132,7 @@ func (r *sentNow) answered(resp *jsonrpc.Response) {
 	if resp == nil {
 		// From the connection's end, which may be under a lock of the
 		// backend's stop: answered from a goroutine of its own.
-		go r.finish(res, err)
+		go r.finish(res, err, false)
 		return
 	}
 	if err == nil {
@@ -140,11 +140,11 @@ func (r *sentNow) answered(resp *jsonrpc.Response) {
 			// A result that asks the agent for input (which a backend
 			// of the handshake era should not send): the agent's answers
 			// take a while, and another call.
-			go r.finish(r.rounds(res))
+			go func() { res, err := r.rounds(res); r.finish(res, err, false) }()
 			return
 		}
 	}
-	r.finish(res, err)
+	r.finish(res, err, true)
 }
 
 // cancelled ends the request when its context does (the agent cancelled
@@ -155,12 +155,15 @@ func (r *sentNow) cancelled() {
 		return // answered
 	}
 	r.sc.Cancel(r.ctx)
-	r.finish(nil, r.ctx.Err())
+	r.finish(nil, r.ctx.Err(), false)
 }
 
 // finish answers the agent with res or err, as forward and send would,
-// then records the request and ends it.
-func (r *sentNow) finish(res json.RawMessage, err error) {
+// then records the request and ends it. On the backend's reader, with
+// more of the backend's lines read already, a result waits for them
+// (HoldRaw), and the answers they bring go to the agent in one write: the
+// reader flushes them before it next may wait.
+func (r *sentNow) finish(res json.RawMessage, err error, onReader bool) {
 	p, m, mem, s := r.p, r.p.m, r.pr.mem, r.p.s
 	method := r.in.method
 	if err != nil {
@@ -174,7 +177,13 @@ func (r *sentNow) finish(res json.RawMessage, err error) {
 		if method == "tools/call" {
 			m.calledTool(s, r.pr.target)
 		}
-		p.respond(r.id, m.finishResult(s, mem, method, res), nil)
+		res := m.finishResult(s, mem, method, res)
+		if onReader && r.sc.MoreToRead() {
+			p.c.HoldRaw(r.id, res)
+			r.sc.FlushAtIdle(p.c, p.c.FlushHeld)
+		} else {
+			p.respond(r.id, res, nil)
+		}
 	}
 	m.stats.observe(mem.spec.Name, r.in.start, &err)
 	m.observed(r.ctx, mem, &r.in, res, err)

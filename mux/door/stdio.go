@@ -271,6 +271,25 @@ func (c *Conn) RespondRaw(id jsonrpc.ID, result json.RawMessage) {
 	c.out.PushResponse(id, data)
 }
 
+// HoldRaw is RespondRaw, but the answer waits in the queue for the next
+// RespondRaw or FlushHeld: a caller with more answers at hand gives them
+// to the agent in one write.
+func (c *Conn) HoldRaw(id jsonrpc.ID, result json.RawMessage) {
+	if !c.answering(id) {
+		c.written(id)
+		return
+	}
+	data, err := outq.ResultLine(id, result)
+	if err != nil {
+		c.written(id)
+		return
+	}
+	c.out.HoldResponse(id, data)
+}
+
+// FlushHeld writes what HoldRaw held.
+func (c *Conn) FlushHeld() { c.out.FlushHeld() }
+
 // RespondError answers the agent's request id with err.
 func (c *Conn) RespondError(id jsonrpc.ID, err error) {
 	_ = c.Write(context.Background(), &jsonrpc.Response{ID: id, Error: err})

@@ -164,38 +164,86 @@ func ResultLine(id jsonrpc.ID, result json.RawMessage) ([]byte, error) {
 }
 
 // pushResponse queues data, the response to the agent's request id, as
-// one line. It never blocks. With nothing queued or being written, and an
-// agent's pipe that takes the line whole at once, it is written from the
-// caller's goroutine (writeNow), without waking the writer's.
+// one line. It never blocks. With nothing but responses queued, nothing
+// being written, and an agent's pipe that takes them whole at once, they
+// are written from the caller's goroutine (writeNow), without waking the
+// writer's.
 func (q *Queue) PushResponse(id jsonrpc.ID, data []byte) {
-	if q.writeNow(data) {
-		q.written(id)
-		return
+	if q.hold(id, data) {
+		q.writeNow()
 	}
-	q.enqueue(&item{data: data, size: len(data), response: true, id: id})
 }
 
-// writeNow writes data now if nothing is ahead of it and w takes it whole
-// without waiting (a pipe's TryWrite: see wire.PipeIO), and reports
-// whether it did. It never blocks, so that a stalled agent holds only the
+// HoldResponse queues data, the response to id, for the next
+// PushResponse or Flush to write with whatever else is queued: a caller
+// with more answers at hand gives them to the agent in one write. It
+// never blocks.
+func (q *Queue) HoldResponse(id jsonrpc.ID, data []byte) { q.hold(id, data) }
+
+// FlushHeld writes what HoldResponse queued, as PushResponse would.
+func (q *Queue) FlushHeld() { q.writeNow() }
+
+// hold queues a response without waking the writer, and reports false if
+// the agent is gone (the response is then dropped).
+func (q *Queue) hold(id jsonrpc.ID, data []byte) bool {
+	q.mu.Lock()
+	if q.broken {
+		q.mu.Unlock()
+		q.written(id)
+		return false
+	}
+	q.items = append(q.items, &item{data: data, size: len(data), response: true, id: id})
+	q.mu.Unlock()
+	return true
+}
+
+// directMax is the most writeNow writes at once: what a pipe takes whole
+// (PIPE_BUF, wire.PipeAtomic), and so all its TryWrite writes.
+const directMax = 4096
+
+// writeNow writes what is queued from the caller's goroutine if it is
+// responses alone, nothing is being written, and w takes them whole
+// without waiting (a pipe's TryWrite: see wire.PipeIO); else it wakes the
+// writer. It never blocks, so that a stalled agent holds only the
 // writer's goroutine. The writer waits meanwhile, and is woken after for
 // what was queued behind.
-func (q *Queue) writeNow(data []byte) bool {
+func (q *Queue) writeNow() {
 	tw, ok := q.w.(interface{ TryWrite([]byte) (bool, error) })
-	if !ok {
-		return false
-	}
 	q.mu.Lock()
-	if q.broken || q.writing || q.direct || len(q.items) > 0 {
-		q.mu.Unlock()
-		return false
+	var buf []byte
+	n := 0
+	if ok && !q.writing && !q.direct {
+		for _, it := range q.items {
+			if !it.response || len(buf)+len(it.data) > directMax {
+				buf, n = nil, 0
+				break
+			}
+			buf = append(buf, it.data...)
+			n++
+		}
 	}
-	q.direct = true
+	if n == 0 {
+		q.mu.Unlock()
+		q.signal()
+		return
+	}
+	q.direct = true // the writer takes nothing meanwhile: these stay first
 	q.mu.Unlock()
-	wrote, err := tw.TryWrite(data)
+	wrote, err := tw.TryWrite(buf)
 	var broke func()
+	var ids []jsonrpc.ID
 	q.mu.Lock()
 	q.direct = false
+	if wrote {
+		for i, it := range q.items[:n] {
+			ids = append(ids, it.id)
+			q.items[i] = nil
+		}
+		q.items = q.items[n:]
+		if len(q.items) == 0 {
+			q.items = nil
+		}
+	}
 	if err != nil && !q.broken {
 		q.broken = true
 		broke = q.broke
@@ -203,13 +251,15 @@ func (q *Queue) writeNow(data []byte) bool {
 	}
 	behind := len(q.items) > 0
 	q.mu.Unlock()
+	for _, id := range ids {
+		q.written(id)
+	}
 	if broke != nil {
 		broke()
 	}
 	if behind {
 		q.signal()
 	}
-	return wrote
 }
 
 func (q *Queue) enqueue(it *item) {
