@@ -62,6 +62,10 @@ type childConn struct {
 
 	raw rawCalls // requests sent as bytes beside the go-sdk's (rawcall.go)
 
+	// atIdle is what Read calls before it next may wait for the backend
+	// (SentCall.FlushAtIdle), by key; only Read's goroutine touches it.
+	atIdle map[any]func()
+
 	noise *stdoutNoise // lines that are not JSON-RPC (noise.go)
 
 	// updated, if set, gets notifications/resources/updated straight from
@@ -239,6 +243,12 @@ func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.raw.end(mcp.ErrConnectionClosed)
 			return nil, io.EOF
 		}
+		if len(c.atIdle) > 0 && !c.lineBuffered() {
+			for key, f := range c.atIdle {
+				delete(c.atIdle, key)
+				f()
+			}
+		}
 		line, size, over, err := c.readLine()
 		if err != nil {
 			c.eof = true
@@ -267,6 +277,13 @@ func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return nil, io.EOF
 		}
 	}
+}
+
+// lineBuffered reports whether a whole line is read already: the next
+// readLine returns without waiting for the backend.
+func (c *childConn) lineBuffered() bool {
+	b, _ := c.r.Peek(c.r.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 // readLine returns the next line without its line ending, valid until the

@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-mux/mcp-mux/backends/wire"
 )
 
 // Raw calls are requests whose params are already JSON and whose result is
@@ -36,8 +38,16 @@ const rawIDPrefix = "mcp-mux-raw-"
 type rawCalls struct {
 	mu      sync.Mutex
 	seq     uint64
-	waiting map[string]chan *jsonrpc.Response
+	waiting map[string]rawWaiter
 	down    error // set once the connection ended: no call is sent or waits any more
+}
+
+// rawWaiter is where a raw call's answer goes: to a caller waiting on
+// reply, or to answered (a SentCall's), called by whoever took the call
+// off waiting.
+type rawWaiter struct {
+	reply    chan *jsonrpc.Response
+	answered func(*jsonrpc.Response)
 }
 
 // CallRaw sends the backend the request method with params (a JSON object,
@@ -142,17 +152,7 @@ func (c *childConn) callRaw(ctx context.Context, method string, params json.RawM
 	if err != nil {
 		return nil, err
 	}
-	line := make([]byte, 0, len(params)+len(method)+len(id)+64)
-	line = append(line, `{"jsonrpc":"2.0","id":"`...)
-	line = append(line, id...)
-	line = append(line, `","method":`...)
-	line = strconv.AppendQuote(line, method)
-	if params != nil {
-		line = append(line, `,"params":`...)
-		line = append(line, params...)
-	}
-	line = append(line, "}\n"...)
-	if _, err := c.in.Write(line); err != nil {
+	if _, err := c.in.Write(rawLine(id, method, params)); err != nil {
 		c.raw.forget(id)
 		if c.isClosed() {
 			return nil, fmt.Errorf("%w: calling %q", mcp.ErrConnectionClosed, method)
@@ -162,6 +162,126 @@ func (c *childConn) callRaw(ctx context.Context, method string, params json.RawM
 	// Off the caller's path, as the go-sdk does: a backend that does not
 	// read its stdin must not hold the caller past its deadline.
 	return c.raw.await(ctx, c.name, method, id, reply, func() { c.cancelRaw(ctx, id) })
+}
+
+// rawLine is the line of the raw call id.
+func rawLine(id, method string, params json.RawMessage) []byte {
+	line := make([]byte, 0, len(params)+len(method)+len(id)+64)
+	line = append(line, `{"jsonrpc":"2.0","id":"`...)
+	line = append(line, id...)
+	line = append(line, `","method":`...)
+	line = strconv.AppendQuote(line, method)
+	if params != nil {
+		line = append(line, `,"params":`...)
+		line = append(line, params...)
+	}
+	return append(line, "}\n"...)
+}
+
+// SentCall is a raw call to a stdio backend that nobody waits for: its
+// answer goes to a function, called from the reader of the backend's
+// stdout (NewSentCall). The agent's reader sends requests this way itself
+// (SendLines) rather than through another goroutine, and the backend's
+// reader answers the agent, as a byte relay's two copies would.
+type SentCall struct {
+	c        *childConn
+	answered func(*jsonrpc.Response)
+	id       string
+}
+
+// NewSentCall is a raw call to b whose answer goes to answered, or nil if
+// b cannot take one: a remote backend, or a stdin that is not a pipe (no
+// TryWrite: see wire.PipeIO).
+func (b *Backend) NewSentCall(answered func(*jsonrpc.Response)) *SentCall {
+	if b.remote != nil {
+		return nil
+	}
+	if _, ok := b.conn.in.(interface{ TryWrite([]byte) (bool, error) }); !ok {
+		return nil
+	}
+	return &SentCall{c: b.conn, answered: answered}
+}
+
+// Register gives the call its id, and reports false if ctx ended or the
+// connection did. From then on answered gets the backend's answer (or nil,
+// should the connection end first), exactly once, unless Claim takes the
+// call first.
+func (sc *SentCall) Register(ctx context.Context) bool {
+	id, err := sc.c.raw.startFunc(ctx, sc.answered)
+	sc.id = id
+	return err == nil
+}
+
+// Line is the registered call's line, for SendLines.
+func (sc *SentCall) Line(method string, params json.RawMessage) []byte {
+	return rawLine(sc.id, method, params)
+}
+
+// SendLines writes lines, whole lines of registered calls (SentCall.Line),
+// to the backend's stdin, and never waits: what the pipe takes at once
+// goes now, in writes of whole lines of at most PipeAtomic bytes each, and
+// the rest from a goroutine of its own, which waits for the pipe until it
+// takes them or the connection ends. (A write that fails is the
+// connection's end, which its reader finds too: every call still waiting
+// is then answered as failed.)
+func (b *Backend) SendLines(lines []byte) {
+	c := b.conn
+	tw := c.in.(interface{ TryWrite([]byte) (bool, error) })
+	for len(lines) > 0 {
+		n := chunkOfLines(lines, wire.PipeAtomic)
+		if n == 0 {
+			break
+		}
+		if wrote, err := tw.TryWrite(lines[:n]); !wrote || err != nil {
+			break
+		}
+		lines = lines[n:]
+	}
+	if len(lines) > 0 {
+		go func() { _, _ = c.in.Write(lines) }()
+	}
+}
+
+// chunkOfLines is the length of the longest run of whole lines at the start
+// of b (each ending in a newline) that is at most max bytes, or 0.
+func chunkOfLines(b []byte, max int) int {
+	if len(b) <= max {
+		return len(b)
+	}
+	return bytes.LastIndexByte(b[:max], '\n') + 1
+}
+
+// MoreToRead reports whether the backend's reader has a whole line more
+// read already. Only answered may ask (it runs on that reader): an answer
+// it gives the agent may then wait for the next one (FlushAtIdle), and
+// the two go in one write.
+func (sc *SentCall) MoreToRead() bool { return sc.c.lineBuffered() }
+
+// FlushAtIdle has the backend's reader call flush before it next may wait
+// for the backend: once for each key, however often it is asked. Only
+// answered may ask.
+func (sc *SentCall) FlushAtIdle(key any, flush func()) {
+	c := sc.c
+	if c.atIdle == nil {
+		c.atIdle = map[any]func(){}
+	}
+	c.atIdle[key] = flush
+}
+
+// Claim takes the registered call back before its answer came: it
+// reports whether answered will now never be called.
+func (sc *SentCall) Claim() bool { return sc.c.raw.claim(sc.id) }
+
+// Cancel tells the backend, off the caller's path, that the call (sent,
+// and claimed) was cancelled, with the reason ctx carries.
+func (sc *SentCall) Cancel(ctx context.Context) {
+	go sc.c.cancelRaw(ctx, sc.id)
+}
+
+// Result is what CallRaw would have returned for r, the call's answer (nil:
+// the connection ended first).
+func (sc *SentCall) Result(method string, r *jsonrpc.Response) (json.RawMessage, error) {
+	return sc.c.raw.result(sc.c.name, method, r)
 }
 
 // cancelRaw tells the backend that the raw call id was cancelled.
@@ -182,22 +302,32 @@ func cancelledNotice(ctx context.Context, id string) jsonrpc.Message {
 
 // start registers a raw call: its id, and where its response arrives.
 func (rc *rawCalls) start(ctx context.Context) (string, chan *jsonrpc.Response, error) {
-	if err := ctx.Err(); err != nil {
-		return "", nil, err
-	}
 	reply := make(chan *jsonrpc.Response, 1)
+	id, err := rc.register(ctx, rawWaiter{reply: reply})
+	return id, reply, err
+}
+
+// startFunc registers a raw call whose response goes to answered.
+func (rc *rawCalls) startFunc(ctx context.Context, answered func(*jsonrpc.Response)) (string, error) {
+	return rc.register(ctx, rawWaiter{answered: answered})
+}
+
+func (rc *rawCalls) register(ctx context.Context, w rawWaiter) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.down != nil {
-		return "", nil, rc.down
+		return "", rc.down
 	}
 	rc.seq++
 	id := rawIDPrefix + strconv.FormatUint(rc.seq, 10)
 	if rc.waiting == nil {
-		rc.waiting = map[string]chan *jsonrpc.Response{}
+		rc.waiting = map[string]rawWaiter{}
 	}
-	rc.waiting[id] = reply
-	return id, reply, nil
+	rc.waiting[id] = w
+	return id, nil
 }
 
 // await waits for the response to the raw call id (to method, of the
@@ -206,28 +336,44 @@ func (rc *rawCalls) start(ctx context.Context) (string, chan *jsonrpc.Response, 
 func (rc *rawCalls) await(ctx context.Context, name, method, id string, reply chan *jsonrpc.Response, cancel func()) (json.RawMessage, error) {
 	select {
 	case r := <-reply:
-		if r == nil {
-			return nil, rc.downErr(method)
-		}
-		if r.Error != nil {
-			var je *jsonrpc.Error
-			if errors.As(r.Error, &je) {
-				return nil, je
-			}
-			return nil, fmt.Errorf("calling %q: %w", method, r.Error)
-		}
-		if res := bytes.TrimSpace(r.Result); len(res) == 0 || res[0] != '{' {
-			// Every MCP result is an object; the go-sdk's types would
-			// have refused this one too.
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
-				Message: fmt.Sprintf("backend %s sent a result that is not an object: %s", name, snippet(res))}
-		}
-		return r.Result, nil
+		return rc.result(name, method, r)
 	case <-ctx.Done():
 		rc.forget(id)
 		go cancel()
 		return nil, ctx.Err()
 	}
+}
+
+// result is what a raw call to method (of the backend name) returns for
+// its answer r: its result, or its error; nil is the connection's end.
+func (rc *rawCalls) result(name, method string, r *jsonrpc.Response) (json.RawMessage, error) {
+	if r == nil {
+		return nil, rc.downErr(method)
+	}
+	if r.Error != nil {
+		var je *jsonrpc.Error
+		if errors.As(r.Error, &je) {
+			return nil, je
+		}
+		return nil, fmt.Errorf("calling %q: %w", method, r.Error)
+	}
+	if res := bytes.TrimSpace(r.Result); len(res) == 0 || res[0] != '{' {
+		// Every MCP result is an object; the go-sdk's types would have
+		// refused this one too.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("backend %s sent a result that is not an object: %s", name, snippet(res))}
+	}
+	return r.Result, nil
+}
+
+// claim takes the raw call id off waiting, and reports whether it was
+// there: its answer is then the claimer's to give.
+func (rc *rawCalls) claim(id string) bool {
+	rc.mu.Lock()
+	_, ok := rc.waiting[id]
+	delete(rc.waiting, id)
+	rc.mu.Unlock()
+	return ok
 }
 
 func (rc *rawCalls) forget(id string) {
@@ -255,24 +401,36 @@ func (rc *rawCalls) take(msg jsonrpc.Message) bool {
 		return false
 	}
 	rc.mu.Lock()
-	reply := rc.waiting[id]
+	w, ok := rc.waiting[id]
 	delete(rc.waiting, id)
 	rc.mu.Unlock()
-	if reply != nil {
-		reply <- r
+	switch {
+	case !ok:
+	case w.answered != nil:
+		w.answered(r)
+	default:
+		w.reply <- r
 	}
 	return true
 }
 
 // end fails every raw call in flight: the connection ended.
 func (rc *rawCalls) end(why error) {
+	var answer []func(*jsonrpc.Response)
 	rc.mu.Lock()
-	defer rc.mu.Unlock()
 	if rc.down == nil {
 		rc.down = why
 	}
-	for id, reply := range rc.waiting {
-		reply <- nil
+	for id, w := range rc.waiting {
+		if w.answered != nil {
+			answer = append(answer, w.answered)
+		} else {
+			w.reply <- nil
+		}
 		delete(rc.waiting, id)
+	}
+	rc.mu.Unlock()
+	for _, answered := range answer {
+		answered(nil) // not holding mu: it reads downErr
 	}
 }

@@ -19,9 +19,11 @@ import (
 
 // Every agent request that a backend answers goes through forward, whichever
 // path it came by (the go-sdk's typed handlers in route.go and
-// subscriptions.go, or the stdio pass-through's bytes in passthrough.go):
-// the callers find the owner and say how to call it; forward does the rest,
-// in this order:
+// subscriptions.go, or the stdio pass-through's bytes in passthrough.go),
+// but for those the stdio pass-through sends itself because none of this
+// changes them (sendnow.go, which does the same for them): the callers
+// find the owner and say how to call it; forward does the rest, in this
+// order:
 //
 //  1. the backend that is up now (or an error naming it and its state);
 //  2. a deadline: request_timeout, extended by the backend's progress up to

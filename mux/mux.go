@@ -476,7 +476,8 @@ func (m *Mux) attach(ss *mcp.ServerSession, t mcp.Transport) {
 		c := st.Conn()
 		s.conn.Store(c)
 		s.pid.Store(int32(st.PID()))
-		c.SetPassThrough((&passThrough{m: m, s: s, c: c}).take)
+		p := &passThrough{m: m, s: s, c: c}
+		c.SetPassThrough(p.take, p.idle)
 	}
 }
 

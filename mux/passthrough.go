@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/backends/wire"
 	"github.com/mcp-mux/mcp-mux/mux/door"
 )
@@ -48,6 +49,8 @@ type passThrough struct {
 	// known is the _meta of a stateless request over HTTP, decoded and
 	// found sound already (http.go), or nil.
 	known *door.AgentMeta
+	// held is what sendNow held back for idle: only the reader touches it.
+	held []held
 }
 
 // plainParams splits params into the keys named in want (and _meta), or
@@ -156,6 +159,7 @@ func (p *passThrough) plainMeta(raw json.RawMessage, modernBackend bool) (meta m
 // and the rest of the backend's params.
 type passable struct {
 	mem     *member
+	b       *backends.Backend // mem's, when the request was taken
 	target  string
 	rawMeta json.RawMessage
 	meta    mcp.Meta
@@ -220,7 +224,7 @@ func (p *passThrough) toolCall(req *jsonrpc.Request) (passable, bool) {
 	if !ok {
 		return passable{}, false
 	}
-	return passable{e.mem, e.item.Name, keys.get("_meta"), meta, []param{{"name", quoteJSON(e.original)}, {"arguments", args}}}, true
+	return passable{e.mem, b, e.item.Name, keys.get("_meta"), meta, []param{{"name", quoteJSON(e.original)}, {"arguments", args}}}, true
 }
 
 // resourceRead is the resources/read req as the pass-through forwards it,
@@ -250,7 +254,7 @@ func (p *passThrough) resourceRead(req *jsonrpc.Request) (passable, bool) {
 	if !ok {
 		return passable{}, false
 	}
-	return passable{mem, uri, keys.get("_meta"), meta, []param{{"uri", rawURI}}}, true
+	return passable{mem, b, uri, keys.get("_meta"), meta, []param{{"uri", rawURI}}}, true
 }
 
 // listResources answers resources/list with the page mux makes of the
@@ -315,8 +319,12 @@ func paramsObject(meta json.RawMessage, fields []param) json.RawMessage {
 
 // send runs req (as pr) at its backend in a goroutine of its own, as the
 // go-sdk runs a handler, through the same forward as the go-sdk's path
-// (forwardBytes), and answers it with the backend's result as sent.
+// (forwardBytes), and answers it with the backend's result as sent; or,
+// when it can, sends it from the reader itself (sendNow).
 func (p *passThrough) send(req *jsonrpc.Request, call *door.Call, pr passable) {
+	if p.sendNow(req, call, pr) {
+		return
+	}
 	m, s := p.m, p.s
 	ctx, cancel := p.begin(call)
 	m.goOwned(func() {

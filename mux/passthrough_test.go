@@ -311,3 +311,38 @@ func TestJSONStringAndQuoteAgreeWithEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// The agent's reader writes requests to their backend itself
+// (passThrough.sendNow), and never waits on it: what a pipe does not take
+// at once goes from a goroutine (Backend.SendLines). A backend that
+// stopped reading, its pipe full, holds up none of the agent's requests
+// to other backends.
+func TestABackendThatStopsReadingHoldsUpNoOtherBackend(t *testing.T) {
+	m := startMux(t, fixture(t, "deaf", "-deaf-tool"), fixture(t, "ok"))
+	a := newRawAgent(t, m)
+	a.call(1, "tools/list", `{}`)
+	if got := toolText(t, a.call(2, "tools/call", `{"name":"deaf__deaf","arguments":{}}`)); got != "deaf" {
+		t.Fatalf("deaf__deaf: %q", got)
+	}
+	// Lines small enough to go whole into a pipe with room (3 KiB), and
+	// enough of them to fill it several times over, then one to the other
+	// backend. (From a goroutine: the agent's pipe takes a line only once
+	// mux reads it.)
+	arg := strings.Repeat("x", 3<<10)
+	lines := make(chan string, 101)
+	for i := range 100 {
+		lines <- fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"deaf__echo","arguments":{"text":%q}}}`, 100+i, arg)
+	}
+	lines <- `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ok__echo","arguments":{"text":"hi"}}}`
+	close(lines)
+	go func() {
+		for line := range lines {
+			if _, err := io.WriteString(a.in, line+"\n"); err != nil {
+				return // the test is over
+			}
+		}
+	}()
+	if got := toolText(t, a.response("3")); !strings.Contains(got, "hi") {
+		t.Errorf("ok__echo: %q", got)
+	}
+}

@@ -34,21 +34,24 @@ func PipeIO(f *os.File) io.ReadWriteCloser {
 	if err != nil {
 		return f
 	}
-	nonblocking := false
+	nonblocking, fifo := false, false
 	if rc.Control(func(fd uintptr) {
 		flags, _, errno := syscall.RawSyscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
 		nonblocking = errno == 0 && flags&syscall.O_NONBLOCK != 0
+		var st syscall.Stat_t
+		fifo = syscall.Fstat(int(fd), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO
 	}) != nil || !nonblocking {
 		return f
 	}
-	p := &pipeIO{f: f, rc: rc}
+	p := &pipeIO{f: f, rc: rc, fifo: fifo}
 	p.readFn, p.writeFn = p.rawRead, p.rawWrite // bound once: no closure per call
 	return p
 }
 
 type pipeIO struct {
-	f  *os.File
-	rc syscall.RawConn
+	f    *os.File
+	rc   syscall.RawConn
+	fifo bool // a pipe, not a socket: it takes a write of PipeAtomic bytes or fewer whole, or none of it
 
 	// A call's buffer and outcome, for readFn and writeFn; each lock is held
 	// for a whole Read or Write, as the file's own read and write locks are.
@@ -132,6 +135,42 @@ func (p *pipeIO) Write(b []byte) (int, error) {
 		return done, &os.PathError{Op: "write", Path: p.f.Name(), Err: errno}
 	}
 	return done, nil
+}
+
+// TryWrite writes all of b now, or nothing, and never waits: it reports
+// false when the pipe has no room for b now, another Write is under way,
+// b is over PipeAtomic bytes, or the file is not a pipe (a socket may take
+// a part). A caller that must not block (a reader that serves other
+// requests) writes what it can this way and leaves the rest to a
+// goroutine that may wait.
+func (p *pipeIO) TryWrite(b []byte) (bool, error) {
+	if !p.fifo || len(b) == 0 || len(b) > PipeAtomic || !p.wmu.TryLock() {
+		return false, nil
+	}
+	defer p.wmu.Unlock()
+	var n uintptr
+	var errno syscall.Errno
+	err := p.rc.Control(func(fd uintptr) {
+		for {
+			n, _, errno = syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			if errno != syscall.EINTR {
+				return
+			}
+		}
+	})
+	switch {
+	case err != nil:
+		return false, p.fileErr("write", err)
+	case errno == syscall.EAGAIN:
+		return false, nil
+	case errno != 0:
+		return false, &os.PathError{Op: "write", Path: p.f.Name(), Err: errno}
+	case int(n) != len(b):
+		// A pipe never takes part of so small a write; should one, the
+		// line is broken either way, as a failed write's would be.
+		return false, &os.PathError{Op: "write", Path: p.f.Name(), Err: io.ErrShortWrite}
+	}
+	return true, nil
 }
 
 // rawWrite writes what is left of wbuf; false: the pipe is full (wait).

@@ -122,3 +122,38 @@ func TestPipeIOWriteToAClosedPipeFailsAndBlockingFilesStayFiles(t *testing.T) {
 		t.Fatalf("a non-blocking pipe the poller does not watch became %T", got)
 	}
 }
+
+// TryWrite never waits: on a full pipe it writes nothing and says so, and
+// once the reader made room it writes the line whole.
+func TestPipeIOTryWriteWritesWholeOrNothing(t *testing.T) {
+	r, w := pipeIOPair(t)
+	tw := w.(interface{ TryWrite([]byte) (bool, error) })
+	line := append(bytes.Repeat([]byte("y"), 3000), '\n')
+	n := 0
+	for {
+		ok, err := tw.TryWrite(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		n++
+		if n > 10_000 {
+			t.Fatal("TryWrite never found the pipe full")
+		}
+	}
+	br := bufio.NewReader(r)
+	for range n {
+		got, err := br.ReadBytes('\n')
+		if err != nil || !bytes.Equal(got, line) {
+			t.Fatalf("read %d bytes (%v), want a whole line of %d", len(got), err, len(line))
+		}
+	}
+	if ok, _ := tw.TryWrite(append(bytes.Repeat([]byte("z"), PipeAtomic), '\n')); ok {
+		t.Error("TryWrite wrote a line over PipeAtomic, which a pipe may take in parts")
+	}
+	if ok, err := tw.TryWrite(line); !ok || err != nil {
+		t.Errorf("TryWrite on an emptied pipe: %v, %v", ok, err)
+	}
+}

@@ -480,3 +480,7 @@ func (p *plainParser) skipValue() ([]byte, bool) {
 	}
 	return p.b[start:p.i], depth == 0 && p.i > start
 }
+
+// PipeAtomic is the most bytes a pipe takes in one write whole or not at
+// all (PIPE_BUF on Linux): what PipeIO's TryWrite writes at most.
+const PipeAtomic = 4096

@@ -16,9 +16,11 @@
 //   - Conn.RespondRaw and RespondError, the answers to the requests it
 //     took as bytes;
 //   - Conn.SetPassThrough, its hook that sees each request before the
-//     go-sdk and may take it (the pass-through), and Conn.Begin, the
+//     go-sdk and may take it (the pass-through), with the one the reader
+//     calls when it has handled all it read (idle), and Conn.Begin, the
 //     context of a request it took, cancelled with the agent's
-//     notifications/cancelled or the connection's end.
+//     notifications/cancelled or the connection's end; Conn.HoldRaw, an
+//     answer that waits for the next to go in one write.
 //
 // The stdio door asks nothing of the core but that hook.
 //

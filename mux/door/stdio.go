@@ -142,7 +142,7 @@ type Conn struct {
 	// pass takes the requests that go as bytes (SetPassThrough); set once
 	// the core knows the session. ctx ends at Close: the requests it takes
 	// end with the connection, as the go-sdk's handlers do.
-	pass atomic.Pointer[func(*jsonrpc.Request, *Call) bool]
+	pass atomic.Pointer[passHooks]
 	ctx  context.Context
 	stop context.CancelFunc
 
@@ -172,10 +172,25 @@ func (call *Call) Extra() *mcp.RequestExtra { return call.extra }
 
 // SetPassThrough makes take see every request read from now on before the
 // go-sdk does: a request it takes (it reports true) is the core's to
-// answer (RespondRaw, RespondError), and never reaches the go-sdk. Only
-// the connection's reader calls take.
-func (c *Conn) SetPassThrough(take func(req *jsonrpc.Request, call *Call) bool) {
-	c.pass.Store(&take)
+// answer (RespondRaw, RespondError), and never reaches the go-sdk. The
+// reader calls idle whenever it has handled all it read so far, before it
+// may wait (for the agent's next bytes, for room, or at the end): what
+// take held back goes then, several requests read at once in one write.
+// Only the connection's reader calls take and idle.
+func (c *Conn) SetPassThrough(take func(req *jsonrpc.Request, call *Call) bool, idle func()) {
+	c.pass.Store(&passHooks{take, idle})
+}
+
+type passHooks struct {
+	take func(*jsonrpc.Request, *Call) bool
+	idle func()
+}
+
+// idle calls the pass-through's idle hook, if there is one.
+func (c *Conn) idle() {
+	if h := c.pass.Load(); h != nil && h.idle != nil {
+		h.idle()
+	}
 }
 
 // Begin starts the handling of call, a request the pass-through took: the
@@ -256,6 +271,25 @@ func (c *Conn) RespondRaw(id jsonrpc.ID, result json.RawMessage) {
 	c.out.PushResponse(id, data)
 }
 
+// HoldRaw is RespondRaw, but the answer waits in the queue for the next
+// RespondRaw or FlushHeld: a caller with more answers at hand gives them
+// to the agent in one write.
+func (c *Conn) HoldRaw(id jsonrpc.ID, result json.RawMessage) {
+	if !c.answering(id) {
+		c.written(id)
+		return
+	}
+	data, err := outq.ResultLine(id, result)
+	if err != nil {
+		c.written(id)
+		return
+	}
+	c.out.HoldResponse(id, data)
+}
+
+// FlushHeld writes what HoldRaw held.
+func (c *Conn) FlushHeld() { c.out.FlushHeld() }
+
 // RespondError answers the agent's request id with err.
 func (c *Conn) RespondError(id jsonrpc.ID, err error) {
 	_ = c.Write(context.Background(), &jsonrpc.Response{ID: id, Error: err})
@@ -309,6 +343,9 @@ const closeFlush = 500 * time.Millisecond
 // requests it read are answered, then lets Read report the EOF.
 func (c *Conn) readLoop() {
 	for {
+		if c.in.Buffered() == 0 {
+			c.idle() // what was read is handled: before a read that may wait
+		}
 		line, err := c.readLine()
 		if len(line) > 0 {
 			if msg := c.decode(line); msg != nil && !c.deliver(msg) {
@@ -316,6 +353,7 @@ func (c *Conn) readLoop() {
 			}
 		}
 		if err != nil {
+			c.idle()
 			c.drain()
 			close(c.eof)
 			return
@@ -353,13 +391,14 @@ func (c *Conn) deliver(msg jsonrpc.Message) bool {
 			if n < maxInflight {
 				break
 			}
+			c.idle() // what is held back may be what makes room
 			select {
 			case <-c.room:
 			case <-c.closed:
 				return false
 			}
 		}
-		if take := c.pass.Load(); take != nil && (*take)(req, call) {
+		if h := c.pass.Load(); h != nil && h.take(req, call) {
 			return true
 		}
 	} else if ok && req.Method == "notifications/cancelled" {

@@ -60,6 +60,7 @@ type Queue struct {
 	broken     bool   // a write failed: the agent is gone
 	broke      func() // if set, called once when broken is set (not holding mu)
 	writing    bool
+	direct     bool          // a response is being written from its caller's goroutine (PushResponse)
 	since      time.Time     // when the current write began
 	stallAfter time.Duration // stallLimit; tests that must not see a stall lengthen it
 	wake       chan struct{}
@@ -163,9 +164,102 @@ func ResultLine(id jsonrpc.ID, result json.RawMessage) ([]byte, error) {
 }
 
 // pushResponse queues data, the response to the agent's request id, as
-// one line. It never blocks.
+// one line. It never blocks. With nothing but responses queued, nothing
+// being written, and an agent's pipe that takes them whole at once, they
+// are written from the caller's goroutine (writeNow), without waking the
+// writer's.
 func (q *Queue) PushResponse(id jsonrpc.ID, data []byte) {
-	q.enqueue(&item{data: data, size: len(data), response: true, id: id})
+	if q.hold(id, data) {
+		q.writeNow()
+	}
+}
+
+// HoldResponse queues data, the response to id, for the next
+// PushResponse or Flush to write with whatever else is queued: a caller
+// with more answers at hand gives them to the agent in one write. It
+// never blocks.
+func (q *Queue) HoldResponse(id jsonrpc.ID, data []byte) { q.hold(id, data) }
+
+// FlushHeld writes what HoldResponse queued, as PushResponse would.
+func (q *Queue) FlushHeld() { q.writeNow() }
+
+// hold queues a response without waking the writer, and reports false if
+// the agent is gone (the response is then dropped).
+func (q *Queue) hold(id jsonrpc.ID, data []byte) bool {
+	q.mu.Lock()
+	if q.broken {
+		q.mu.Unlock()
+		q.written(id)
+		return false
+	}
+	q.items = append(q.items, &item{data: data, size: len(data), response: true, id: id})
+	q.mu.Unlock()
+	return true
+}
+
+// directMax is the most writeNow writes at once: what a pipe takes whole
+// (PIPE_BUF, wire.PipeAtomic), and so all its TryWrite writes.
+const directMax = 4096
+
+// writeNow writes what is queued from the caller's goroutine if it is
+// responses alone, nothing is being written, and w takes them whole
+// without waiting (a pipe's TryWrite: see wire.PipeIO); else it wakes the
+// writer. It never blocks, so that a stalled agent holds only the
+// writer's goroutine. The writer waits meanwhile, and is woken after for
+// what was queued behind.
+func (q *Queue) writeNow() {
+	tw, ok := q.w.(interface{ TryWrite([]byte) (bool, error) })
+	q.mu.Lock()
+	var buf []byte
+	n := 0
+	if ok && !q.writing && !q.direct {
+		for _, it := range q.items {
+			if !it.response || len(buf)+len(it.data) > directMax {
+				buf, n = nil, 0
+				break
+			}
+			buf = append(buf, it.data...)
+			n++
+		}
+	}
+	if n == 0 {
+		q.mu.Unlock()
+		q.signal()
+		return
+	}
+	q.direct = true // the writer takes nothing meanwhile: these stay first
+	q.mu.Unlock()
+	wrote, err := tw.TryWrite(buf)
+	var broke func()
+	var ids []jsonrpc.ID
+	q.mu.Lock()
+	q.direct = false
+	if wrote {
+		for i, it := range q.items[:n] {
+			ids = append(ids, it.id)
+			q.items[i] = nil
+		}
+		q.items = q.items[n:]
+		if len(q.items) == 0 {
+			q.items = nil
+		}
+	}
+	if err != nil && !q.broken {
+		q.broken = true
+		broke = q.broke
+		q.log.Debug("stdout closed", "err", err)
+	}
+	behind := len(q.items) > 0
+	q.mu.Unlock()
+	for _, id := range ids {
+		q.written(id)
+	}
+	if broke != nil {
+		broke()
+	}
+	if behind {
+		q.signal()
+	}
 }
 
 func (q *Queue) enqueue(it *item) {
@@ -435,6 +529,9 @@ func (q *Queue) write(buf []byte) error {
 func (q *Queue) take(buf []byte, ids []jsonrpc.ID) ([]byte, []jsonrpc.ID) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.direct {
+		return buf, ids // writeNow wakes the writer when it is done
+	}
 	n := 0
 	for n < len(q.items) && (len(buf) == 0 || len(buf)+len(q.items[n].data) <= maxWriteBatch) {
 		it := q.items[n]
