@@ -193,6 +193,7 @@ type SentCall struct {
 // b cannot take one: a remote backend, or a stdin that is not a pipe (no
 // TryWrite: see wire.PipeIO).
 func (b *Backend) NewSentCall(answered func(*jsonrpc.Response)) *SentCall {
+	b = b.real()
 	if b.remote != nil {
 		return nil
 	}
@@ -225,6 +226,7 @@ func (sc *SentCall) Line(method string, params json.RawMessage) []byte {
 // connection's end, which its reader finds too: every call still waiting
 // is then answered as failed.)
 func (b *Backend) SendLines(lines []byte) {
+	b = b.real()
 	c := b.conn
 	tw := c.in.(interface{ TryWrite([]byte) (bool, error) })
 	for len(lines) > 0 {
