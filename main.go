@@ -300,6 +300,7 @@ func serve(c *cli.Context) error {
 		// drain at once (an operator who wants it gone now).
 		secondSignal = signalled(2, syscall.SIGTERM, syscall.SIGINT)
 	}
+	everyCore()
 	m := mux.New(cfg, logger, version, opts...)
 	tracer := startTracing(logger) // traces.go
 	m.SetTracer(tracer)
@@ -459,6 +460,7 @@ func check(c *cli.Context) error {
 		opts = append(opts, mux.OnSettled(p.settled))
 	}
 	backends.StartStandby()
+	everyCore() // backends start and catalogs decode on every core
 	report := mux.Inspect(ctx, cfg, logger, version, opts...)
 	if p != nil {
 		p.close()
