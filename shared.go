@@ -129,11 +129,13 @@ func spawnShared(place rendezvous.Place) (ended <-chan struct{}, err error) {
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(exe, sharedCommand, "--config", place.Config, "--build", place.Build)
-	cmd.Stderr = logf
-	cmd.Dir = place.Dir
-	detach(cmd)
-	if err := cmd.Start(); err != nil {
+	cmd, err := startDetached(func() *exec.Cmd {
+		cmd := exec.Command(exe, sharedCommand, "--config", place.Config, "--build", place.Build)
+		cmd.Stderr = logf
+		cmd.Dir = place.Dir
+		return cmd
+	})
+	if err != nil {
 		return nil, err
 	}
 	done := make(chan struct{})
