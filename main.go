@@ -23,6 +23,7 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcp-mux/mcp-mux/backends"
 	"github.com/mcp-mux/mcp-mux/mux"
 	"github.com/mcp-mux/mcp-mux/mux/config"
 	"github.com/mcp-mux/mcp-mux/mux/cores"
@@ -238,6 +239,9 @@ func serve(c *cli.Context) error {
 			logger.Warn("serving in this process: the shared mcp-mux cannot be used ("+err.Error()+"); set [mux] shared = false to say so", "config", cfg.Path)
 		}
 	}
+	// This process serves: the supervisor of its first backend starts
+	// while the Mux is made (a session that relays starts none).
+	backends.StartStandby()
 	var ln net.Listener
 	if addr != "" {
 		if err := cfg.ServeHTTPCheck(addr); err != nil {
@@ -296,6 +300,7 @@ func serve(c *cli.Context) error {
 		// drain at once (an operator who wants it gone now).
 		secondSignal = signalled(2, syscall.SIGTERM, syscall.SIGINT)
 	}
+	everyCore()
 	m := mux.New(cfg, logger, version, opts...)
 	tracer := startTracing(logger) // traces.go
 	m.SetTracer(tracer)
@@ -454,6 +459,8 @@ func check(c *cli.Context) error {
 		p = newProgress(os.Stderr, live, cfg)
 		opts = append(opts, mux.OnSettled(p.settled))
 	}
+	backends.StartStandby()
+	everyCore() // backends start and catalogs decode on every core
 	report := mux.Inspect(ctx, cfg, logger, version, opts...)
 	if p != nil {
 		p.close()

@@ -94,11 +94,6 @@ func runSession(ctx context.Context, cfg *config.File, c *cli.Context, toolList 
 		return false, err
 	}
 	logger.Info("session of the shared mcp-mux", "pid", r.PID())
-	// A session starts no backend: the supervisor every launch starts
-	// early for its first one would wait, a process more per agent, until
-	// the session ends. (Should it serve in-process after all, a backend
-	// starts without it, a few milliseconds later.)
-	backends.DiscardStandby()
 	oneThread() // a relay: two hand-offs per line (threads.go)
 	in, restoreIn := pollable(os.Stdin)
 	defer restoreIn()
@@ -134,11 +129,13 @@ func spawnShared(place rendezvous.Place) (ended <-chan struct{}, err error) {
 		return nil, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(exe, sharedCommand, "--config", place.Config, "--build", place.Build)
-	cmd.Stderr = logf
-	cmd.Dir = place.Dir
-	detach(cmd)
-	if err := cmd.Start(); err != nil {
+	cmd, err := startDetached(func() *exec.Cmd {
+		cmd := exec.Command(exe, sharedCommand, "--config", place.Config, "--build", place.Build)
+		cmd.Stderr = logf
+		cmd.Dir = place.Dir
+		return cmd
+	})
+	if err != nil {
 		return nil, err
 	}
 	done := make(chan struct{})
@@ -162,6 +159,9 @@ func sharedServeCommand() *cli.Command {
 // sharedServe is the long-lived process.
 func sharedServe(c *cli.Context) error {
 	defer tuneGC()()
+	// Its first session is on its way: the supervisor of its first backend
+	// starts while it loads the config and listens.
+	backends.StartStandby()
 	path := c.String("config")
 	cfg, err := config.LoadForServing(path)
 	if err != nil {

@@ -39,6 +39,15 @@ func oneThread() {
 	}
 }
 
+// everyCore gives the process back every core the runtime gave it (the
+// process starts on one: mux/cores), for work that runs on all of them:
+// Start decodes the remembered catalogs on every core.
+func everyCore() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(cores.Host())
+	}
+}
+
 // httpThreads is oneThread for serve --http, and the rule (mux/cores)
 // that gives the process back every core the runtime gave it (every CPU,
 // or a container's limit) while several requests are in flight, and
@@ -54,7 +63,7 @@ func oneThread() {
 // thread would use, and mcp-mux's own work is a quarter of one: the rule
 // is for hosts with cores to spare, where one is mcp-mux's ceiling.
 func httpThreads() *cores.Rule {
-	all := runtime.GOMAXPROCS(0)
+	all := cores.Host()
 	oneThread()
 	if os.Getenv("GOMAXPROCS") != "" || all < 2 {
 		return nil

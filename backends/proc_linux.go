@@ -56,6 +56,12 @@ func startUnsupervised(cmd *exec.Cmd) (*proc, error) {
 	return &proc{cmd: cmd, wait: cmd.Wait, pid: cmd.Process.Pid, unsupervised: true}, nil
 }
 
+// StartStandby starts the supervisor of the first backend ahead of it, as
+// soon as mcp-mux knows it will start backends (it serves, or checks with
+// --connect): the backend then starts a few milliseconds sooner. A session
+// that relays to the shared process starts none.
+func StartStandby() { supervisor.StartStandby() }
+
 // DiscardStandby lets the standby supervisor go: mcp-mux will start no
 // backend process (its backends are remote, or there are none), and the
 // standby would only wait until mcp-mux ends.

@@ -19,8 +19,9 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 	return &proc{cmd: cmd, wait: cmd.Wait, pid: cmd.Process.Pid}, nil
 }
 
-// DiscardStandby does nothing: only on Linux does mcp-mux start a
-// supervisor ahead of its first backend.
+// StartStandby and DiscardStandby do nothing: only on Linux does mcp-mux
+// start a supervisor ahead of its first backend.
+func StartStandby()   {}
 func DiscardStandby() {}
 
 // Supervised is whether each backend process runs under a supervisor that

@@ -289,8 +289,9 @@ func lookupJob(pid int) *job {
 	return jobs[pid]
 }
 
-// DiscardStandby does nothing: only on Linux does mcp-mux start a
-// supervisor ahead of its first backend.
+// StartStandby and DiscardStandby do nothing: only on Linux does mcp-mux
+// start a supervisor ahead of its first backend.
+func StartStandby()   {}
 func DiscardStandby() {}
 
 // Supervised is whether each backend process runs under a supervisor that

@@ -24,7 +24,7 @@ var current struct {
 }
 
 // theSupervisor is this process's supervisor: the one that runs, else the
-// standby (started with mcp-mux), else a new one.
+// standby (StartStandby), else a new one.
 func theSupervisor() (*supervisorConn, error) {
 	current.Lock()
 	defer current.Unlock()

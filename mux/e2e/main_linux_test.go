@@ -67,9 +67,9 @@ func cmdlineOf(pid int) string {
 	return strings.ReplaceAll(string(data), "\x00", " ")
 }
 
-// mcp-mux starts a supervisor at its own start, the standby, while it is
-// still initializing; every backend starts under it (see
-// backends/internal/supervisor).
+// An mcp-mux that serves in-process starts a supervisor as soon as it knows
+// it serves, the standby, while it makes its Mux; every backend starts
+// under it (see backends/internal/supervisor).
 func TestBackendsStartUnderTheStandby(t *testing.T) {
 	r := runMux(t, testkit.WriteConfig(t, "", []string{"a", "-name", "a"}, []string{"b", "-name", "b"}))
 	pids := r.backendPIDs(t)

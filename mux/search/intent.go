@@ -1,6 +1,9 @@
 package search
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // What a request does to its things, and what a tool does: read them (get,
 // list, search) or change them (create, update, delete). A tool's name
@@ -21,14 +24,18 @@ const (
 
 // readVerbs and writeVerbs are the verbs, stemmed, of each kind: those of
 // tool names, and the words requests use for them.
-var readVerbs = stemSet(`get list read retrieve search find query show view fetch check inspect
+var readVerbs = sync.OnceValue(func() map[string]bool {
+	return stemSet(`get list read retrieve search find query show view fetch check inspect
 	look lookup see display describe count browse explore download obtain enumerate`)
+})
 
-var writeVerbs = stemSet(`create add make put set post send write update edit modify change patch
+var writeVerbs = sync.OnceValue(func() map[string]bool {
+	return stemSet(`create add make put set post send write update edit modify change patch
 	delete remove drop erase destroy push merge fork apply deploy redeploy move rename upload publish
 	reply approve close archive restore pause reset rebase rollback revert record remember memorize
 	save store insert append rewrite replace clear schedule submit commit assign invite
 	wipe forget purge confirm accept`)
+})
 
 func stemSet(s string) map[string]bool {
 	m := map[string]bool{}
@@ -40,26 +47,28 @@ func stemSet(s string) map[string]bool {
 
 // httpMethods, written as such, make a request about HTTP ("make a GET
 // request", "send a DELETE").
-var httpMethods = setOf(`GET POST PUT PATCH DELETE HEAD OPTIONS`)
+var httpMethods = sync.OnceValue(func() map[string]bool { return setOf(`GET POST PUT PATCH DELETE HEAD OPTIONS`) })
 
 // questionWords start a question: one that reads. An auxiliary does only
 // before its subject ("are there ...", "did the checks pass"; not "do a
 // search"); "how do I ...", "how to ..." ask for the thing done, so its
 // verb says which kind.
-var questionWords = setOf(`what which who whom whose where when how why`)
+var questionWords = sync.OnceValue(func() map[string]bool { return setOf(`what which who whom whose where when how why`) })
 
-var auxiliaries = setOf(`did does do is are was were has have had`)
+var auxiliaries = sync.OnceValue(func() map[string]bool { return setOf(`did does do is are was were has have had`) })
 
-var subjects = setOf(`i you we they it he she there my our your their the any this that these those anyone anything`)
+var subjects = sync.OnceValue(func() map[string]bool {
+	return setOf(`i you we they it he she there my our your their the any this that these those anyone anything`)
+})
 
-var howTo = setOf(`do can could should would to`)
+var howTo = sync.OnceValue(func() map[string]bool { return setOf(`do can could should would to`) })
 
 // verbKind is the kind of a stemmed word: actRead, actWrite or actNone.
 func verbKind(w string) int8 {
 	switch {
-	case readVerbs[w]:
+	case readVerbs()[w]:
 		return actRead
-	case writeVerbs[w]:
+	case writeVerbs()[w]:
 		return actWrite
 	}
 	return actNone
@@ -73,7 +82,7 @@ func toolAction(tool string) (kind int8, verb string) {
 	ws := words(nil, tool)
 	for i, w := range ws {
 		if k := verbKind(stem(w)); k != actNone {
-			if i+1 < len(ws) && httpMethods[strings.ToUpper(w)] {
+			if i+1 < len(ws) && httpMethods()[strings.ToUpper(w)] {
 				if k2 := verbKind(stem(ws[i+1])); k2 != actNone {
 					return k2, stem(ws[i+1])
 				}
@@ -91,7 +100,7 @@ func toolAction(tool string) (kind int8, verb string) {
 func queryAction(q string) (kind int8, verb string) {
 	clauseStart := true
 	for _, f := range strings.Fields(q) {
-		if httpMethods[strings.Trim(f, `"'(),.:;`)] {
+		if httpMethods()[strings.Trim(f, `"'(),.:;`)] {
 			return actNone, "" // an HTTP request: its method says what it does, not the verb around it
 		}
 	}
@@ -113,9 +122,9 @@ func queryAction(q string) (kind int8, verb string) {
 		for i, w := range ws {
 			if clauseStart && i == 0 {
 				switch {
-				case w == "how" && howTo[next(fi+1)]:
+				case w == "how" && howTo()[next(fi+1)]:
 					// how do I ..., how to ...: the verb that follows
-				case questionWords[w], auxiliaries[w] && subjects[next(fi+1)]:
+				case questionWords()[w], auxiliaries()[w] && subjects()[next(fi+1)]:
 					return actRead, ""
 				}
 			}
@@ -137,10 +146,12 @@ func queryAction(q string) (kind int8, verb string) {
 // one are opposites: a request that adds ("remember that ...", "record
 // ...") is not for a tool that deletes (delete_observations), nor the other
 // way round, though both change. Updating is neither.
-var createVerbs = stemSet(`create add make post send write put set insert append record remember memorize
+var createVerbs = sync.OnceValue(func() map[string]bool {
+	return stemSet(`create add make post send write put set insert append record remember memorize
 	save store upload push publish submit commit invite fork`)
+})
 
-var deleteVerbs = stemSet(`delete remove drop erase destroy wipe forget purge clear`)
+var deleteVerbs = sync.OnceValue(func() map[string]bool { return stemSet(`delete remove drop erase destroy wipe forget purge clear`) })
 
 const (
 	senseNone int8 = iota
@@ -151,9 +162,9 @@ const (
 // verbSense is senseCreate, senseDelete or senseNone for a stemmed verb.
 func verbSense(w string) int8 {
 	switch {
-	case createVerbs[w]:
+	case createVerbs()[w]:
 		return senseCreate
-	case deleteVerbs[w]:
+	case deleteVerbs()[w]:
 		return senseDelete
 	}
 	return senseNone

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -140,12 +141,19 @@ func hasVowel(w string) bool {
 	return false
 }
 
+// The word sets of this package are made on first use, not at init: every
+// mcp-mux process runs this package's init, and most never search (a
+// session that relays to the shared process, a status). Made at init they
+// cost each launch 118 KB of heap (GODEBUG=inittrace=1).
+
 // stopwords say nothing about which tool: they are dropped from the index
 // and from queries.
-var stopwords = setOf(`a an and are as at be by can do does for from has have how i if in into is it its
+var stopwords = sync.OnceValue(func() map[string]bool {
+	return setOf(`a an and are as at be by can do does for from has have how i if in into is it its
 	me my of on or our please so that the their them then there these this those to us use using via was we
 	what when where which who whose why will with would you your all any each every some just also than
 	should must may want need`)
+})
 
 func setOf(s string) map[string]bool {
 	m := map[string]bool{}
@@ -164,8 +172,9 @@ func (p *params) indexWords(dst []string, text string) []string {
 	}
 	dst = words(dst, text)
 	out := dst[:start]
+	stop := stopwords()
 	for _, w := range dst[start:] {
-		if !stopwords[w] {
+		if !stop[w] {
 			out = append(out, stem(w))
 		}
 	}
@@ -200,7 +209,7 @@ func (p *params) queryTerms(q string) []qterm {
 		switch kind {
 		case "":
 			text.WriteString(f)
-			if keys[strings.ToLower(strings.Trim(f, `"'.,;:!?()`))] {
+			if keys()[strings.ToLower(strings.Trim(f, `"'.,;:!?()`))] {
 				add("key", p.synonym)
 				add("press", p.synonym)
 			}
@@ -258,7 +267,7 @@ func (p *params) queryTerms(q string) []qterm {
 	}
 	var own []string
 	for _, w := range words(nil, text.String()) {
-		if len(w) > 1 && !stopwords[w] {
+		if len(w) > 1 && !stopwords()[w] {
 			own = append(own, stem(w))
 		}
 	}
@@ -271,7 +280,7 @@ func (p *params) queryTerms(q string) []qterm {
 			keys = append(keys, w+" "+own[i+1])
 		}
 		for _, k := range keys {
-			for _, s := range synonyms[k] {
+			for _, s := range synonyms()[k] {
 				for _, t := range s {
 					add(t, p.synonym)
 				}
@@ -315,7 +324,7 @@ func classify(f string) (kind, keep string) {
 		// A domain with a path (github.com/golang/go) is a URL; a path
 		// otherwise, unless it is words around a slash ("and/or").
 		host, _, _ := strings.Cut(lower, "/")
-		if dot := strings.LastIndexByte(host, '.'); dot > 0 && tlds[host[dot+1:]] {
+		if dot := strings.LastIndexByte(host, '.'); dot > 0 && tlds()[host[dot+1:]] {
 			return "url", hostWords(lower)
 		}
 		if strings.HasPrefix(t, "/") || strings.HasPrefix(t, "./") || strings.HasPrefix(t, "../") ||
@@ -326,11 +335,11 @@ func classify(f string) (kind, keep string) {
 	}
 	if dot := strings.LastIndexByte(lower, '.'); dot > 0 && dot < len(lower)-1 && !strings.ContainsAny(lower, "@:") {
 		ext := lower[dot+1:]
-		if tlds[ext] && strings.Count(lower, ".") >= 1 && !fileExts[ext] {
+		if tlds()[ext] && strings.Count(lower, ".") >= 1 && !fileExts()[ext] {
 			return "url", hostWords(lower)
 		}
 		switch {
-		case fileExts[ext]:
+		case fileExts()[ext]:
 			return "file", ""
 		case isCode(t):
 			return "code", ""
@@ -421,7 +430,7 @@ func hostWords(rest string) string {
 		if l == "" || l == "www" || l == "localhost" || l == "example" || isNumberish(l) {
 			continue
 		}
-		if i == len(labels)-1 && len(labels) > 1 || tlds[l] && i >= len(labels)-2 && len(labels) > 2 {
+		if i == len(labels)-1 && len(labels) > 1 || tlds()[l] && i >= len(labels)-2 && len(labels) > 2 {
 			continue // com; co of co.uk
 		}
 		keep = append(keep, l)
@@ -448,16 +457,22 @@ func isNumberish(s string) bool {
 }
 
 // keys are the names of keyboard keys a request may say (hit Enter).
-var keys = setOf(`enter tab escape esc backspace arrowup arrowdown arrowleft arrowright pageup pagedown f5 ctrl+c ctrl+v`)
+var keys = sync.OnceValue(func() map[string]bool {
+	return setOf(`enter tab escape esc backspace arrowup arrowdown arrowleft arrowright pageup pagedown f5 ctrl+c ctrl+v`)
+})
 
-var tlds = setOf(`com org net io dev app ai co so sh me info biz edu gov uk de fr jp cn ru nl eu us ca au in tech xyz cloud site page`)
+var tlds = sync.OnceValue(func() map[string]bool {
+	return setOf(`com org net io dev app ai co so sh me info biz edu gov uk de fr jp cn ru nl eu us ca au in tech xyz cloud site page`)
+})
 
-var fileExts = setOf(`txt md markdown json yaml yml toml xml csv tsv log js mjs cjs ts tsx jsx py go rs java kt rb php c h cc cpp hpp cs swift sh bash zsh ps1 html htm css scss sql png jpg jpeg gif svg webp pdf doc docx xls xlsx ppt pptx zip tar gz tgz env ini cfg conf lock wasm mp3 mp4 wav`)
+var fileExts = sync.OnceValue(func() map[string]bool {
+	return setOf(`txt md markdown json yaml yml toml xml csv tsv log js mjs cjs ts tsx jsx py go rs java kt rb php c h cc cpp hpp cs swift sh bash zsh ps1 html htm css scss sql png jpg jpeg gif svg webp pdf doc docx xls xlsx ppt pptx zip tar gz tgz env ini cfg conf lock wasm mp3 mp4 wav`)
+})
 
 // synonyms maps a stemmed word, or two (joined by a space), to the
 // (stemmed) words or phrases a request may use for the same thing: "pr" is
 // "pull request", "look up" is "search". See synonymGroups.
-var synonyms = synonymMap(synonymGroups)
+var synonyms = sync.OnceValue(func() map[string][][]string { return synonymMap(synonymGroups) })
 
 func synonymMap(groups [][]string) map[string][][]string {
 	m := map[string][][]string{}

@@ -4,9 +4,9 @@
 // without ever returning. One supervisor serves every backend of an mcp-mux
 // process. It imports only sync, syscall, time and unsafe, so that Go
 // initializes it about as early as any package: a supervisor never pays
-// for the rest of mcp-mux's initialization, nor for its memory. The same
-// init, in mcp-mux itself, starts the supervisor ahead of need (see
-// TakeStandby).
+// for the rest of mcp-mux's initialization, nor for its memory. An mcp-mux
+// that will start backends starts the supervisor ahead of need (see
+// StartStandby).
 package supervisor
 
 import "time"

@@ -6,30 +6,19 @@ import (
 )
 
 // A supervisor takes a few milliseconds from its exec to being ready: it is
-// all of mcp-mux's executable, loaded and its Go runtime started. mcp-mux
-// starts it, the standby, from this package's init, while the rest of
-// mcp-mux is still being initialized, and takes it when it starts its first
-// backend (TakeStandby): that backend then starts that much sooner. Until
-// then the standby waits on its lifeline, a socket, and ends when the
-// lifeline does.
+// all of mcp-mux's executable, loaded and its Go runtime started. A process
+// that will start backends starts it, the standby, as soon as it knows it
+// will (StartStandby), while it loads its config and makes its Mux, and
+// takes it when it starts its first backend (TakeStandby): that backend
+// then starts that much sooner. Until then the standby waits on its
+// lifeline, a socket, and ends when the lifeline does. Not every launch
+// starts one: most relay to the shared process, and start no backend.
 
-// standby is the supervisor started at mcp-mux's start, until taken.
+// standby is the supervisor started ahead of the first backend, until
+// taken.
 var standby struct {
 	sync.Mutex
 	pid, sock int // sock is 0 when there is none
-}
-
-// startStandby starts the standby at mcp-mux's start, unless args are a
-// test binary's: tests of other packages start their supervisors the
-// usual way, and tests of this one call StartStandby. (A supervisor never
-// gets here.)
-func startStandby(args []string) {
-	for _, a := range args {
-		if len(a) > 6 && a[:6] == "-test." {
-			return
-		}
-	}
-	StartStandby()
 }
 
 // StartStandby starts a standby if there is none waiting, and returns its

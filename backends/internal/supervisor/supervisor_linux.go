@@ -52,7 +52,6 @@ func init() {
 			runExec()
 		}
 	}
-	startStandby(args)
 }
 
 // cmdline is the process's argv, read from /proc: package os, which has
