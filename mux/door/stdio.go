@@ -258,23 +258,14 @@ func (c *Conn) answering(id jsonrpc.ID) bool {
 
 // RespondRaw answers the agent's request id with result, a JSON value as
 // a backend sent it.
-func (c *Conn) RespondRaw(id jsonrpc.ID, result json.RawMessage) {
-	if !c.answering(id) {
-		c.written(id)
-		return
-	}
-	data, err := outq.ResultLine(id, result)
-	if err != nil {
-		c.written(id)
-		return
-	}
-	c.out.PushResponse(id, data)
-}
+func (c *Conn) RespondRaw(id jsonrpc.ID, result json.RawMessage) { c.respondRaw(id, result, false) }
 
 // HoldRaw is RespondRaw, but the answer waits in the queue for the next
 // RespondRaw or FlushHeld: a caller with more answers at hand gives them
 // to the agent in one write.
-func (c *Conn) HoldRaw(id jsonrpc.ID, result json.RawMessage) {
+func (c *Conn) HoldRaw(id jsonrpc.ID, result json.RawMessage) { c.respondRaw(id, result, true) }
+
+func (c *Conn) respondRaw(id jsonrpc.ID, result json.RawMessage, hold bool) {
 	if !c.answering(id) {
 		c.written(id)
 		return
@@ -284,7 +275,11 @@ func (c *Conn) HoldRaw(id jsonrpc.ID, result json.RawMessage) {
 		c.written(id)
 		return
 	}
-	c.out.HoldResponse(id, data)
+	if hold {
+		c.out.HoldResponse(id, data)
+	} else {
+		c.out.PushResponse(id, data)
+	}
 }
 
 // FlushHeld writes what HoldRaw held.

@@ -89,15 +89,7 @@ func TestABackendWithNoCwdRunsInItsSessionsDirectory(t *testing.T) {
 	a := startShared(t, cfg, p1, nil, nil)
 	b := startShared(t, cfg, p2, nil, nil)
 	c := startShared(t, cfg, p1, nil, nil)
-	for _, tt := range []struct {
-		s    *sharedSession
-		want string
-	}{{a, p1}, {b, p2}, {c, p1}} {
-		got := tt.s.call(t, "fx__cwd", nil)
-		if r, _ := filepath.EvalSymlinks(tt.want); got != tt.want && got != r {
-			t.Errorf("backend runs in %s, want its session's %s", got, tt.want)
-		}
-	}
+	wantCwd(t, "fx__cwd", map[*sharedSession]string{a: p1, b: p2, c: p1})
 	doc := onlyShared(t)
 	if fx := fixturesUnder(t, doc.PID); len(fx) != 2 {
 		t.Errorf("%d backends for two projects, want 2", len(fx))

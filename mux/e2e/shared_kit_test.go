@@ -124,6 +124,18 @@ func (s *sharedSession) call(t *testing.T, tool string, args map[string]any) str
 	return res.Content[0].(*mcp.TextContent).Text
 }
 
+// wantCwd checks that the backend of tool (one that says its working
+// directory) runs, for each session, in the directory given.
+func wantCwd(t *testing.T, tool string, dirs map[*sharedSession]string) {
+	t.Helper()
+	for s, want := range dirs {
+		got := s.call(t, tool, nil)
+		if r, _ := filepath.EvalSymlinks(want); got != want && got != r {
+			t.Errorf("%s runs in %s, want its session's %s", tool, got, want)
+		}
+	}
+}
+
 // sharedProcs is the shared processes `mcp-mux status` finds.
 func sharedProcs(t *testing.T) []*control.Document {
 	t.Helper()

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -84,15 +83,7 @@ backends = ["fixed"]
 	if got := c.call(t, "gh__env", nil); !strings.Contains(got, "GITHUB_TOKEN=token-a") {
 		t.Errorf("c's github server has %s, want token-a", got)
 	}
-	for _, tt := range []struct {
-		s    *sharedSession
-		want string
-	}{{a, p1}, {b, p1}, {c, p2}} {
-		got := tt.s.call(t, "here__cwd", nil)
-		if r, _ := filepath.EvalSymlinks(tt.want); got != tt.want && got != r {
-			t.Errorf("here runs in %s, want its session's %s", got, tt.want)
-		}
-	}
+	wantCwd(t, "here__cwd", map[*sharedSession]string{a: p1, b: p1, c: p2})
 	doc := onlyShared(t)
 	want := map[string]int{"gh": 2, "fixed": 1, "here": 2}
 	got := fixtureNames(t, doc.PID)
