@@ -302,7 +302,7 @@ func serve(c *cli.Context) error {
 	}
 	everyCore()
 	m := mux.New(cfg, logger, version, opts...)
-	tracer := startTracing(logger) // traces.go
+	tracer := startTracing(os.Getenv, logger) // traces.go
 	m.SetTracer(tracer)
 	defer tracer.Shutdown(traceFlushTimeout) // after m.Exit: the last spans go out
 	m.Start()

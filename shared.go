@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -38,6 +39,7 @@ import (
 	"github.com/mcp-mux/mcp-mux/mux/door"
 	"github.com/mcp-mux/mcp-mux/mux/relay"
 	"github.com/mcp-mux/mcp-mux/mux/rendezvous"
+	"github.com/mcp-mux/mcp-mux/mux/tracing"
 )
 
 // SharedEnv set to 0 runs one launch in-process, as [mux] shared = false does.
@@ -248,10 +250,11 @@ type daemon struct {
 // backends are shared with the other classes through the pool where they
 // run alike.
 type class struct {
-	id   int // in the order they were made, for status
-	m    *mux.Mux
-	n    int         // its sessions
-	idle *time.Timer // closes it shared_linger after its last session
+	id     int // in the order they were made, for status
+	m      *mux.Mux
+	tracer *tracing.Tracer // nil: tracing off
+	n      int             // its sessions
+	idle   *time.Timer     // closes it shared_linger after its last session
 	// expired is set when its linger ended while the process's did too:
 	// the process's end ends it, unless a session comes first (join).
 	expired bool
@@ -307,6 +310,7 @@ func classOf(path string, h *rendezvous.Hello) (string, *config.File, error) {
 	// a backend that asks for them gets an instance per set of roots
 	// (backends.Pool); what runs alike is shared all the same.
 	enc.Encode([]string{h.Profile, h.ToolList, h.Name, h.Cwd})
+	enc.Encode(otelEnv(h.Environ))
 	enc.Encode(cfg.Mux)
 	enc.Encode(cfg.Profiles)
 	for _, b := range cfg.Backends {
@@ -331,19 +335,23 @@ func (d *daemon) join(key string, cfg *config.File, h *rendezvous.Hello) (*class
 		for k, c := range d.classes {
 			if c.expired && k != key {
 				delete(d.classes, k)
-				go c.m.Close()
+				go c.close()
 			}
 		}
 	}
 	cl := d.classes[key]
 	if cl == nil {
 		m := mux.New(cfg, d.logger, version, append(sessionOptions(h), mux.WithPool(d.pool))...)
+		// Tracing as the session's environment asks (OTEL_*, part of
+		// the class's key): the process's own is its first session's.
+		tracer := startTracing(envLookup(h.Environ), d.logger)
+		m.SetTracer(tracer)
 		m.Start()
 		if err := m.WatchConfig(); err != nil {
 			d.logger.Warn("config changes are not applied by themselves (send SIGHUP to reload)", "err", err)
 		}
 		d.nextClass++
-		cl = &class{id: d.nextClass, m: m}
+		cl = &class{id: d.nextClass, m: m, tracer: tracer}
 		d.classes[key] = cl
 	}
 	if cl.idle != nil {
@@ -387,8 +395,14 @@ func (d *daemon) closeIdle(key string, cl *class) {
 	}
 	d.mu.Unlock()
 	if idle {
-		cl.m.Close()
+		cl.close()
 	}
+}
+
+// close closes the class's Mux, then sends its last spans.
+func (cl *class) close() {
+	cl.m.Close()
+	cl.tracer.Shutdown(traceFlushTimeout)
 }
 
 // armLinger ends the process linger (at least least) after its last
@@ -433,8 +447,14 @@ func (d *daemon) stop() {
 // to their supervisor, which stops them once the process is gone.
 func (d *daemon) wait(signalled bool) {
 	d.door.Wait()
-	for _, m := range d.muxes() {
-		m.Exit(signalled)
+	d.mu.Lock()
+	classes := slices.Collect(maps.Values(d.classes))
+	d.mu.Unlock()
+	for _, cl := range classes {
+		cl.m.Exit(signalled)
+	}
+	for _, cl := range classes {
+		cl.tracer.Shutdown(traceFlushTimeout) // after Exit: the last spans go out
 	}
 }
 

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -19,8 +20,8 @@ const traceFlushTimeout = 50 * time.Millisecond
 // startTracing is the tracer the environment asks for (OTEL_EXPORTER_OTLP_*,
 // see mux/tracing), or nil: tracing is off, or could not be set up (a
 // warning says why; serving goes on without it).
-func startTracing(logger *log.Logger) *tracing.Tracer {
-	t, err := tracing.FromEnv(os.Getenv, version, logger)
+func startTracing(getenv func(string) string, logger *log.Logger) *tracing.Tracer {
+	t, err := tracing.FromEnv(getenv, version, logger)
 	if err != nil {
 		logger.Warn("tracing is off", "err", err)
 		return nil
@@ -30,4 +31,29 @@ func startTracing(logger *log.Logger) *tracing.Tracer {
 		logger.Info("tracing on: a span per forwarded request, exported over OTLP/HTTP")
 	}
 	return t
+}
+
+// envLookup is os.Getenv over environ, a session's environment.
+func envLookup(environ []string) func(string) string {
+	return func(key string) string {
+		for i := len(environ) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(environ[i], "="); ok && k == key {
+				return v
+			}
+		}
+		return ""
+	}
+}
+
+// otelEnv is what of environ configures tracing, sorted: sessions of the
+// shared mcp-mux whose differ trace apart.
+func otelEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "OTEL_") {
+			out = append(out, kv)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

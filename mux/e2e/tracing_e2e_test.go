@@ -89,6 +89,14 @@ func exportedSpan(t *testing.T, rcv *testkit.OTLPReceiver, spanID string) testki
 }
 
 func TestTracesCrossMcpMuxToStdioAndRemoteBackends(t *testing.T) {
+	t.Run("in-process", tracesCross)
+	t.Run("shared", func(t *testing.T) {
+		sharedDirs(t)
+		tracesCross(t)
+	})
+}
+
+func tracesCross(t *testing.T) {
 	rcv := testkit.StartOTLPReceiver(t)
 	web := testkit.StartRemoteFixture(t, "-http", "-name", "web", "-mrtr")
 	local := strings.Replace(stdioBackend(t, "local"), `"local"]`, `"local", "-mrtr"]`, 1)
@@ -125,6 +133,33 @@ func TestTracesCrossMcpMuxToStdioAndRemoteBackends(t *testing.T) {
 	}
 	if services := rcv.Services(); !slices.Contains(services, "mcp-mux") {
 		t.Errorf("service.name of the exports: %v, want mcp-mux", services)
+	}
+}
+
+// Sessions of the shared mcp-mux whose OTEL_ environments differ each
+// export to their own collector, never to another's.
+func TestTracesOfSharedSessionsGoToTheirOwnCollectors(t *testing.T) {
+	sharedDirs(t)
+	cfg := testkit.WriteRawConfig(t, strings.Replace(stdioBackend(t, "local"), `"local"]`, `"local", "-mrtr"]`, 1))
+	rcvs := []*testkit.OTLPReceiver{testkit.StartOTLPReceiver(t), testkit.StartOTLPReceiver(t)}
+	var parents []string
+	for _, rcv := range rcvs {
+		r := runMuxEnv(t, cfg, "OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=20")
+		var got struct {
+			Meta map[string]any `json:"meta"`
+		}
+		callJSON(t, r.cs, "local__meta", nil, mcp.Meta{"traceparent": agentTP}, &got)
+		tp, _ := got.Meta["traceparent"].(string)
+		parents = append(parents, muxParent(t, "local's _meta", tp))
+	}
+	if n := len(sharedProcs(t)); n != 1 {
+		t.Errorf("%d shared processes, want 1", n)
+	}
+	for i, rcv := range rcvs {
+		exportedSpan(t, rcv, parents[i])
+		if _, ok := rcvs[1-i].SpanWithID(parents[i]); ok {
+			t.Errorf("session %d's span reached the other session's collector", i)
+		}
 	}
 }
 
