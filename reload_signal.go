@@ -33,3 +33,32 @@ func reloadOnSIGHUP(m *mux.Mux) (stop func()) {
 		<-ended
 	}
 }
+
+// forwardSIGHUP passes every SIGHUP a session gets to the shared process it
+// relays to (pid, which a restart of that process changes): the user, or a
+// script, signals the process the agent launched, and the shared process
+// reloads. Without it the signal ended the session.
+func forwardSIGHUP(pid func() int) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case <-ch:
+				if p, err := os.FindProcess(pid()); err == nil {
+					p.Signal(syscall.SIGHUP)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+		<-ended
+	}
+}

@@ -96,6 +96,7 @@ func runSession(ctx context.Context, cfg *config.File, c *cli.Context, toolList 
 		return false, err
 	}
 	logger.Info("session of the shared mcp-mux", "pid", r.PID())
+	defer forwardSIGHUP(r.PID)()
 	oneThread() // a relay: two hand-offs per line (threads.go)
 	in, restoreIn := pollable(os.Stdin)
 	defer restoreIn()

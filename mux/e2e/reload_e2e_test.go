@@ -444,6 +444,16 @@ func TestReloadOfAnInvalidConfigChangesNothing(t *testing.T) {
 // hard link to the file, which the watcher (on the config's directory) does
 // not see, so only the signal can apply it.
 func TestSIGHUPReloadsAndKeepsTheSession(t *testing.T) {
+	t.Run("in-process", sighupReloads)
+	// The agent's process is the session's: the signal it gets reloads
+	// the shared process.
+	t.Run("shared", func(t *testing.T) {
+		sharedDirs(t)
+		sighupReloads(t)
+	})
+}
+
+func sighupReloads(t *testing.T) {
 	path := testkit.WriteRawConfig(t, configText(t, "", []string{"one", "-name", "one"}))
 	other := filepath.Join(t.TempDir(), "link.toml")
 	if err := os.Link(path, other); err != nil {
