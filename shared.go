@@ -194,6 +194,7 @@ func sharedServe(c *cli.Context) error {
 	}
 	logger.Info("shared mcp-mux serving", "config", place.Config, "pid", os.Getpid())
 	defer serveControlDoc(d.statusDocument, logger)()
+	defer d.serveMetrics(cfg)() // shared_metrics.go
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sig)
@@ -474,13 +475,7 @@ func (d *daemon) muxes() []*mux.Mux {
 // class, each session's id and each backend's name say which class (cN)
 // it is of: two classes run two instances of a backend.
 func (d *daemon) statusDocument() control.Document {
-	d.mu.Lock()
-	classes := make([]*class, 0, len(d.classes))
-	for _, cl := range d.classes {
-		classes = append(classes, cl)
-	}
-	d.mu.Unlock()
-	slices.SortFunc(classes, func(a, b *class) int { return a.id - b.id })
+	classes := d.classesByID()
 	doc := control.Document{Version: control.Version, PID: os.Getpid(), Config: d.place.Config, Sessions: []control.Session{}, Backends: []control.Backend{}}
 	for i, cl := range classes {
 		md := cl.m.StatusDocument()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -351,6 +352,9 @@ func (m *Mux) metricsState() telemetry.State {
 func (m *Mux) metricsHandler(token string, tokens []config.Token) http.Handler {
 	return door.Guard(token, tokens, m.obs.metrics.Handler())
 }
+
+// WriteMetrics writes what /metrics shows, in the Prometheus text format.
+func (m *Mux) WriteMetrics(w io.Writer) { m.obs.metrics.WriteText(w) }
 
 // ServeMetrics serves /metrics on ln (a stdio mcp-mux's [mux]
 // metrics_listen), requiring token (or one of tokens, those of every

@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +234,46 @@ env = { GITHUB_TOKEN = "${MY_TOKEN}" }
 	want := map[string]int{"always": 1, "never": 3, "auto": 2}
 	if got := fixtureNames(t, onlyShared(t).PID); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("backend processes by name %v, want %v", got, want)
+	}
+}
+
+// metrics_listen of the shared process: one endpoint for every view, each
+// series labelled with its view, in one valid exposition.
+func TestTheSharedProcessServesMetricsListenForEveryView(t *testing.T) {
+	sharedDirs(t)
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cfg := testkit.WriteRawConfig(t, fmt.Sprintf(`[mux]
+metrics_listen = %q
+
+[[backend]]
+name = "f"
+command = %q
+args = ["-name", "f"]
+
+[profile.other]
+backends = ["f"]
+`, addr, testkit.FixtureBin(t)))
+	dir := t.TempDir()
+	a := startShared(t, cfg, dir, nil, nil)
+	b := startSharedArgs(t, "2025-11-25", []string{"--config", cfg, "--profile", "other"}, dir, nil, nil)
+	a.call(t, "f__echo", nil)
+	a.call(t, "f__echo", nil)
+	b.call(t, "f__echo", nil)
+	code, fams := getMetrics(t, "http://"+addr+"/metrics", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics of the shared process: %d", code)
+	}
+	calls := map[string]float64{}
+	for _, m := range fams["mcp_mux_requests_total"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["backend"] == "f" && l["method"] == "tools/call" && l["outcome"] == "ok" {
+			calls[l["class"]] += m.GetCounter().GetValue()
+		}
+	}
+	if calls["c1"] != 2 || calls["c2"] != 1 {
+		t.Errorf("f's calls by view %v, want c1: 2, c2: 1", calls)
 	}
 }

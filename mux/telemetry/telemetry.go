@@ -24,6 +24,7 @@ package telemetry
 import (
 	"bufio"
 	"cmp"
+	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -196,6 +197,13 @@ func (m *Metrics) Handler() http.Handler {
 		m.write(bw)
 		bw.Flush()
 	})
+}
+
+// WriteText writes the metrics in the Prometheus text format.
+func (m *Metrics) WriteText(w io.Writer) {
+	bw := bufio.NewWriter(w)
+	m.write(bw)
+	bw.Flush()
 }
 
 // write writes every family that has a series, in the order of their
