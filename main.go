@@ -199,12 +199,12 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
-	logger, closer, err := newLogger(cfg)
-	if err != nil {
+	logger, closer, logErr := newLogger(cfg)
+	if logErr != nil {
 		// A log file that cannot be used costs the log file, not the
 		// servers: the log goes to stderr, and says why.
 		logger, closer, _ = newLogger(&config.File{Mux: config.Settings{LogLevel: cfg.Mux.LogLevel}})
-		logger.Warn("log_file not used, logging to stderr: "+err.Error(), "path", cfg.Path)
+		logger.Warn("log_file not used, logging to stderr: "+logErr.Error(), "path", cfg.Path)
 	}
 	defer closer.Close()
 	logger.Info("config loaded", "path", cfg.Path, "backends", len(cfg.Backends))
@@ -220,7 +220,10 @@ func serve(c *cli.Context) error {
 		return err
 	}
 	if addr == "" {
-		if on, _ := sharedWanted(cfg); on {
+		// A log_file this process cannot use is not the shared
+		// process's to use either: it may be the very file this
+		// agent reads as stdout, which the shared process cannot tell.
+		if on, _ := sharedWanted(cfg); on && logErr == nil {
 			if name := c.String("profile"); name != "" {
 				if _, ok := cfg.Profile(name); !ok {
 					return cli.Exit("mcp-mux: "+mux.UnknownProfileError(cfg, name).Error(), 1)

@@ -530,7 +530,16 @@ func TestLogFileThatIsStdoutIsRefused(t *testing.T) {
 	}
 
 	// The file stdout is redirected to, by its name or through a symlink:
-	// only serve can tell.
+	// only serve can tell, and only the process whose stdout it is: a
+	// session does not hand it to the shared process.
+	t.Run("in-process", func(t *testing.T) { logFileIsRedirectedStdout(t, t.TempDir()) })
+	t.Run("shared", func(t *testing.T) {
+		sharedDirs(t)
+		logFileIsRedirectedStdout(t, t.TempDir())
+	})
+}
+
+func logFileIsRedirectedStdout(t *testing.T, dir string) {
 	outFile := filepath.Join(dir, "stdout.txt")
 	outLink := filepath.Join(dir, "stdout-link.log")
 	if err := os.Symlink(outFile, outLink); err != nil {
