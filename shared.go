@@ -97,12 +97,33 @@ func runSession(ctx context.Context, cfg *config.File, c *cli.Context, toolList 
 	}
 	logger.Info("session of the shared mcp-mux", "pid", r.PID())
 	defer forwardSIGHUP(r.PID)()
-	oneThread() // a relay: two hand-offs per line (threads.go)
+	go giveUpOnABlockedAgent(ctx, r, cfg.Mux.ShutdownGrace.Duration, logger) // owned: ends with the process
+	oneThread()                                                              // a relay: two hand-offs per line (threads.go)
 	in, restoreIn := pollable(os.Stdin)
 	defer restoreIn()
 	out, restoreOut := pollable(os.Stdout)
 	defer restoreOut()
 	return true, r.Run(ctx, pipeIO(in), pipeIO(out))
+}
+
+// giveUpOnABlockedAgent ends the process once the session is ending (a
+// signal, or the agent's stdin ended) and a write to the agent has waited
+// grace: an agent that no longer reads cannot be given what is left, and
+// the write would hold the session forever, as an in-process mcp-mux's
+// exit does not.
+func giveUpOnABlockedAgent(ctx context.Context, r *relay.Relay, grace time.Duration, logger *log.Logger) {
+	select {
+	case <-ctx.Done():
+	case <-r.StdinEnded():
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		if r.Blocked() > grace {
+			logger.Warn("exiting: the agent ended the session and no longer reads what is left for it", "waited", grace)
+			os.Exit(0)
+		}
+	}
 }
 
 // maxSharedLog is the size past which the shared process's log (when the

@@ -288,34 +288,49 @@ func TestSlowAgentKeepsMemoryBounded(t *testing.T) {
 // Shutdown must not wait for an agent that does not read: after SIGTERM or
 // stdin EOF mcp-mux exits within shutdown_grace + 1 s, every child gone.
 func TestShutdownWithBlockedStdout(t *testing.T) {
-	for _, how := range []string{"SIGTERM", "stdin EOF"} {
-		t.Run(how, func(t *testing.T) {
-			w := startWire(t, floodConfig(t))
-			w.stall(1_000_000)
-			waitPipeFull(t, w.stdout) // mcp-mux's writes to stdout block
-			kids := descendantsOf(w.cmd.Process.Pid)
-			if len(kids) == 0 {
-				t.Fatal("no backend running")
+	for _, shared := range []bool{false, true} {
+		for _, how := range []string{"SIGTERM", "stdin EOF"} {
+			name := how
+			if shared {
+				name += ", shared"
 			}
-			start := time.Now()
-			if how == "SIGTERM" {
-				signalProcess(t, w.cmd.Process, syscall.SIGTERM)
-			} else {
-				w.stdin.Close()
-			}
-			select {
-			case <-w.exited:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("mcp-mux still running 10 s after %s with stdout blocked", how)
-			}
-			d := time.Since(start)
-			t.Logf("exited %v after %s with stdout blocked (shutdown_grace 1s)", d.Round(time.Millisecond), how)
-			if d > 2*time.Second {
-				t.Errorf("took %v to exit, want within shutdown_grace + 1 s", d)
-			}
-			waitGone(t, kids, time.Second)
-		})
+			t.Run(name, func(t *testing.T) {
+				if shared {
+					sharedDirs(t)
+				}
+				shutdownWithBlockedStdout(t, how)
+			})
+		}
 	}
+}
+
+// shutdownWithBlockedStdout ends an mcp-mux whose agent stopped reading
+// its stdout, by how, and checks it and its processes go in time.
+func shutdownWithBlockedStdout(t *testing.T, how string) {
+	w := startWire(t, floodConfig(t))
+	w.stall(1_000_000)
+	waitPipeFull(t, w.stdout) // mcp-mux's writes to stdout block
+	kids := descendantsOf(w.cmd.Process.Pid)
+	if len(kids) == 0 {
+		t.Fatal("no backend running")
+	}
+	start := time.Now()
+	if how == "SIGTERM" {
+		signalProcess(t, w.cmd.Process, syscall.SIGTERM)
+	} else {
+		w.stdin.Close()
+	}
+	select {
+	case <-w.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("mcp-mux still running 10 s after %s with stdout blocked", how)
+	}
+	d := time.Since(start)
+	t.Logf("exited %v after %s with stdout blocked (shutdown_grace 1s)", d.Round(time.Millisecond), how)
+	if d > 2*time.Second {
+		t.Errorf("took %v to exit, want within shutdown_grace + 1 s", d)
+	}
+	waitGone(t, kids, time.Second)
 }
 
 // A request the agent cancels gets no response (MCP: the receiver should

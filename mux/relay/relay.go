@@ -22,6 +22,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-mux/mcp-mux/backends/wire"
@@ -71,15 +72,20 @@ type Relay struct {
 	initLine, initializedLine, levelLine []byte
 	subs                                 map[string][]byte // resources/subscribe by uri
 	stdinDone                            bool
+	stdinEnded                           chan struct{} // closed with stdinDone
 
 	outMu sync.Mutex
 	out   io.Writer
+	// writing is when the write to the agent under way began (unix ns),
+	// 0 when none is: an agent that stops reading blocks it (Blocked).
+	writing atomic.Int64
 }
 
 // Connect meets the long-lived process of o.Place (starting it if
 // needed) and says hello. An error means the session cannot be shared.
 func Connect(o Options) (*Relay, error) {
-	r := &Relay{o: o, inflight: map[string]bool{}, asked: map[string]bool{}, swallow: map[string]bool{}, subs: map[string][]byte{}}
+	r := &Relay{o: o, inflight: map[string]bool{}, asked: map[string]bool{}, swallow: map[string]bool{}, subs: map[string][]byte{},
+		stdinEnded: make(chan struct{})}
 	c, rd, pid, err := r.meet(false)
 	if err != nil {
 		return nil, err
@@ -189,6 +195,30 @@ func (r *Relay) Run(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 }
 
+// toAgent writes line to the agent's stdin (the session's stdout).
+func (r *Relay) toAgent(line []byte) error {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	r.writing.Store(time.Now().UnixNano())
+	defer r.writing.Store(0)
+	_, err := r.out.Write(line)
+	return err
+}
+
+// StdinEnded is closed once the agent's stdin has ended.
+func (r *Relay) StdinEnded() <-chan struct{} { return r.stdinEnded }
+
+// Blocked is how long the write to the agent under way has waited (0: no
+// write is). A session that is ending, whose agent no longer reads, cannot
+// give it what is left, and must not wait for it without end.
+func (r *Relay) Blocked() time.Duration {
+	began := r.writing.Load()
+	if began == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, began))
+}
+
 func (r *Relay) drain() time.Duration {
 	if r.o.Drain > 0 {
 		return r.o.Drain + time.Second
@@ -218,10 +248,7 @@ func (r *Relay) fromProcess(rd *bufio.Reader) error {
 			line = long
 		}
 		if len(line) > 0 && r.fromProcessLine(line) {
-			r.outMu.Lock()
-			_, werr := r.out.Write(line)
-			r.outMu.Unlock()
-			if werr != nil {
+			if werr := r.toAgent(line); werr != nil {
 				return errAgentGone
 			}
 		}
@@ -301,6 +328,7 @@ func (r *Relay) fromAgent(in io.Reader) {
 	r.stdinDone = true
 	c := r.conn
 	r.mu.Unlock()
+	close(r.stdinEnded)
 	r.wmu.Lock()
 	c.closeWrite()
 	r.wmu.Unlock()
@@ -438,9 +466,7 @@ func (r *Relay) reconnect() error {
 	for _, id := range lost {
 		msg := fmt.Sprintf("mcp-mux: the shared mcp-mux (pid %d) ended while this request was in flight; it was not retried", pid)
 		line := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":%s}}`+"\n", id, strconv.Quote(msg))
-		r.outMu.Lock()
-		r.out.Write(line)
-		r.outMu.Unlock()
+		r.toAgent(line)
 	}
 	if r.o.Warn != nil {
 		r.o.Warn(fmt.Sprintf("the shared mcp-mux (pid %d) ended; %d requests in flight were answered with an error; meeting a new one", pid, len(lost)))
