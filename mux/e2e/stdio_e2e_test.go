@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -288,6 +289,11 @@ func TestSlowAgentKeepsMemoryBounded(t *testing.T) {
 // Shutdown must not wait for an agent that does not read: after SIGTERM or
 // stdin EOF mcp-mux exits within shutdown_grace + 1 s, every child gone.
 func TestShutdownWithBlockedStdout(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		// Before anything starts: a shared process would hold the
+		// test's directories, which Windows cannot then remove.
+		t.Skip("needs Linux, to see how full a pipe is")
+	}
 	for _, shared := range []bool{false, true} {
 		for _, how := range []string{"SIGTERM", "stdin EOF"} {
 			name := how
