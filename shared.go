@@ -155,6 +155,7 @@ func spawnShared(place rendezvous.Place) (ended <-chan struct{}, err error) {
 	defer logf.Close()
 	cmd, err := startDetached(func() *exec.Cmd {
 		cmd := exec.Command(exe, sharedCommand, "--config", place.Config, "--build", place.Build)
+		cmd.Env = append(os.Environ(), backends.StandbyEnv+"=1") // it will serve: its supervisor starts at once
 		cmd.Stderr = logf
 		cmd.Dir = place.Dir
 		return cmd

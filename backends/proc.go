@@ -63,3 +63,9 @@ func (e *exitStatus) Error() string {
 	}
 	return "exit status " + strconv.Itoa(e.code)
 }
+
+// StandbyEnv=1 in the environment of an mcp-mux process that will serve
+// has it start the supervisor of its first backend (Linux) as soon as its
+// Go runtime starts, before main runs (see StartStandby): the session gives
+// it to the shared process it starts.
+const StandbyEnv = "MCP_MUX_STANDBY"

@@ -1,13 +1,19 @@
 package backends
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/charmbracelet/log"
 
 	"github.com/mcp-mux/mcp-mux/backends/internal/supervisor"
 
@@ -89,5 +95,117 @@ func TestBackendStartsWhenTheStandbyDied(t *testing.T) {
 	}
 	if sup := parentOf(t, b.PID()); sup == pid || cmdlineOf(sup) != supervisor.Arg0+" " {
 		t.Errorf("the backend's supervisor is %d (%q), want a new one", sup, cmdlineOf(sup))
+	}
+}
+
+// childrenOf is pid's children, from /proc.
+func childrenOf(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// spareOf waits for the process the supervisor sup forks ahead of its first
+// backend, and returns its pid.
+func spareOf(t *testing.T, sup int) int {
+	t.Helper()
+	spare := 0
+	testkit.Eventually(t, 10*time.Second, "the standby's spare (mcp-mux-spare)", func() bool {
+		for _, pid := range childrenOf(sup) {
+			if cmdlineOf(pid) == "mcp-mux-spare " {
+				spare = pid
+				return true
+			}
+		}
+		return false
+	})
+	return spare
+}
+
+// The first backend is the process the supervisor forked and exec'd as it
+// started (mcp-mux-spare in ps), in the backend's directory, with its stdio:
+// the exec of mcp-mux's binary that makes a backend a subreaper is not on
+// the start of the backend an agent waits for. The next is forked as it
+// comes, and no idle process stays beside the two.
+func TestTheFirstBackendIsTheProcessForkedAheadOfIt(t *testing.T) {
+	sup := withStandby(t)
+	spare := spareOf(t, sup)
+	dir := t.TempDir()
+	b, err := Start(context.Background(), Spec{Name: "fx", Command: testkit.FixtureBin(t), Args: []string{"-cwd-tool"}, Cwd: dir},
+		Options{StartupTimeout: 10 * time.Second, Logger: log.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Stop(time.Second) })
+	if b.PID() != spare {
+		t.Errorf("the first backend is %d (%q), want the spare %d", b.PID(), cmdlineOf(b.PID()), spare)
+	}
+	if res, err := call(t, b, "cwd", nil); err != nil || resultText(t, res) != dir {
+		t.Errorf("the first backend's directory: %v, %v; want %s", res, err, dir)
+	}
+	next, _, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := childrenOf(sup)
+	slices.Sort(got)
+	want := []int{b.PID(), next.PID()}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("the supervisor's children are %v, want the two backends %v and no other", got, want)
+	}
+}
+
+// A backend whose directory cannot be entered fails to start with a reason
+// that names it, the first (the spare) as the next (forked).
+func TestABackendsFailureToEnterItsDirectoryNamesIt(t *testing.T) {
+	sup := withStandby(t)
+	spareOf(t, sup)
+	dir := filepath.Join(t.TempDir(), "gone")
+	for _, which := range []string{"the first", "the next"} {
+		b, err := Start(context.Background(), Spec{Name: "fx", Command: testkit.FixtureBin(t), Cwd: dir},
+			Options{StartupTimeout: 10 * time.Second, Logger: log.New(io.Discard)})
+		if err == nil {
+			b.Stop(time.Second)
+			t.Fatalf("%s backend, whose directory does not exist, started", which)
+		}
+		if !strings.Contains(err.Error(), "chdir "+dir+": no such file or directory") {
+			t.Errorf("%s backend: error %q, want it to say chdir %s: no such file or directory", which, err, dir)
+		}
+	}
+	if _, _, err := start(t, Options{}); err != nil {
+		t.Errorf("a backend after those: %v", err)
+	}
+}
+
+// A spare goes with its supervisor: a standby let go leaves nothing.
+func TestADiscardedStandbyTakesItsSpare(t *testing.T) {
+	sup := withStandby(t)
+	spare := spareOf(t, sup)
+	supervisor.DiscardStandby()
+	if !testkit.Poll(5*time.Second, func() bool { return !alive(sup) && !alive(spare) }) {
+		t.Fatalf("after the standby %d was let go, it runs: %v, its spare %d: %v", sup, alive(sup), spare, alive(spare))
+	}
+}
+
+// The session's name for the variable is the supervisor's.
+func TestStandbyEnvIsTheSupervisors(t *testing.T) {
+	if StandbyEnv != supervisor.StandbyEnv {
+		t.Errorf("backends.StandbyEnv %q, supervisor.StandbyEnv %q", StandbyEnv, supervisor.StandbyEnv)
 	}
 }

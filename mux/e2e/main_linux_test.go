@@ -84,6 +84,48 @@ func TestBackendsStartUnderTheStandby(t *testing.T) {
 	}
 }
 
+// A launch that will serve in-process, as MCP_MUX_SHARED=0 says before
+// main runs, starts its standby, and the standby the process of its first
+// backend (mcp-mux-spare), as its Go runtime starts: here mcp-mux is still
+// waiting to open its config (a FIFO nobody writes yet) when both run. The
+// first backend is that process.
+func TestAnInProcessLaunchStartsItsStandbyBeforeReadingItsConfig(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "mcp-mux.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	w := startWire(t, fifo) // MCP_MUX_SHARED=0 (testkit.Main)
+	var sup, spare int
+	testkit.Eventually(t, 10*time.Second, "a supervisor and its spare while mcp-mux waits for its config", func() bool {
+		for _, kid := range childrenOf(w.cmd.Process.Pid) {
+			if cmdlineOf(kid) != "mcp-mux-supervisor " {
+				continue
+			}
+			for _, k := range childrenOf(kid) {
+				if cmdlineOf(k) == "mcp-mux-spare " {
+					sup, spare = kid, k
+					return true
+				}
+			}
+		}
+		return false
+	})
+	config := testkit.WriteConfig(t, "", []string{"a", "-name", "a"})
+	src, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fifo, src, 0o600); err != nil { // opens the FIFO: mcp-mux reads it
+		t.Fatal(err)
+	}
+	w.initialize()
+	w.toolText(2, "a__echo")
+	if ppidOf(spare) != sup || !strings.HasPrefix(cmdlineOf(spare), testkit.FixtureBin(t)) {
+		t.Errorf("the spare %d is now %q under %d, want the first backend (%s) under the supervisor %d",
+			spare, cmdlineOf(spare), ppidOf(spare), testkit.FixtureBin(t), sup)
+	}
+}
+
 // With no backend process to start (only a remote backend, here one that
 // refuses), the standby goes at once: it would only wait.
 func TestStandbyGoesWhenNoBackendNeedsIt(t *testing.T) {

@@ -72,34 +72,19 @@ func (s *supervisor) start(r request) {
 		fail("reading the command from mcp-mux: malformed")
 		return
 	}
-	var cmd, report [2]int
-	if err := syscall.Pipe2(cmd[:], syscall.O_CLOEXEC); err != nil {
-		fail("fork/exec " + l.Path + ": " + err.Error())
-		return
+	launch := r.launch
+	pid, onCmd, onReport := 0, -1, -1
+	if sp := s.takeSpare(); sp != nil {
+		if rest, ok := startOnSpare(sp, launch, r.stdio); ok {
+			pid, onCmd, onReport, launch = sp.pid, sp.sock, sp.report, rest
+		}
 	}
-	if err := syscall.Pipe2(report[:], syscall.O_CLOEXEC); err != nil {
-		syscall.Close(cmd[0])
-		syscall.Close(cmd[1])
-		fail("fork/exec " + l.Path + ": " + err.Error())
-		return
-	}
-	// In its own process group (which mcp-mux signals to stop it), in
-	// its directory (where a relative path is looked up), killed if the
-	// supervisor's main thread, which forks it, dies: that thread lives
-	// as long as the supervisor.
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{execArg0}, &syscall.ProcAttr{
-		Dir:   l.Dir,
-		Env:   Env,
-		Files: []uintptr{uintptr(r.stdio[0]), uintptr(r.stdio[1]), uintptr(r.stdio[2]), uintptr(cmd[0]), uintptr(report[1])},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
-	syscall.Close(cmd[0])
-	syscall.Close(report[1])
-	if err != nil {
-		syscall.Close(cmd[1])
-		syscall.Close(report[0])
-		fail("fork/exec " + l.Path + ": " + err.Error())
-		return
+	if pid == 0 {
+		var err error
+		if pid, onCmd, onReport, err = forkBackend(l, r.stdio); err != nil {
+			fail("fork/exec " + l.Path + ": " + inDir(l.Dir, err))
+			return
+		}
 	}
 	select {
 	case s.kick <- struct{}{}:
@@ -111,11 +96,56 @@ func (s *supervisor) start(r request) {
 		say(c.stderr, s.notSubreaper)
 	}
 	s.children[r.id], s.byPid[pid] = c, c
-	launch := r.launch
 	go func() {
-		msg := handOver(cmd[1], report[0], launch)
+		msg := handOver(onCmd, onReport, launch)
 		s.launched <- launched{id: r.id, msg: msg}
 	}()
+}
+
+// inDir is why a fork into dir failed: the kernel's word for a directory
+// that cannot be entered is only an errno, which reads as the command's.
+func inDir(dir string, err error) string {
+	var st syscall.Stat_t
+	if dir != "" {
+		if e := syscall.Stat(dir, &st); e != nil {
+			return "chdir " + dir + ": " + e.Error()
+		}
+	}
+	return err.Error()
+}
+
+// forkBackend forks what becomes the backend l (runExec) with its stdio:
+// its pid, and this end of the pipe its launch goes on and of the one its
+// report comes back on (see handOver). Called from the main thread (see
+// loop).
+func forkBackend(l Launch, stdio []int) (pid, cmd, report int, err error) {
+	var c, rep [2]int
+	if err := syscall.Pipe2(c[:], syscall.O_CLOEXEC); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := syscall.Pipe2(rep[:], syscall.O_CLOEXEC); err != nil {
+		syscall.Close(c[0])
+		syscall.Close(c[1])
+		return 0, 0, 0, err
+	}
+	// In its own process group (which mcp-mux signals to stop it), in
+	// its directory (where a relative path is looked up), killed if the
+	// supervisor's main thread, which forks it, dies: that thread lives
+	// as long as the supervisor.
+	pid, err = syscall.ForkExec("/proc/self/exe", []string{execArg0}, &syscall.ProcAttr{
+		Dir:   l.Dir,
+		Env:   Env,
+		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2]), uintptr(c[0]), uintptr(rep[1])},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	syscall.Close(c[0])
+	syscall.Close(rep[1])
+	if err != nil {
+		syscall.Close(c[1])
+		syscall.Close(rep[0])
+		return 0, 0, 0, err
+	}
+	return pid, c[1], rep[0], nil
 }
 
 // handOver writes the launch to what becomes the backend (on cmd, then

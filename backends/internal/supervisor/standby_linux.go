@@ -98,3 +98,40 @@ func TakeStandby() (pid, sock int, ok bool) {
 	standby.sock = 0
 	return pid, sock, sock != 0
 }
+
+// StandbyEnv set to 1 has mcp-mux start its standby from this package's
+// init, as soon as it runs: the long-lived shared process has it from the
+// session that starts it, which knows the process will serve.
+const StandbyEnv = "MCP_MUX_STANDBY"
+
+// earlyStandby says whether mcp-mux's process, whose argv is args, starts
+// its standby now, before main knows whether it serves (which then finds
+// it started): only when its environment already says so. That is
+// StandbyEnv, or MCP_MUX_SHARED=0, which makes a stdio launch serve
+// in-process. Most launches are sessions that relay to the shared process
+// and start none; a test binary starts none of itself.
+func earlyStandby(args []string) bool {
+	for _, a := range args {
+		if len(a) > 6 && a[:6] == "-test." {
+			return false
+		}
+	}
+	if v, _ := syscall.Getenv(StandbyEnv); v == "1" {
+		return true
+	}
+	v, _ := syscall.Getenv("MCP_MUX_SHARED")
+	return v == "0" || equalFold(v, "false") || equalFold(v, "no")
+}
+
+// equalFold is ASCII strings.EqualFold: package strings initializes later.
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		if a[i]|0x20 != b[i]|0x20 {
+			return false
+		}
+	}
+	return true
+}

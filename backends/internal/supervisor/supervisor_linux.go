@@ -50,7 +50,12 @@ func init() {
 			run()
 		case execArg0:
 			runExec()
+		case spareArg0:
+			runSpare()
 		}
+	}
+	if earlyStandby(args) {
+		StartStandby()
 	}
 }
 
@@ -124,6 +129,7 @@ func run() {
 	}
 	go s.reap()
 	go s.readLifeline()
+	s.makeSpare()
 	s.loop()
 }
 
@@ -138,6 +144,7 @@ type supervisor struct {
 	launched     chan launched // how a backend's exec went
 	reaped       chan reaped
 	kick         chan struct{} // a child was forked: reap has one to wait for
+	spare        *spare        // the first backend's process, forked ahead
 	gone         bool          // the lifeline ended: mcp-mux is gone
 	// leftoverTermed is what is left of exited backends that got its
 	// SIGTERM, since leftoverSince.
@@ -203,6 +210,8 @@ func (s *supervisor) loop() {
 		case r := <-s.reaped:
 			s.onReaped(r)
 		case <-tickC:
+		case <-s.spareIdleC():
+			s.retireSpare()
 		}
 		s.step(time.Now())
 	}
@@ -267,6 +276,7 @@ func (s *supervisor) end(c *child, now time.Time, grace time.Duration) {
 
 // lifelineEnded: mcp-mux is gone, and so is every backend's lifeline.
 func (s *supervisor) lifelineEnded() {
+	s.retireSpare()
 	s.requests = nil
 	s.gone = true
 	now := time.Now()
@@ -358,6 +368,7 @@ func (s *supervisor) step(now time.Time) {
 	for _, pid := range tree[s.self] {
 		c := s.byPid[pid]
 		switch {
+		case s.spare != nil && pid == s.spare.pid:
 		case c != nil && !c.exited:
 			if c.ending {
 				signalAll(below(tree, pid), now, c.killFrom, c.termed)
