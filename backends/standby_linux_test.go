@@ -209,3 +209,22 @@ func TestStandbyEnvIsTheSupervisors(t *testing.T) {
 		t.Errorf("backends.StandbyEnv %q, supervisor.StandbyEnv %q", StandbyEnv, supervisor.StandbyEnv)
 	}
 }
+
+// A spare killed before the first backend came costs nothing but itself:
+// that backend is forked, under the same supervisor.
+func TestABackendStartsWhenItsSpareWasKilled(t *testing.T) {
+	sup := withStandby(t)
+	spare := spareOf(t, sup)
+	syscall.Kill(spare, syscall.SIGKILL)
+	testkit.Eventually(t, 10*time.Second, "the killed spare to be reaped", func() bool { return !alive(spare) })
+	b, _, err := start(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.PID() == spare || parentOf(t, b.PID()) != sup {
+		t.Errorf("backend %d under %d, want a new process under the supervisor %d", b.PID(), parentOf(t, b.PID()), sup)
+	}
+	if res, err := call(t, b, "echo", map[string]any{"x": 1}); err != nil || !strings.Contains(fmt.Sprint(res.Content[0]), `{"x":1}`) {
+		t.Errorf("echo: %v, %v", res, err)
+	}
+}
