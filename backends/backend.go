@@ -224,7 +224,7 @@ func Start(ctx context.Context, spec Spec, opts Options) (*Backend, error) {
 // hooks, the requests it answers, and b.conn's count of what was handled.
 func (b *Backend) newClient(opts Options) *mcp.Client {
 	client := mcp.NewClient(opts.ClientInfo, b.clientOptions(opts.Hooks))
-	client.AddReceivingMiddleware(clientRequests(opts.Hooks), b.conn.handled)
+	client.AddReceivingMiddleware(clientRequests(opts.Hooks, b.rootsAnswered), b.conn.handled)
 	client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		b.sendRaw = next
 		return next

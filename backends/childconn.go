@@ -68,6 +68,8 @@ type childConn struct {
 
 	noise *stdoutNoise // lines that are not JSON-RPC (noise.go)
 
+	roots rootsAsks // its roots/list requests as read, and their answers (roots.go)
+
 	// updated, if set, gets notifications/resources/updated straight from
 	// Read, in order, instead of through the go-sdk (see takeUpdated).
 	updated func(*mcp.ResourceUpdatedNotificationParams)
@@ -267,8 +269,13 @@ func (c *childConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			msg = nil
 		}
 		if msg != nil {
-			if r, ok := msg.(*jsonrpc.Request); ok && !r.IsCall() && clientNotifications[r.Method] {
-				c.ahead()
+			if r, ok := msg.(*jsonrpc.Request); ok {
+				switch {
+				case !r.IsCall() && clientNotifications[r.Method]:
+					c.ahead()
+				case r.IsCall() && r.Method == "roots/list":
+					c.roots.note(false) // before what the backend sent after it is read
+				}
 			}
 			return msg, nil
 		}

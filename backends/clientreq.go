@@ -39,12 +39,14 @@ func declared(want *mcp.ClientCapabilities) *mcp.ClientCapabilities {
 // and elicitation/create with the hooks. The go-sdk has no roots handler,
 // and its sampling and elicitation handlers validate and rewrite what
 // passes (schema defaults applied to an elicitation's content): a proxy
-// passes the request and the answer on as they are.
-func clientRequests(h Hooks) mcp.Middleware {
+// passes the request and the answer on as they are. rootsAnswered is
+// called once a roots/list is answered, however.
+func clientRequests(h Hooks, rootsAnswered func()) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch r := req.(type) {
 			case *mcp.ListRootsRequest:
+				defer rootsAnswered()
 				if h.Roots != nil {
 					return result(h.Roots(ctx, r.Params))
 				}

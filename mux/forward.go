@@ -88,15 +88,22 @@ func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 		m.observed(ctx, mem, &failed, nil, err)
 		return zero, err
 	}
-	if s := sessionFrom(ctx); s != nil && s.isModern() && !b.Modern() && multiRound(in.method) {
+	s := sessionFrom(ctx)
+	// A backend that asked for roots as it started acts on them only once
+	// it has them: the request waits for that (roots.go).
+	startRoots := s != nil && s.declared(hasRoots) && b.AskedForRoots(ctx)
+	if s != nil && s.isModern() && !b.Modern() && multiRound(in.method) {
 		// The backend may ask the agent for input while it serves the
 		// request, which the agent's era has no way for: the request is
 		// parked, so that it can go on across the agent's retries.
-		askRoots := m.roots.wantedBy(mem) && s.declared(hasRoots)
+		askRoots := s.declared(hasRoots) && (m.roots.wantedBy(mem) || startRoots && m.roots.known() == nil)
 		pc, err := m.park(ctx, in, func(ctx context.Context, pc *parkedCall) (any, error) {
 			if askRoots {
 				// The backend asked for roots outside any request (roots.go).
 				m.askRoots(ctx, pc)
+			}
+			if startRoots {
+				b.SettleRoots(ctx, rootsSettle)
 			}
 			return traced(ctx, m, mem, b, in, pc, call) // traces.go
 		})
@@ -104,6 +111,11 @@ func forward[R any](ctx context.Context, m *Mux, mem *member, in inbound,
 			return zero, err
 		}
 		return awaitParked[R](ctx, m, pc, in)
+	}
+	if startRoots && (!s.isModern() || m.roots.known() != nil) {
+		// (An agent of the current era gives roots only in an input round,
+		// which this request has none of.)
+		b.SettleRoots(ctx, rootsSettle)
 	}
 	return traced(ctx, m, mem, b, in, nil, call) // run, in a span when tracing is on (traces.go)
 }

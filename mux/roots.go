@@ -176,10 +176,11 @@ func sameRoots(a, b *mcp.ListRootsResult) bool {
 	return string(ja) == string(jb)
 }
 
-// rootsSettle is how long the request that learned the roots waits before
-// it goes on to the backend whose roots/list they answered: a server acts
-// on roots after it has the answer (server-filesystem checks each
-// directory before it allows it), and the request may need them.
+// rootsSettle is how long a request waits, after a backend's roots/list
+// was answered (by the roots that request learned, or as the backend
+// started: forward), before it goes on to that backend: a server acts on
+// roots after it has the answer (server-filesystem checks each directory
+// before it allows it), and the request may need them.
 const rootsSettle = 200 * time.Millisecond
 
 // askRoots is the input round of mux's own that asks the agent of a parked

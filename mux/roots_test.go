@@ -1,6 +1,7 @@
 package mux
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,50 @@ func TestRootsAskedOfACurrentEraHTTPAgentWithoutRootsSayItHasNone(t *testing.T) 
 	// Before any agent, that is what it says.
 	if msg := (&agentState{}).sessionless("roots", hasRoots).Error(); !strings.Contains(msg, "no agent session is connected") {
 		t.Errorf("no agent yet: %q", msg)
+	}
+}
+
+// TestTheFirstRequestFindsTheRootsTheBackendAskedForAsItStarted: a backend
+// of the handshake era that asks for roots as it is initialized and acts on
+// the answer a moment later (server-filesystem checks each directory
+// first; the fixture asks 100 ms after notifications/initialized and keeps
+// the answer 100 ms after it came) gets the agent's first request only
+// once it has them, in either era. That request comes while the backend
+// is still starting, or is the one that starts a remembered backend. (The
+// handshake era's subtests failed before: roots "". The current era's
+// passed with the fixture; with server-filesystem, under load, its first
+// call was refused: TestInteropCurrentEraAgentGivesItsRootsToServerFilesystem.)
+func TestTheFirstRequestFindsTheRootsTheBackendAskedForAsItStarted(t *testing.T) {
+	fs := fixture(t, "fs", "-handshake-only", "-client-requests", "-roots-at-start", "-roots-delay", "100ms", "-start-delay", "300ms")
+	for _, era := range []struct{ name, version string }{{"handshake era", legacyEra}, {"current era", currentEraV}} {
+		t.Run(era.name, func(t *testing.T) {
+			m := startMux(t, fs)
+			a, c := newEraAgent(t)
+			a.cs = connectWith(t, m, c, era.version)
+			if ci := fixtureClientInfo(t, a.cs, "fs__client_info"); ci.Roots != eraRoot {
+				t.Errorf("the first request found the backend with roots %q, want %q", ci.Roots, eraRoot)
+			}
+		})
+		// The request that starts a remembered backend, whose name mux
+		// knows without it.
+		t.Run(era.name+", remembered", func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "catalogs")
+			cfg := testConfig(fs)
+			// Learned for an agent of these capabilities, as the next.
+			first := runWithMemory(t, cfg, path)
+			_, c0 := newEraAgent(t)
+			connectWith(t, first, c0, era.version)
+			testkit.Eventually(t, 20*time.Second, "fs ready", first.members()[0].serving)
+			first.Close()
+			m := runWithMemory(t, cfg, path)
+			a, c := newEraAgent(t)
+			a.cs = connectWith(t, m, c, era.version)
+			if state, _ := stateOf(m, "fs"); state != stateRemembered {
+				t.Fatalf("fs is %s before its first use, want remembered", state)
+			}
+			if ci := fixtureClientInfo(t, a.cs, "fs__client_info"); ci.Roots != eraRoot {
+				t.Errorf("the request that started the backend found it with roots %q, want %q", ci.Roots, eraRoot)
+			}
+		})
 	}
 }

@@ -61,6 +61,9 @@ func (p *passThrough) sendNow(req *jsonrpc.Request, call *door.Call, pr passable
 	if pr.meta != nil || m.tracer != nil || s.isModern() || pr.b.Modern() || m.refuseUnaudited(req.Method) != nil {
 		return false
 	}
+	if s.declared(hasRoots) && !pr.b.RootsSettled(rootsSettle) {
+		return false // forward waits for the roots the backend asked for as it started
+	}
 	r := &sentNow{p: p, id: req.ID, pr: pr}
 	if r.sc = pr.b.NewSentCall(r.answered); r.sc == nil || !m.own() {
 		return false
