@@ -48,6 +48,23 @@ func TestABackendThatAskedForRootsAsItStartedIsToldApart(t *testing.T) {
 		t.Errorf("SettleRoots returned %v after the answer (answered: %v), want 100 ms at least", time.Since(at), !at.IsZero())
 	}
 
+	// What it asks for later, at a roots list_changed, it asks for while
+	// it serves, as with any client: no request waits for it.
+	mu.Lock()
+	before := answeredAt
+	mu.Unlock()
+	if err := asks.NotifyRootsListChanged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the backend to ask again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return answeredAt.After(before)
+	})
+	if !asks.RootsSettled(50 * time.Millisecond) {
+		t.Error("RootsSettled false after a roots/list asked at a list_changed")
+	}
+
 	quiet, _, err := start(t, opts, "-client-requests")
 	if err != nil {
 		t.Fatal(err)
